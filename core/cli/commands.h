@@ -1,0 +1,8 @@
+/* commands.h: the mixpar subcommands; each takes the arguments after its name and returns an exit code. */
+#ifndef MIXPAR_CLI_COMMANDS_H
+#define MIXPAR_CLI_COMMANDS_H
+
+int cmd_float(int argc, char **argv); /* number formats explorer (lab 03) */
+int cmd_plan(int argc, char **argv);  /* memory planner (lab 01) */
+
+#endif

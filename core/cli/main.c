@@ -1,0 +1,32 @@
+/* main.c: the mixpar command-line tool: dispatch to subcommands. */
+#include "cli/commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"float", cmd_float, "number formats: bits, rounding error and ulp of values in fp32/tf32/fp16/bf16/fp8"},
+    {"plan", cmd_plan, "memory plan of training a transformer: params, grads, optimizer, activations per rank"},
+};
+enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: mixpar COMMAND [ARGS]   (mixpar COMMAND --help for each)\n\ncommands:\n");
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "mixpar: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
