@@ -1,0 +1,163 @@
+/* labinfo.c: reading lab.json and the hidden tests' tests.json with cJSON, checking every key. */
+#include "labinfo.h"
+#include "regions.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+int lab_numbers(const char *root, int *nums, int max) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/labs", root);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < max;) {
+        const char *s = e->d_name;
+        if (strncmp(s, "lab", 3) == 0 && s[3] >= '0' && s[3] <= '9' && s[4] >= '0' && s[4] <= '9' && s[5] == '-')
+            nums[n++] = (s[3] - '0') * 10 + (s[4] - '0');
+    }
+    closedir(d);
+    qsort(nums, (size_t)n, sizeof *nums, cmp_int);
+    return n;
+}
+
+bool lab_dir(const char *root, int lab, char *out, size_t outlen) {
+    char path[4096], prefix[16];
+    snprintf(path, sizeof path, "%s/labs", root);
+    snprintf(prefix, sizeof prefix, "lab%02d-", lab);
+    DIR *d = opendir(path);
+    if (!d) return false;
+    bool found = false;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strncmp(e->d_name, prefix, 6) == 0) {
+            snprintf(out, outlen, "labs/%s", e->d_name);
+            found = true;
+            break;
+        }
+    closedir(d);
+    return found;
+}
+
+static cJSON *load_json(const char *path, char *err, size_t errlen) {
+    char *text = read_text_file(path, NULL);
+    if (!text) {
+        set_err(err, errlen, "cannot read %s", path);
+        return NULL;
+    }
+    cJSON *json = cJSON_Parse(text);
+    if (!json) {
+        const char *at = cJSON_GetErrorPtr();
+        set_err(err, errlen, "%s: invalid JSON near byte %ld", path, at ? (long)(at - text) : -1L);
+    }
+    free(text);
+    return json;
+}
+
+static bool read_tests(const char *path, const cJSON *array, bool hidden, double default_limit, lab_info *out,
+                       char *err, size_t errlen) {
+    if (!cJSON_IsArray(array)) {
+        set_err(err, errlen, "%s: key 'tests' must be an array", path);
+        return false;
+    }
+    int i = 0;
+    for (const cJSON *t = array->child; t; t = t->next, i++) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
+        const cJSON *points = cJSON_GetObjectItemCaseSensitive(t, "points");
+        const cJSON *part = cJSON_GetObjectItemCaseSensitive(t, "part");
+        const cJSON *limit = cJSON_GetObjectItemCaseSensitive(t, "time_limit_s");
+        if (!cJSON_IsString(name) || strlen(name->valuestring) >= 128 || !cJSON_IsNumber(points) ||
+            points->valuedouble < 0) {
+            set_err(err, errlen, "%s: tests[%d] needs a 'name' (string) and 'points' (number >= 0)", path, i);
+            return false;
+        }
+        out->tests = realloc(out->tests, (size_t)(out->ntests + 1) * sizeof *out->tests);
+        lab_test *lt = &out->tests[out->ntests++];
+        memset(lt, 0, sizeof *lt);
+        snprintf(lt->name, sizeof lt->name, "%s", name->valuestring);
+        lt->points = points->valuedouble;
+        snprintf(lt->part, sizeof lt->part, "%s", cJSON_IsString(part) ? part->valuestring : "");
+        lt->time_limit_s = cJSON_IsNumber(limit) && limit->valuedouble > 0 ? limit->valuedouble : default_limit;
+        lt->hidden = hidden;
+        for (int j = 0; j < out->ntests - 1; j++)
+            if (strcmp(out->tests[j].name, lt->name) == 0) {
+                set_err(err, errlen, "%s: test '%s' is listed twice", path, lt->name);
+                return false;
+            }
+    }
+    return true;
+}
+
+bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->lab = lab;
+    if (!lab_dir(root, lab, out->dir, sizeof out->dir)) {
+        set_err(err, errlen, "there is no lab %02d (no labs/lab%02d-* folder)", lab, lab);
+        return false;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/lab.json", root, out->dir);
+    cJSON *json = load_json(path, err, errlen);
+    if (!json) return false;
+    bool ok = false;
+    const cJSON *number = cJSON_GetObjectItemCaseSensitive(json, "lab");
+    const cJSON *title = cJSON_GetObjectItemCaseSensitive(json, "title");
+    const cJSON *title_zh = cJSON_GetObjectItemCaseSensitive(json, "title_zh");
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(json, "files");
+    const cJSON *limit = cJSON_GetObjectItemCaseSensitive(json, "time_limit_s");
+    const cJSON *memory = cJSON_GetObjectItemCaseSensitive(json, "memory_limit_mb");
+    if (!cJSON_IsNumber(number) || number->valueint != lab) {
+        set_err(err, errlen, "%s: key 'lab' must be %d", path, lab);
+        goto done;
+    }
+    if (!cJSON_IsString(title) || !cJSON_IsArray(files)) {
+        set_err(err, errlen, "%s: keys 'title' (string) and 'files' (array) are required", path);
+        goto done;
+    }
+    snprintf(out->title, sizeof out->title, "%s", title->valuestring);
+    snprintf(out->title_zh, sizeof out->title_zh, "%s", cJSON_IsString(title_zh) ? title_zh->valuestring : "");
+    for (const cJSON *f = files->child; f; f = f->next) {
+        if (!cJSON_IsString(f) || out->nfiles == 16) {
+            set_err(err, errlen, "%s: 'files' must be at most 16 strings", path);
+            goto done;
+        }
+        snprintf(out->files[out->nfiles++], sizeof out->files[0], "%s", f->valuestring);
+    }
+    out->time_limit_s = cJSON_IsNumber(limit) && limit->valuedouble > 0 ? limit->valuedouble : 10.0;
+    out->memory_limit_mb = cJSON_IsNumber(memory) && memory->valuedouble > 0 ? (long)memory->valuedouble : 1024;
+    if (!read_tests(path, cJSON_GetObjectItemCaseSensitive(json, "tests"), false, out->time_limit_s, out, err, errlen))
+        goto done;
+    ok = true;
+done:
+    cJSON_Delete(json);
+    if (!ok) return false;
+    /* Hidden tests exist only in the instructor's edition. */
+    snprintf(path, sizeof path, "%s/grader/hidden/lab%02d/tests.json", root, lab);
+    FILE *probe = fopen(path, "r");
+    if (!probe) return true;
+    fclose(probe);
+    json = load_json(path, err, errlen);
+    if (!json) return false;
+    ok = read_tests(path, cJSON_GetObjectItemCaseSensitive(json, "tests"), true, out->time_limit_s, out, err, errlen);
+    cJSON_Delete(json);
+    return ok;
+}
+
+void lab_free(lab_info *info) {
+    free(info->tests);
+    info->tests = NULL;
+    info->ntests = 0;
+}

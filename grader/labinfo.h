@@ -1,0 +1,37 @@
+/* labinfo.h: a lab's description (lab.json) and its hidden tests (grader/hidden/labNN/tests.json). */
+#ifndef MIXPAR_GRADER_LABINFO_H
+#define MIXPAR_GRADER_LABINFO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    char name[128];
+    double points;
+    char part[128];
+    double time_limit_s;
+    bool hidden;
+} lab_test;
+
+typedef struct {
+    int lab;
+    char dir[256];       /* labs/lab03-float-formats */
+    char title[256];
+    char title_zh[128];
+    char files[16][256]; /* core files holding this lab's regions */
+    int nfiles;
+    double time_limit_s;
+    long memory_limit_mb;
+    lab_test *tests;
+    int ntests;
+} lab_info;
+
+/* Loads lab `lab` from the tree at `root`; false with a message naming the file and key that is wrong. */
+bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen);
+void lab_free(lab_info *info);
+/* The numbers of the labs under root/labs, ascending; returns how many. */
+int lab_numbers(const char *root, int *nums, int max);
+/* "labs/lab03-float-formats" for lab 3, or false. */
+bool lab_dir(const char *root, int lab, char *out, size_t outlen);
+
+#endif
