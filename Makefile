@@ -32,10 +32,13 @@ LAB_DIRS := $(sort $(wildcard labs/lab[0-9][0-9]-*))
 LAB_NUMS := $(foreach d,$(LAB_DIRS),$(patsubst lab%,%,$(firstword $(subst -, ,$(notdir $(d))))))
 
 .DEFAULT_GOAL := all
-.PHONY: all help deps test unit-tests clean handout grade submit labtests lab-tests slides bench cuda-check regions \
+.PHONY: all demo help deps test unit-tests clean handout grade submit labtests lab-tests slides bench cuda-check regions \
         $(addprefix lab,$(LAB_NUMS))
 
 all: $(MIXPAR) $(GRADER)
+
+# The main demo. For now the lab 03 float explorer; the training-core issue makes it a real training run.
+demo: lab03
 
 help:
 	@echo "mixpar ($(EDITION) edition): make targets"

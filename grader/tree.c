@@ -88,6 +88,12 @@ static bool copy_file(const char *from, const char *to, mode_t mode) {
     ssize_t n;
     bool ok = true;
     while (ok && (n = read(in, buf, sizeof buf)) > 0) ok = write(out, buf, (size_t)n) == n;
+    /* Keep the modification time, so make in a copy rebuilds only what was changed after copying. */
+    struct stat st;
+    if (ok && fstat(in, &st) == 0) {
+        struct timespec times[2] = {st.st_atim, st.st_mtim};
+        futimens(out, times);
+    }
     close(in);
     return close(out) == 0 && ok;
 }
