@@ -1,0 +1,168 @@
+/* test_base.c: Criterion tests of core/base: tagged allocation, event lines, strict parsing, rng. */
+#include "base/events.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/rng.h"
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+Test(mem, counts_current_and_peak_per_tag) {
+    size_t param0 = mem_current(MEM_PARAM), act0 = mem_current(MEM_ACT);
+    void *a = mem_alloc(1000, MEM_PARAM, "a");
+    void *b = mem_alloc(3000, MEM_ACT, "b");
+    cr_expect_eq(mem_current(MEM_PARAM), param0 + 1000);
+    cr_expect_eq(mem_current(MEM_ACT), act0 + 3000);
+    mem_free(b);
+    cr_expect_eq(mem_current(MEM_ACT), act0);
+    cr_expect_geq(mem_peak(MEM_ACT), act0 + 3000, "the peak remembers the freed block");
+    mem_reset_peaks();
+    cr_expect_eq(mem_peak(MEM_ACT), act0, "reset brings peaks down to current");
+    cr_expect_eq(mem_size(a), 1000);
+    mem_free(a);
+    mem_free(NULL);
+}
+
+Test(mem, blocks_are_aligned_and_zeroed) {
+    unsigned char *p = mem_alloc(257, MEM_OTHER, "probe");
+    cr_expect_eq((uintptr_t)p % 64, 0, "64-byte alignment");
+    for (int i = 0; i < 257; i++) cr_assert_eq(p[i], 0);
+    mem_free(p);
+}
+
+Test(mem, total_peak_is_peak_of_sum) {
+    mem_reset_peaks();
+    size_t base = mem_current_total();
+    void *a = mem_alloc(100, MEM_GRAD, "a");
+    mem_free(a);
+    void *b = mem_alloc(100, MEM_OPTIM, "b");
+    cr_expect_eq(mem_peak_total(), base + 100, "two blocks never alive together peak at one block");
+    mem_free(b);
+}
+
+Test(mem, tag_names_round_trip) {
+    for (int t = 0; t < MEM_NTAGS; t++) cr_expect_eq(mem_tag_from_name(mem_tag_name(t)), t);
+    cr_expect_eq(mem_tag_from_name("nope"), -1);
+}
+
+Test(mem, double_free_is_an_internal_error, .exit_code = 3) {
+    void *p = mem_alloc(8, MEM_OTHER, "p");
+    mem_free(p);
+    mem_free(p);
+}
+
+Test(events, writes_valid_json_lines) {
+    char dir[] = "/tmp/mixpar-events-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char run[512];
+    snprintf(run, sizeof run, "%s/run/a", dir);
+    ev_writer *w = ev_open(run, 3);
+    ev_begin(w, "step");
+    ev_int(w, "step", 7);
+    ev_num(w, "loss", 2.5);
+    ev_num(w, "scale", INFINITY);
+    ev_str(w, "note", "quote \" backslash \\ newline \n tab \t 春");
+    double xs[3] = {1, NAN, -0.5};
+    ev_nums(w, "xs", xs, 3);
+    ev_object_begin(w, "inner");
+    ev_bool(w, "ok", true);
+    ev_object_end(w);
+    ev_end(w);
+    ev_mem(w, 7);
+    char path[600];
+    snprintf(path, sizeof path, "%s", ev_path(w));
+    ev_close(w);
+
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "events.rank3.jsonl exists");
+    char line[4096];
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *j = cJSON_Parse(line);
+        cr_assert_not_null(j, "line %d is valid JSON: %s", lines + 1, line);
+        cr_expect_eq(cJSON_GetObjectItem(j, "v")->valueint, EVENTS_SCHEMA_VERSION);
+        cr_expect_eq(cJSON_GetObjectItem(j, "rank")->valueint, 3);
+        if (lines == 0) {
+            cr_expect_str_eq(cJSON_GetObjectItem(j, "kind")->valuestring, "step");
+            cr_expect_eq(cJSON_GetObjectItem(j, "step")->valueint, 7);
+            cr_expect_float_eq(cJSON_GetObjectItem(j, "loss")->valuedouble, 2.5, 1e-12);
+            cr_expect_str_eq(cJSON_GetObjectItem(j, "scale")->valuestring, "inf");
+            cr_expect_str_eq(cJSON_GetObjectItem(j, "note")->valuestring, "quote \" backslash \\ newline \n tab \t 春");
+            cr_expect_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "xs"), 1)->valuestring, "nan");
+            cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "inner"), "ok")));
+        } else {
+            cr_expect_str_eq(cJSON_GetObjectItem(j, "kind")->valuestring, "mem");
+            cr_expect_not_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "peak"), "act"));
+        }
+        cJSON_Delete(j);
+        lines++;
+    }
+    fclose(f);
+    cr_expect_eq(lines, 2);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+Test(events, unwritable_directory_is_bad_input, .exit_code = 2) { ev_open("/proc/mixpar-cannot-exist/run", 0); }
+
+Test(parse, numbers_must_be_whole_strings) {
+    double d;
+    int64_t i;
+    uint64_t u;
+    cr_expect(parse_double("0.1", &d) && d == 0.1);
+    cr_expect(parse_double("0x1p-24", &d) && d == ldexp(1, -24));
+    cr_expect(parse_double("-inf", &d) && isinf(d) && d < 0);
+    cr_expect(parse_double("1e-320", &d) && d > 0, "subnormal doubles are accepted");
+    cr_expect(!parse_double("12abc", &d));
+    cr_expect(!parse_double("", &d));
+    cr_expect(!parse_double(" 3", &d));
+    cr_expect(!parse_double("1e999", &d), "overflow is rejected");
+    cr_expect(parse_i64("-42", &i) && i == -42);
+    cr_expect(!parse_i64("4.2", &i));
+    cr_expect(!parse_u64("-1", &u), "no silent wrap of negatives");
+}
+
+Test(parse, counts_and_bytes_with_suffixes) {
+    double v;
+    cr_expect(parse_count("124M", &v) && v == 124e6);
+    cr_expect(parse_count("1.5B", &v) && v == 1.5e9);
+    cr_expect(parse_count("50257", &v) && v == 50257);
+    cr_expect(!parse_count("12Q", &v));
+    cr_expect(!parse_count("-3", &v));
+    cr_expect(parse_bytes("24GB", &v) && v == 24e9);
+    cr_expect(parse_bytes("24GiB", &v) && v == 24.0 * (1 << 30));
+    cr_expect(parse_bytes("80G", &v) && v == 80.0 * (1 << 30), "a bare G means GiB");
+    cr_expect(!parse_bytes("24 GB", &v));
+}
+
+Test(rng, same_seed_same_stream_and_uniform_in_range) {
+    mp_rng a, b;
+    mp_rng_seed(&a, 1234);
+    mp_rng_seed(&b, 1234);
+    for (int i = 0; i < 1000; i++) cr_assert_eq(mp_rng_u64(&a), mp_rng_u64(&b));
+    double sum = 0, sumsq = 0;
+    for (int i = 0; i < 100000; i++) {
+        float u = mp_rng_uniform(&a);
+        cr_assert(u >= 0.0f && u < 1.0f);
+        float n = mp_rng_normal(&b);
+        sum += n;
+        sumsq += (double)n * n;
+    }
+    cr_expect(fabs(sum / 100000) < 0.02, "normal mean near 0 (got %g)", sum / 100000);
+    cr_expect(fabs(sumsq / 100000 - 1) < 0.03, "normal variance near 1 (got %g)", sumsq / 100000);
+}
+
+Test(rng, hash_is_stateless_and_spreads_bits) {
+    cr_expect_eq(mp_hash32(7, 100), mp_hash32(7, 100));
+    cr_expect_neq(mp_hash32(7, 100), mp_hash32(8, 100));
+    int ones = 0;
+    for (uint64_t i = 0; i < 4096; i++) ones += __builtin_popcount(mp_hash32(99, i));
+    cr_expect(ones > 4096 * 16 - 800 && ones < 4096 * 16 + 800, "about half the bits set (got %d)", ones);
+}
