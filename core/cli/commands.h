@@ -4,5 +4,6 @@
 
 int cmd_float(int argc, char **argv); /* number formats explorer (lab 03) */
 int cmd_plan(int argc, char **argv);  /* memory planner (lab 01) */
+int cmd_data(int argc, char **argv);  /* datasets: build, inspect, encode and decode token files */
 
 #endif

@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"float", cmd_float, "number formats: bits, rounding error and ulp of values in fp32/tf32/fp16/bf16/fp8"},
     {"plan", cmd_plan, "memory plan of training a transformer: params, grads, optimizer, activations per rank"},
+    {"data", cmd_data, "datasets: build token files (synthetic tasks, Tang/Song poetry, fortunes), inspect, encode"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
