@@ -57,9 +57,10 @@ static bool report_bad_token(const tokfile *f, data_err *err) {
         uint32_t t = tokfile_get(f, i);
         if (t >= f->vocab_size)
             return DATA_ERR(err, "every token < vocab_size", HINT_REBUILD,
-                            "token %u at index %llu (byte offset %llu) of '%s'; vocab_size is %u (header offset %s)",
+                            "token %u at index %llu (byte offset %llu) of '%s'; vocab_size is %u (%s)",
                             t, (unsigned long long)i, (unsigned long long)(f->header_bytes + i * f->token_width),
-                            f->path, f->vocab_size, f->format == TOKFILE_MIXPAR ? "12" : "none: fixed by the magic");
+                            f->path, f->vocab_size,
+                            f->format == TOKFILE_MIXPAR ? "header byte offset 12" : "fixed by the llm.c magic");
     }
     return true;
 }
