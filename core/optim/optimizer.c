@@ -96,9 +96,12 @@ void optim_momentum_update(float *param, const float *grad, float *buf, size_t n
  * weighted sums whose weights add up to 1 - beta^t, not 1, so early moments are too small; dividing by
  * 1 - beta^t undoes that. The division is folded into two per-step constants:
  *     step_size    = lr / (1 - beta1^t)              m_hat = m / (1 - beta1^t)
- *     inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t)           sqrt(v_hat) = sqrt(v) * inv_sqrt_bc2 */
+ *     inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t)           sqrt(v_hat) = sqrt(v) * inv_sqrt_bc2
+ * The weights of the new gradient, 1 - beta, are also computed in double and rounded once (as PyTorch does):
+ * in float, 1 - 0.999f is 0.00099998713, 1.3e-5 too small, which would make every Adam step 6.7e-6 too long. */
 typedef struct {
     float lr, beta1, beta2, eps, wd;
+    float one_minus_beta1, one_minus_beta2;
     float step_size, inv_sqrt_bc2, inv_bc1;
 } adam_constants;
 
@@ -108,6 +111,7 @@ static adam_constants adam_constants_at(const optim_hparams *h, long step) {
     MP_ASSERT(bc1 > 0 && bc2 > 0, "bias correction 1 - beta^t must be > 0 (beta1 %g beta2 %g)", h->beta1, h->beta2);
     return (adam_constants){
         .lr = (float)h->lr, .beta1 = (float)h->beta1, .beta2 = (float)h->beta2, .eps = (float)h->eps,
+        .one_minus_beta1 = (float)(1.0 - h->beta1), .one_minus_beta2 = (float)(1.0 - h->beta2),
         .wd = (float)h->weight_decay, .step_size = (float)(h->lr / bc1), .inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2)),
         .inv_bc1 = (float)(1.0 / bc1),
     };
@@ -118,18 +122,20 @@ static adam_constants adam_constants_at(const optim_hparams *h, long step) {
  *     m = beta1 * m + (1 - beta1) * g
  *     v = beta2 * v + (1 - beta2) * g * g
  *     p = p - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
- * Locals for the loop: beta1, beta2, eps, wd, step_size, inv_sqrt_bc2 (floats; see adam_constants). */
+ * Locals for the loop (floats; see adam_constants): beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
+ * step_size, inv_sqrt_bc2. */
 void optim_adam_update(float *param, const float *grad, float *m, float *v, size_t n, const optim_hparams *h,
                        long step) {
     const adam_constants k = adam_constants_at(h, step);
-    const float beta1 = k.beta1, beta2 = k.beta2, eps = k.eps, wd = k.wd;
+    const float beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1;
+    const float one_minus_beta2 = k.one_minus_beta2, eps = k.eps, wd = k.wd;
     const float step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2;
     /* LAB 02 BEGIN Adam: L2 decay into g, first and second moments, the bias-corrected step */
 #pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grad[i] + wd * param[i];
-        m[i] = beta1 * m[i] + (1.0f - beta1) * g;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = beta1 * m[i] + one_minus_beta1 * g;
+        v[i] = beta2 * v[i] + one_minus_beta2 * g * g;
         param[i] -= step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
     }
     /* LAB 02 END */
@@ -141,19 +147,21 @@ void optim_adam_update(float *param, const float *grad, float *m, float *v, size
  *     m = beta1 * m + (1 - beta1) * g
  *     v = beta2 * v + (1 - beta2) * g * g
  *     p = p - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
- * Locals for the loop: lr, beta1, beta2, eps, wd, step_size, inv_sqrt_bc2 (floats; see adam_constants). */
+ * Locals for the loop (floats; see adam_constants): lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
+ * step_size, inv_sqrt_bc2. */
 void optim_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, const optim_hparams *h,
                         long step) {
     const adam_constants k = adam_constants_at(h, step);
-    const float lr = k.lr, beta1 = k.beta1, beta2 = k.beta2, eps = k.eps, wd = k.wd;
+    const float lr = k.lr, beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1;
+    const float one_minus_beta2 = k.one_minus_beta2, eps = k.eps, wd = k.wd;
     const float step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2;
     /* LAB 02 BEGIN AdamW: decoupled decay of p, first and second moments, the bias-corrected step */
 #pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grad[i];
         float p = param[i] - lr * wd * param[i];
-        m[i] = beta1 * m[i] + (1.0f - beta1) * g;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = beta1 * m[i] + one_minus_beta1 * g;
+        v[i] = beta2 * v[i] + one_minus_beta2 * g * g;
         param[i] = p - step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
     }
     /* LAB 02 END */
@@ -168,14 +176,14 @@ static inline float lamb_direction(float p, float m, float v, const adam_constan
 void optim_lamb_moments(const float *param, const float *grad, float *m, float *v, size_t n, const optim_hparams *h,
                         long step, double *param_sumsq, double *update_sumsq) {
     const adam_constants k = adam_constants_at(h, step);
-    const float beta1 = k.beta1, beta2 = k.beta2;
-    const float grad_weight = h->grad_averaging ? 1.0f - beta1 : 1.0f;
+    const float beta1 = k.beta1, beta2 = k.beta2, one_minus_beta2 = k.one_minus_beta2;
+    const float grad_weight = h->grad_averaging ? k.one_minus_beta1 : 1.0f;
     double ps = 0, us = 0;
 #pragma omp parallel for simd reduction(+ : ps, us) if (n >= OPTIM_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grad[i];
         m[i] = beta1 * m[i] + grad_weight * g;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+        v[i] = beta2 * v[i] + one_minus_beta2 * g * g;
         float u = lamb_direction(param[i], m[i], v[i], &k);
         ps += (double)param[i] * param[i];
         us += (double)u * u;

@@ -41,6 +41,7 @@ static void ref_update(optim_kind kind, double *p, const float *grad, double *m,
     double *fields[] = {&hf.lr, &hf.beta1, &hf.beta2, &hf.eps, &hf.weight_decay, &hf.momentum, &hf.dampening};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) *fields[i] = (float)*fields[i];
     double lr = h->lr, wd = h->weight_decay, b1 = h->beta1, b2 = h->beta2;
+    double omb1 = (float)(1 - h_user->beta1), omb2 = (float)(1 - h_user->beta2); /* 1 - beta, rounded once */
     double bc1 = 1 - pow(h_user->beta1, (double)t), bc2 = 1 - pow(h_user->beta2, (double)t);
     double psum = 0, usum = 0;
     for (size_t i = 0; i < n; i++) {
@@ -57,13 +58,13 @@ static void ref_update(optim_kind kind, double *p, const float *grad, double *m,
         case OPTIM_ADAMW:
             if (kind == OPTIM_ADAM) g += wd * p[i];
             else p[i] -= lr * wd * p[i];
-            m[i] = b1 * m[i] + (1 - b1) * g;
-            v[i] = b2 * v[i] + (1 - b2) * g * g;
+            m[i] = b1 * m[i] + omb1 * g;
+            v[i] = b2 * v[i] + omb2 * g * g;
             p[i] -= lr * (m[i] / bc1) / (sqrt(v[i] / bc2) + h->eps);
             break;
         case OPTIM_LAMB: {
-            m[i] = b1 * m[i] + (h->grad_averaging ? 1 - b1 : 1) * g;
-            v[i] = b2 * v[i] + (1 - b2) * g * g;
+            m[i] = b1 * m[i] + (h->grad_averaging ? omb1 : 1) * g;
+            v[i] = b2 * v[i] + omb2 * g * g;
             double u = (m[i] / bc1) / (sqrt(v[i] / bc2) + h->eps) + wd * p[i];
             psum += p[i] * p[i];
             usum += u * u;
