@@ -379,6 +379,8 @@ optim_config optim_config_from_json(const struct cJSON *optimizer) {
         } else if (strcmp(key, "amsgrad") == 0) {
             if (json_flag(it, key)) MP_FAIL("amsgrad false (AMSGrad is not implemented)", "true");
         } else if (cJSON_IsBool(it)) {
+            if (strcmp(key, "nesterov") != 0 && strcmp(key, "grad_averaging") != 0)
+                MP_FAIL("a number", "optimizer.params.%s is a boolean", key);
             optim_config_set(&cfg, key, cJSON_IsTrue(it) ? 1 : 0);
         } else if (cJSON_IsNumber(it)) {
             optim_config_set(&cfg, key, it->valuedouble);

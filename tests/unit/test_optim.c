@@ -441,6 +441,10 @@ Test(optim_config, deepspeed_json_bad_betas_exits_2, .exit_code = 2) {
     config_from_text("{\"type\": \"AdamW\", \"params\": {\"betas\": [0.9]}}");
 }
 
+Test(optim_config, deepspeed_json_boolean_for_a_number_exits_2, .exit_code = 2) {
+    config_from_text("{\"type\": \"AdamW\", \"params\": {\"lr\": true}}");
+}
+
 /* ================================================================ schedules */
 
 static void expect_lr(const lr_schedule *s, long t, double want) {
