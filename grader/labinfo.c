@@ -101,6 +101,25 @@ static bool read_tests(const char *path, const cJSON *array, bool hidden, double
     return true;
 }
 
+/* Hidden tests join the visible ones of their part, so each part is reported once, in the order
+ * parts first appear (a stable reordering: tests keep their order within a part). */
+static void group_by_part(lab_info *info) {
+    lab_test *sorted = malloc((size_t)info->ntests * sizeof *sorted);
+    bool *taken = calloc((size_t)info->ntests, sizeof *taken);
+    int n = 0;
+    for (int i = 0; i < info->ntests; i++) {
+        if (taken[i]) continue;
+        for (int j = i; j < info->ntests; j++)
+            if (!taken[j] && strcmp(info->tests[j].part, info->tests[i].part) == 0) {
+                sorted[n++] = info->tests[j];
+                taken[j] = true;
+            }
+    }
+    memcpy(info->tests, sorted, (size_t)n * sizeof *sorted);
+    free(sorted);
+    free(taken);
+}
+
 bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->lab = lab;
@@ -153,6 +172,7 @@ done:
     if (!json) return false;
     ok = read_tests(path, cJSON_GetObjectItemCaseSensitive(json, "tests"), true, out->time_limit_s, out, err, errlen);
     cJSON_Delete(json);
+    if (ok) group_by_part(out);
     return ok;
 }
 
