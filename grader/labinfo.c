@@ -155,6 +155,16 @@ bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen
         }
         snprintf(out->files[out->nfiles++], sizeof out->files[0], "%s", f->valuestring);
     }
+    const cJSON *forbidden = cJSON_GetObjectItemCaseSensitive(json, "forbidden");
+    const cJSON *why = cJSON_GetObjectItemCaseSensitive(json, "forbidden_why");
+    for (const cJSON *f = cJSON_IsArray(forbidden) ? forbidden->child : NULL; f; f = f->next) {
+        if (!cJSON_IsString(f) || strlen(f->valuestring) >= 64 || out->nforbidden == 32) {
+            set_err(err, errlen, "%s: 'forbidden' must be at most 32 identifiers", path);
+            goto done;
+        }
+        snprintf(out->forbidden[out->nforbidden++], sizeof out->forbidden[0], "%s", f->valuestring);
+    }
+    snprintf(out->forbidden_why, sizeof out->forbidden_why, "%s", cJSON_IsString(why) ? why->valuestring : "");
     out->time_limit_s = cJSON_IsNumber(limit) && limit->valuedouble > 0 ? limit->valuedouble : 10.0;
     out->memory_limit_mb = cJSON_IsNumber(memory) && memory->valuedouble > 0 ? (long)memory->valuedouble : 1024;
     if (!read_tests(path, cJSON_GetObjectItemCaseSensitive(json, "tests"), false, out->time_limit_s, out, err, errlen))

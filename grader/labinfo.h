@@ -24,6 +24,9 @@ typedef struct {
     long memory_limit_mb;
     lab_test *tests;
     int ntests;
+    char forbidden[32][64]; /* identifiers a region of this lab may not use (lab.json "forbidden") */
+    int nforbidden;
+    char forbidden_why[256];
 } lab_info;
 
 /* Loads lab `lab` from the tree at `root`; false with a message naming the file and key that is wrong. */

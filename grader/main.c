@@ -6,6 +6,7 @@
 #include "tree.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -128,7 +129,9 @@ static int cmd_regions(int argc, char **argv) {
  * checks the reference code and would give answers away), CI, and anything built. */
 static const char *const HANDOUT_SKIP[] = {
     ".git", "build", "dist", "runs", "solutions", "grader/hidden", "tests/unit", "tests/cli", "tests/reference",
-    ".ci", "submit-lab*", "results.json", NULL};
+    ".ci", "submit-lab*", "results.json",
+    "core/cuda/convert.cu", /* its device fp16/bf16 encoders are lab 03's answer, written out for the GPU */
+    NULL};
 
 static int cmd_handout(int argc, char **argv) {
     if (argc != 1) die("usage: mixpar-grade handout OUTDIR");
@@ -304,6 +307,47 @@ static bool prepare_submission(int lab, const char *submission, char *root, size
     return ok;
 }
 
+/* Does `body` use identifier `name` outside comments and strings? */
+static bool uses_identifier(const char *body, size_t len, const char *name) {
+    size_t n = strlen(name);
+    for (size_t i = 0; i < len; i++) {
+        if (body[i] == '/' && i + 1 < len && body[i + 1] == '*') {
+            const char *end = memmem(body + i + 2, len - i - 2, "*/", 2);
+            i = end ? (size_t)(end - body) + 1 : len;
+        } else if (body[i] == '/' && i + 1 < len && body[i + 1] == '/') {
+            while (i < len && body[i] != '\n') i++;
+        } else if (body[i] == '"') {
+            for (i++; i < len && body[i] != '"'; i++)
+                if (body[i] == '\\') i++;
+        } else if (i + n <= len && memcmp(body + i, name, n) == 0 &&
+                   (i == 0 || !(isalnum((unsigned char)body[i - 1]) || body[i - 1] == '_')) &&
+                   (i + n == len || !(isalnum((unsigned char)body[i + n]) || body[i + n] == '_'))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The lab's "forbidden" rule over its region bodies in `root`: the first use found, or "" when none. */
+static void check_rules(const char *root, const lab_info *info, char *violation, size_t cap) {
+    violation[0] = '\0';
+    if (!info->nforbidden) return;
+    source_set set = collect_regions(root);
+    for (int i = 0; i < set.count && !violation[0]; i++)
+        for (int j = 0; j < set.files[i].regions.count && !violation[0]; j++) {
+            const region *r = &set.files[i].regions.items[j];
+            if (r->lab != info->lab) continue;
+            for (int k = 0; k < info->nforbidden; k++)
+                if (uses_identifier(set.files[i].text + r->body_start, r->body_end - r->body_start,
+                                    info->forbidden[k])) {
+                    snprintf(violation, cap, "%s:%d: region '%s' uses %s, which lab %02d does not allow%s%s",
+                             set.files[i].path, r->begin_line, r->title, info->forbidden[k], info->lab,
+                             info->forbidden_why[0] ? ": " : "", info->forbidden_why);
+                    break;
+                }
+        }
+}
+
 /* Runs a shell command in `dir`, output to `log`; returns its exit status. */
 static int run_logged(const char *dir, const char *command, const char *log) {
     char cmd[8192];
@@ -400,6 +444,9 @@ static int cmd_grade(int argc, char **argv) {
     if (!getcwd(cwd, sizeof cwd)) die("cannot read the current folder");
     snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-lab%02d.log", cwd, lab);
     snprintf(command, sizeof command, "mkdir -p build && make -s labtests LAB=%02d", lab);
+    char violation[1024];
+    check_rules(root, &info, violation, sizeof violation);
+    if (violation[0]) printf("== Rules == FAIL\n    %s\n    every test scores 0 until the region keeps to the rule\n", violation);
     double t0 = now_s();
     int built = run_logged(root, command, abs_log) == 0;
     printf("== Build == %s (%.1fs)\n", built ? "OK" : "FAIL", now_s() - t0);
@@ -435,6 +482,12 @@ static int cmd_grade(int argc, char **argv) {
             char bin_abs[4096];
             snprintf(bin_abs, sizeof bin_abs, "./build/labs/lab%02d_tests", lab);
             run_test(bin_abs, root, t->name, limit, info.memory_limit_mb, &r);
+        }
+        if (violation[0] && r.passed) {
+            r.passed = false;
+            size_t len = strlen(r.output);
+            r.output = realloc(r.output, len + strlen(violation) + 32);
+            sprintf(r.output + len, "    scored 0: %s\n", violation);
         }
         run++;
         max += t->points;

@@ -129,7 +129,9 @@ static note_kind classify_note(const fp_format *f, float x, double typed, uint32
     if (isinf(x)) return c == FP_CLASS_INF ? NOTE_INF_KEPT : c == FP_CLASS_NAN ? NOTE_INF_TO_NAN : NOTE_INF_SATURATED;
     if (c == FP_CLASS_INF) return NOTE_OVERFLOW_INF;
     if (c == FP_CLASS_NAN) return NOTE_OVERFLOW_NAN;
-    if (fabs((double)x) > fp_max(f) && decoded != x) return NOTE_SATURATED;
+    /* Clamped only when the value lies past max's own rounding interval (65519 simply rounds to 65504). */
+    double max = fp_max(f);
+    if (fabs((double)x) >= max + fp_ulp(f, (float)max) / 2 && decoded != x) return NOTE_SATURATED;
     if (typed == 0) return NOTE_ZERO;
     if (c == FP_CLASS_ZERO) return NOTE_UNDERFLOW;
     if (c == FP_CLASS_SUBNORMAL) return NOTE_SUBNORMAL;

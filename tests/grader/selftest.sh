@@ -65,3 +65,15 @@ marker_case "nested regions" "x.c:2: LAB 99 BEGIN inside the open region" '/* LA
 marker_case "mismatched lab numbers" "x.c:2: LAB 98 END closes the region of lab 99" '/* LAB 99 BEGIN a */\n/* LAB 98 END */\n'
 marker_case "malformed marker" "x.c:1: malformed lab marker" 'x = 1; /* LAB 99 BEGIN a */\n'
 marker_case "unknown lab" "x.c:1: region of lab 42, but there is no labs/lab42" '/* LAB 42 BEGIN a */\n/* LAB 42 END */\n'
+
+# Lab rules: a region may not use what lab.json forbids (outside comments and strings).
+rules="$work/rules" && mkdir -p "$rules/core/demo"
+sed 's|    return a + b;|    /* calling system() would be cheating */ const char *s = "popen"; (void)s;\n    return a + b;|' \
+  core/demo/demo.c > "$rules/core/demo/demo.c"
+( cd "$rules" && tar -cf "$work/comment.tar" core/demo/demo.c )
+check_output "rules: a forbidden name in a comment or string is fine" 0 "^Score: 10/10$" \
+  "$GRADER" grade 99 --submission "$work/comment.tar" --filter correct
+sed 's|    return a + b;|    if (system("true") != 0) return 0;\n    return a + b;|' core/demo/demo.c > "$rules/core/demo/demo.c"
+( cd "$rules" && tar -cf "$work/system.tar" core/demo/demo.c )
+check_output "rules: a forbidden call scores 0 and says why" 1 "uses system, which lab 99 does not allow: the self-test forbids" \
+  "$GRADER" grade 99 --submission "$work/system.tar" --filter correct
