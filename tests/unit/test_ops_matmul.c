@@ -129,3 +129,31 @@ Test(ops_matmul, dbias_does_not_depend_on_thread_count) {
     cr_expect(tu_bits_equal(one, two, OC), "dbias with 1 and 2 threads should be bit-identical");
     free(dout), free(inp), free(weight), free(one), free(two);
 }
+
+Test(ops_matmul, sgemm_every_transpose_and_both_splits) {
+    /* matmul_sgemm splits C by columns when it is wider than tall, by rows otherwise: try both, with
+     * every combination of transposes, against a double loop. A and B are stored with padded leading
+     * dimensions (lda, ldb > the logical width) so that offsets into them are exercised too. */
+    const int sizes[][3] = {{9, 70, 13}, {70, 9, 13}, {33, 33, 5}}; /* M, N, K */
+    for (int s = 0; s < 3; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+                const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+                const int lda = a_cols + 3, ldb = b_cols + 5, ldc = N + 2;
+                float *A = tu_uniform((long)a_rows * lda, -1, 1, 100 + s), *B = tu_uniform((long)b_rows * ldb, -1, 1, 200 + s);
+                float *Cm = tu_uniform((long)M * ldc, -1, 1, 300 + s), *ref = tu_copy(Cm, (long)M * ldc);
+                matmul_sgemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 2.0f, Cm, ldc);
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) {
+                        double sum = 0;
+                        for (int k = 0; k < K; k++)
+                            sum += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
+                        ref[i * ldc + j] = (float)(0.5 * sum + 2.0 * ref[i * ldc + j]);
+                    }
+                cr_expect(ops_compare("matmul_sgemm", ref, Cm, (long)M * ldc, MATMUL_TOL),
+                          "M=%d N=%d K=%d trans_a=%d trans_b=%d (the padding columns of C must stay untouched too)", M,
+                          N, K, ta, tb);
+                free(A), free(B), free(Cm), free(ref);
+            }
+}
