@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "ops/fastmath.h"
+#include "ops/parallel.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -20,7 +21,7 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
     const int C = NH * HS;               /* floats per position in out */
     const int group = NH / KVH;          /* query heads per kv head */
     const float scale = 1.0f / sqrtf((float)HS);
-#pragma omp parallel for collapse(3) schedule(static)
+#pragma omp parallel for collapse(3) schedule(static) if (ops_worth_threads((long)B * NH * T * T * HS / 2))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int t = 0; t < T; t++) {
@@ -70,7 +71,7 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
     const int C = NH * HS;
     const int group = NH / KVH;
     const float scale = 1.0f / sqrtf((float)HS);
-#pragma omp parallel
+#pragma omp parallel if (ops_worth_threads((long)B * NH * T * T * HS / 2))
     {
         /* datt: the gradient at one row of probabilities, then (in place) at the scores. */
         float *datt = mem_alloc((size_t)(T > 0 ? T : 1) * sizeof(float), MEM_OTHER, "attention backward row");

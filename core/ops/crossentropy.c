@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "base/lab.h"
 #include "ops/fastmath.h"
+#include "ops/parallel.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -16,7 +17,7 @@ static void check_shapes(const int *targets, int N, int V, int Vp) {
 
 void crossentropy_forward(float *losses, float *lse, const float *logits, const int *targets, int N, int V, int Vp) {
     check_shapes(targets, N, V, Vp);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * V))
     for (int n = 0; n < N; n++) {
         const float *restrict z = logits + (size_t)n * Vp;
         float max = -INFINITY;
@@ -38,7 +39,7 @@ void crossentropy_backward(float *dlogits, const float *logits, const float *lse
     /* LAB 02 BEGIN softmax cross-entropy backward: dlogits = (exp(z - lse) - onehot(target)) * dloss */
     /* No restrict on the rows: dlogits may be logits itself. Element v is read, then written, and no
      * other element is touched in between, so working in place is safe. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * V))
     for (int n = 0; n < N; n++) {
         const float *z = logits + (size_t)n * Vp;
         float *dz = dlogits + (size_t)n * Vp;

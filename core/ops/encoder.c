@@ -14,7 +14,7 @@ static void check_tokens(const int *tokens, int BT, int V) {
 
 void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C, int V) {
     check_tokens(tokens, B * T, V);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (ops_worth_threads((long)B * T * C))
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             float *restrict out_bt = out + ((size_t)b * T + t) * C;
@@ -35,7 +35,7 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *to
     check_tokens(tokens, B * T, V);
     /* Each thread takes a slice [c0, c1) of the channels and walks all positions in order: two positions
      * with the same token add into the same dwte row, but never from two threads at once. */
-#pragma omp parallel
+#pragma omp parallel if (ops_worth_threads((long)B * T * C))
     {
         int c0, c1;
         ops_thread_range(C, OPS_SIMD_FLOATS, &c0, &c1);

@@ -8,7 +8,7 @@
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * C))
     for (int n = 0; n < N; n++) {
         const float *restrict x = inp + (size_t)n * C;
         float *restrict y = out + (size_t)n * C;
@@ -34,7 +34,7 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
         /* With xhat = (x - mean) * rstd and g = weight * dout (the gradient at xhat), the mean and the
          * variance both depend on every x of the row, which gives the two correction terms:
          *     dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * C))
         for (int n = 0; n < N; n++) {
             const float *restrict x = inp + (size_t)n * C;
             const float *restrict dy = dout + (size_t)n * C;
@@ -56,7 +56,7 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
         }
     }
     if (dweight || dbias) {
-#pragma omp parallel
+#pragma omp parallel if (ops_worth_threads((long)N * C))
         {
             int c0, c1;
             ops_thread_range(C, OPS_SIMD_FLOATS, &c0, &c1);

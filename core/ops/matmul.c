@@ -33,7 +33,8 @@ void matmul_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
     pthread_once(&blas_single_thread_once, blas_single_thread);
     const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
     const bool split_columns = N >= M;
-#pragma omp parallel
+    /* one thread below ~0.5 MFLOP (a few microseconds of work), where starting threads costs more */
+#pragma omp parallel if ((double)M * N * K >= 1 << 18)
     {
         int lo, hi;
         ops_thread_range(split_columns ? N : M, OPS_SIMD_FLOATS, &lo, &hi);
@@ -61,7 +62,7 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
      * let sgemm add the product on top (beta = 1): one pass over `out` instead of two. */
     float beta = 0.0f;
     if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * OC))
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof *out);
         beta = 1.0f;
     }
@@ -94,7 +95,7 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
     if (dbias) {
         /* Each thread owns a range of output channels and walks down the rows: no two threads write the
          * same dbias[o], and the sum order per channel does not depend on the thread count. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * OC))
         for (int o = 0; o < OC; o++) {
             float sum = 0.0f;
             for (int n = 0; n < N; n++) sum += dout[(size_t)n * OC + o];
@@ -108,7 +109,7 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
 
 void matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
     check_dims(N, C, OC);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * C * OC))
     for (int n = 0; n < N; n++) {
         for (int o = 0; o < OC; o++) {
             double sum = bias ? bias[o] : 0.0;
@@ -122,7 +123,7 @@ void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float 
                          const float *weight, int N, int C, int OC) {
     check_dims(N, C, OC);
     if (dinp) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * C * OC))
         for (int n = 0; n < N; n++)
             for (int c = 0; c < C; c++) {
                 double sum = 0.0;
@@ -131,7 +132,7 @@ void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float 
             }
     }
     if (dweight) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * C * OC))
         for (int o = 0; o < OC; o++)
             for (int c = 0; c < C; c++) {
                 double sum = 0.0;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * C))
     for (int n = 0; n < N; n++) {
         const float *restrict x = inp + (size_t)n * C;
         float *restrict y = out + (size_t)n * C;
@@ -25,7 +25,7 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
                       const float *rstd, int N, int C) {
     if (dinp) {
         /* rstd depends on every x of the row, hence the one correction term (layernorm has two). */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * C))
         for (int n = 0; n < N; n++) {
             const float *restrict x = inp + (size_t)n * C;
             const float *restrict dy = dout + (size_t)n * C;
@@ -40,7 +40,7 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
         }
     }
     if (dweight) {
-#pragma omp parallel
+#pragma omp parallel if (ops_worth_threads((long)N * C))
         {
             int c0, c1;
             ops_thread_range(C, OPS_SIMD_FLOATS, &c0, &c1);

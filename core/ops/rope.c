@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "ops/parallel.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -30,7 +31,7 @@ static void rope_rotate(float *qkv, int B, int T, int NH, int KVH, int HS, float
     float *cosines = mem_alloc((size_t)T * half * sizeof(float) + 1, MEM_OTHER, "rope cos table");
     float *sines = mem_alloc((size_t)T * half * sizeof(float) + 1, MEM_OTHER, "rope sin table");
     rope_tables(cosines, sines, T, HS, theta);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (ops_worth_threads((long)B * T * rotated_heads * HS))
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             const float *restrict cs = cosines + (size_t)t * half;

@@ -2,11 +2,12 @@
 #include "ops/swiglu.h"
 
 #include "ops/fastmath.h"
+#include "ops/parallel.h"
 
 #include <stddef.h>
 
 void swiglu_forward(float *out, const float *inp, int N, int F) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * F))
     for (int n = 0; n < N; n++) {
         const float *restrict gate = inp + (size_t)n * 2 * F;
         const float *restrict up = gate + F;
@@ -17,7 +18,7 @@ void swiglu_forward(float *out, const float *inp, int N, int F) {
 }
 
 void swiglu_backward(float *dinp, const float *dout, const float *inp, int N, int F) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * F))
     for (int n = 0; n < N; n++) {
         const float *restrict gate = inp + (size_t)n * 2 * F;
         const float *restrict up = gate + F;

@@ -65,9 +65,9 @@ Test(ops_encoder, backward_matches_finite_differences) {
 }
 
 Test(ops_encoder, backward_does_not_depend_on_thread_count) {
-    const int B = 3, T = 8, C = 100, V = 4;
-    int tokens[24];
-    for (int i = 0; i < 24; i++) tokens[i] = (i * 7) % V;
+    const int B = 4, T = 32, C = 300, V = 4; /* big enough to run multi-threaded */
+    int tokens[128];
+    for (int i = 0; i < 128; i++) tokens[i] = (i * 7) % V;
     float *dout = tu_uniform(B * T * C, -1, 1, 7), *a = tu_zeros(V * C), *b = tu_zeros(V * C);
     omp_set_num_threads(1);
     encoder_backward(a, NULL, dout, tokens, B, T, C, V);

@@ -5,8 +5,11 @@
 
 #include <omp.h>
 
-/* Shapes with sizes that are not multiples of 16 (BLAS kernels have edge cases there), N = 1 and C = 1. */
-static const int shapes[][3] = {{1, 1, 1}, {1, 7, 5}, {3, 5, 7}, {17, 33, 19}, {64, 48, 80}, {37, 100, 65}, {5, 1, 9}};
+/* Shapes with sizes that are not multiples of 16 (BLAS kernels have edge cases there), N = 1 and C = 1,
+ * and two big enough (N*C*OC > 2^18) for matmul_sgemm to split the work over threads, one by columns and
+ * one by rows. */
+static const int shapes[][3] = {{1, 1, 1},   {1, 7, 5},    {3, 5, 7},     {17, 33, 19},
+                                {64, 48, 80}, {37, 100, 65}, {5, 1, 9},     {61, 70, 211}, {300, 47, 29}};
 enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
 
 /* The BLAS path sums C products in float, the reference in double: the gap grows like sqrt(C) * 6e-8 for
@@ -119,7 +122,7 @@ Test(ops_matmul, backward_matches_finite_differences) {
 }
 
 Test(ops_matmul, dbias_does_not_depend_on_thread_count) {
-    const int N = 33, C = 8, OC = 70;
+    const int N = 300, C = 8, OC = 170; /* N*OC above the size where kernels go multi-threaded */
     float *dout = tu_uniform(N * OC, -1, 1, 5), *inp = tu_uniform(N * C, -1, 1, 6), *weight = tu_uniform(OC * C, -1, 1, 7);
     float *one = tu_zeros(OC), *two = tu_zeros(OC);
     omp_set_num_threads(1);
@@ -134,7 +137,8 @@ Test(ops_matmul, sgemm_every_transpose_and_both_splits) {
     /* matmul_sgemm splits C by columns when it is wider than tall, by rows otherwise: try both, with
      * every combination of transposes, against a double loop. A and B are stored with padded leading
      * dimensions (lda, ldb > the logical width) so that offsets into them are exercised too. */
-    const int sizes[][3] = {{9, 70, 13}, {70, 9, 13}, {33, 33, 5}}; /* M, N, K */
+    /* M, N, K: the first two are over the 2^18 multiply-adds where the split starts */
+    const int sizes[][3] = {{40, 700, 13}, {700, 40, 13}, {33, 33, 5}};
     for (int s = 0; s < 3; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
