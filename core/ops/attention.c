@@ -74,7 +74,7 @@ void attention_backward(float *dqkv, const float *dout, const float *qkv, const 
 #pragma omp parallel if (ops_worth_threads((long)B * NH * T * T * HS / 2))
     {
         /* datt: the gradient at one row of probabilities, then (in place) at the scores. */
-        float *datt = mem_alloc((size_t)(T > 0 ? T : 1) * sizeof(float), MEM_OTHER, "attention backward row");
+        float *datt = mem_alloc((size_t)T * sizeof(float), MEM_OTHER, "attention backward row");
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int kvh = 0; kvh < KVH; kvh++) {

@@ -28,8 +28,8 @@ static void rope_rotate(float *qkv, int B, int T, int NH, int KVH, int HS, float
     MP_ASSERT(NH > 0 && KVH > 0 && NH % KVH == 0, "RoPE needs KVH dividing NH: NH=%d KVH=%d", NH, KVH);
     MP_ASSERT(theta > 1.0f, "RoPE theta must be > 1, got %g", theta);
     const int half = HS / 2, row = (NH + 2 * KVH) * HS, rotated_heads = NH + KVH; /* q heads, then k heads */
-    float *cosines = mem_alloc((size_t)T * half * sizeof(float) + 1, MEM_OTHER, "rope cos table");
-    float *sines = mem_alloc((size_t)T * half * sizeof(float) + 1, MEM_OTHER, "rope sin table");
+    float *cosines = mem_alloc((size_t)T * half * sizeof(float), MEM_OTHER, "rope cos table");
+    float *sines = mem_alloc((size_t)T * half * sizeof(float), MEM_OTHER, "rope sin table");
     rope_tables(cosines, sines, T, HS, theta);
 #pragma omp parallel for collapse(2) schedule(static) if (ops_worth_threads((long)B * T * rotated_heads * HS))
     for (int b = 0; b < B; b++) {

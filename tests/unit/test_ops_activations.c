@@ -140,3 +140,29 @@ Test(ops_residual, forward_and_backward_exact) {
     cr_expect(tu_bits_equal(dout, db, n), "dinp2 += dout");
     free(a), free(b), free(out), free(sum), free(da), free(db), free(dout), free(expect);
 }
+
+typedef struct {
+    float *a, *b, *out, *w;
+    long n;
+} residual_ctx;
+
+static double residual_loss(void *p) {
+    residual_ctx *r = p;
+    residual_forward(r->out, r->a, r->b, r->n);
+    return tu_weighted_sum(r->w, r->out, r->n);
+}
+
+Test(ops_residual, backward_matches_finite_differences) {
+    residual_ctx r = {.n = 50};
+    r.a = tu_uniform(r.n, -1, 1, 11);
+    r.b = tu_uniform(r.n, -1, 1, 12);
+    r.w = tu_uniform(r.n, -1, 1, 13);
+    r.out = tu_zeros(r.n);
+    float *da = tu_zeros(r.n), *db = tu_zeros(r.n);
+    residual_backward(da, db, r.w, r.n);
+    ops_gradcheck_options opt = OPS_GRADCHECK_DEFAULTS; /* linear: rounding noise only */
+    opt.rel_tol = 1e-3;
+    cr_expect_eq(ops_gradcheck("residual dinp1", residual_loss, &r, r.a, da, r.n, &opt).failed, 0);
+    cr_expect_eq(ops_gradcheck("residual dinp2", residual_loss, &r, r.b, db, r.n, &opt).failed, 0);
+    free(r.a), free(r.b), free(r.w), free(r.out), free(da), free(db);
+}
