@@ -1,0 +1,545 @@
+/* model.c: GPT-2 and LLaMA-style decoders: the parameter registry, initialisation, forward and backward. */
+#include "model/model.h"
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/rng.h"
+#include "ops/attention.h"
+#include "ops/crossentropy.h"
+#include "ops/encoder.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "ops/matmul.h"
+#include "ops/residual.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+#include "ops/swiglu.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ config */
+
+static const char *const arch_names[] = {[MODEL_GPT2] = "gpt2", [MODEL_LLAMA] = "llama"};
+
+const char *model_arch_name(model_arch arch) { return arch == MODEL_LLAMA ? "llama" : "gpt2"; }
+
+int model_arch_from_name(const char *name) {
+    for (int a = 0; a < 2; a++)
+        if (strcmp(name, arch_names[a]) == 0) return a;
+    return -1;
+}
+
+void model_config_complete(model_config *cfg) {
+    if (cfg->arch != MODEL_GPT2 && cfg->arch != MODEL_LLAMA)
+        MP_FAIL("model.arch gpt2 or llama", "architecture number %d", (int)cfg->arch);
+    struct { const char *key; int value; int min; } sizes[] = {
+        {"model.vocab", cfg->V, 2}, {"model.context", cfg->maxT, 1}, {"model.layers", cfg->L, 1},
+        {"model.channels", cfg->C, 2}, {"model.heads", cfg->NH, 1}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].value < sizes[i].min || sizes[i].value > (1 << 24))
+            MP_FAIL("a model size from its minimum to 2^24", "%s = %d", sizes[i].key, sizes[i].value);
+    if (cfg->C % cfg->NH != 0)
+        MP_FAIL_HINT("model.heads dividing model.channels", "choose heads so that channels / heads is whole",
+                     "channels %d, heads %d", cfg->C, cfg->NH);
+    if (cfg->KVH == 0) cfg->KVH = cfg->NH;
+    if (cfg->KVH < 1 || cfg->NH % cfg->KVH != 0)
+        MP_FAIL("model.kv_heads dividing model.heads", "heads %d, kv_heads %d", cfg->NH, cfg->KVH);
+    if (cfg->arch == MODEL_GPT2 && cfg->KVH != cfg->NH)
+        MP_FAIL_HINT("kv_heads equal to heads for gpt2", "grouped-query attention is a llama-style feature",
+                     "heads %d, kv_heads %d", cfg->NH, cfg->KVH);
+    if (cfg->arch == MODEL_LLAMA && (cfg->C / cfg->NH) % 2 != 0)
+        MP_FAIL("an even head size for rotary embeddings", "head size %d", cfg->C / cfg->NH);
+    if (cfg->F == 0) cfg->F = cfg->arch == MODEL_GPT2 ? 4 * cfg->C : ((8 * cfg->C / 3 + 63) / 64) * 64;
+    if (cfg->F < 1) MP_FAIL("model.ffn >= 1", "%d", cfg->F);
+    /* Padding the vocabulary to a multiple of 64 keeps the head's matmul on whole SIMD tiles (GPT-2:
+     * 50257 -> 50304); the padded rows stay zero and their logits are ignored. */
+    if (cfg->Vp == 0) cfg->Vp = cfg->V >= 1024 ? (cfg->V + 63) / 64 * 64 : cfg->V;
+    if (cfg->Vp < cfg->V) MP_FAIL("model.padded_vocab >= model.vocab", "padded %d < vocab %d", cfg->Vp, cfg->V);
+    if (cfg->norm_eps <= 0) cfg->norm_eps = 1e-5f;
+    if (cfg->rope_theta <= 0) cfg->rope_theta = 10000.0f;
+}
+
+/* ------------------------------------------------------------------ the registry, as tables */
+
+/* Sizes a tensor's dimensions can take. */
+typedef enum { DIM_NONE, DIM_C, DIM_QKV, DIM_FC_IN, DIM_F, DIM_VP, DIM_MAXT } dim_kind;
+typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL, INIT_RESIDUAL } init_kind;
+enum { FOR_GPT2 = 1, FOR_LLAMA = 2, FOR_BOTH = 3 };
+
+typedef struct {
+    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} layer_params;
+typedef struct {
+    float *wte, *wpe, *lnfw, *lnfb, *head;
+} global_params;
+
+typedef struct {
+    const char *name;
+    size_t field; /* offset of the pointer in layer_params or global_params */
+    dim_kind rows, cols;
+    unsigned archs;
+    init_kind init;
+} tensor_spec;
+
+#define LAYER_FIELD(f) offsetof(layer_params, f)
+#define GLOBAL_FIELD(f) offsetof(global_params, f)
+/* One block: "norm 1, attention, norm 2, MLP". For llama the norms are RMSNorm gains (no bias) and fcw
+ * holds the SwiGLU gate and up projections stacked, (2F, C). */
+static const tensor_spec layer_specs[] = {
+    {"ln1w", LAYER_FIELD(ln1w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE},
+    {"ln1b", LAYER_FIELD(ln1b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
+    {"qkvw", LAYER_FIELD(qkvw), DIM_QKV, DIM_C, FOR_BOTH, INIT_NORMAL},
+    {"qkvb", LAYER_FIELD(qkvb), DIM_QKV, DIM_NONE, FOR_GPT2, INIT_ZERO},
+    {"attprojw", LAYER_FIELD(attprojw), DIM_C, DIM_C, FOR_BOTH, INIT_RESIDUAL},
+    {"attprojb", LAYER_FIELD(attprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
+    {"ln2w", LAYER_FIELD(ln2w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE},
+    {"ln2b", LAYER_FIELD(ln2b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
+    {"fcw", LAYER_FIELD(fcw), DIM_FC_IN, DIM_C, FOR_BOTH, INIT_NORMAL},
+    {"fcb", LAYER_FIELD(fcb), DIM_FC_IN, DIM_NONE, FOR_GPT2, INIT_ZERO},
+    {"fcprojw", LAYER_FIELD(fcprojw), DIM_C, DIM_F, FOR_BOTH, INIT_RESIDUAL},
+    {"fcprojb", LAYER_FIELD(fcprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
+};
+enum { NLAYER_SPECS = sizeof layer_specs / sizeof layer_specs[0] };
+
+static const tensor_spec embedding_specs[] = {
+    {"wte", GLOBAL_FIELD(wte), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL},
+    {"wpe", GLOBAL_FIELD(wpe), DIM_MAXT, DIM_C, FOR_GPT2, INIT_NORMAL},
+};
+static const tensor_spec top_specs[] = {
+    {"lnfw", GLOBAL_FIELD(lnfw), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE},
+    {"lnfb", GLOBAL_FIELD(lnfb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
+    {"head", GLOBAL_FIELD(head), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL}, /* only when untied */
+};
+
+static int dim_size(const model_config *c, dim_kind d) {
+    int HS = c->C / c->NH;
+    switch (d) {
+    case DIM_C: return c->C;
+    case DIM_QKV: return (c->NH + 2 * c->KVH) * HS;
+    case DIM_FC_IN: return c->arch == MODEL_LLAMA ? 2 * c->F : c->F;
+    case DIM_F: return c->F;
+    case DIM_VP: return c->Vp;
+    case DIM_MAXT: return c->maxT;
+    default: return 0;
+    }
+}
+
+/* ------------------------------------------------------------------ activations */
+
+/* What forward keeps for backward, per block. */
+typedef struct {
+    float *ln1;       /* (B,T,C) input of the qkv projection */
+    float *ln1_mean;  /* (B,T) gpt2 only */
+    float *ln1_rstd;  /* (B,T) */
+    float *qkv;       /* (B,T,(NH+2*KVH)*HS), after RoPE for llama */
+    float *atty;      /* (B,T,C) attention output, input of attproj */
+    float *att;       /* (B,NH,T,T) softmax probabilities */
+    float *res2;      /* (B,T,C) residual stream after attention */
+    float *ln2;       /* (B,T,C) */
+    float *ln2_mean;  /* (B,T) gpt2 only */
+    float *ln2_rstd;  /* (B,T) */
+    float *fch;       /* (B,T,F) gpt2: GELU input; (B,T,2F) llama: gate | up */
+    float *fch_act;   /* (B,T,F) MLP activation, input of fcproj */
+    float *res3;      /* (B,T,C) residual stream after the block */
+} layer_acts;
+
+typedef struct {
+    float *encoded;   /* (B,T,C) */
+    float *lnf;       /* (B,T,C) */
+    float *lnf_mean;  /* (B,T) gpt2 only */
+    float *lnf_rstd;  /* (B,T) */
+    float *logits;    /* (B,T,Vp); backward overwrites it with dlogits */
+    float *losses;    /* (B,T) */
+    float *lse;       /* (B,T) */
+    /* scratch, shared by all layers */
+    float *proj;      /* (B,T,C) attproj/fcproj output before the residual add */
+    float *dres;      /* (B,T,C) gradient of the residual stream */
+    float *dln;       /* (B,T,C) */
+    float *datty;     /* (B,T,C) */
+    float *dqkv;      /* (B,T,QKV) */
+    float *dfch;      /* (B,T,FC_IN) */
+    float *dfch_act;  /* (B,T,F) */
+    float *dloss;     /* (B,T) */
+} global_acts;
+
+/* The next n floats of the block at `base` (NULL while only counting), kept 64-byte aligned. */
+static float *take(float *base, size_t *used, size_t n) {
+    float *p = base && n ? base + *used : NULL;
+    *used += (n + 15) / 16 * 16;
+    return p;
+}
+
+/* Lays the activations out in one block at `base` (or only counts when base is NULL); returns floats. */
+static size_t layout_acts(const model_config *c, int B, int T, float *base, layer_acts *layers, global_acts *g) {
+    size_t N = (size_t)B * T, C = c->C, QKV = dim_size(c, DIM_QKV), FC = dim_size(c, DIM_FC_IN), F = c->F;
+    size_t att = (size_t)B * c->NH * T * T, stats = c->arch == MODEL_GPT2 ? N : 0;
+    size_t used = 0;
+#define TAKE(ptr, n) ((ptr) = take(base, &used, (n)))
+    for (int l = 0; l < c->L; l++) {
+        layer_acts dummy, *a = base ? &layers[l] : &dummy; /* counting still walks a struct */
+        TAKE(a->ln1, N * C); TAKE(a->ln1_mean, stats); TAKE(a->ln1_rstd, N);
+        TAKE(a->qkv, N * QKV); TAKE(a->atty, N * C); TAKE(a->att, att); TAKE(a->res2, N * C);
+        TAKE(a->ln2, N * C); TAKE(a->ln2_mean, stats); TAKE(a->ln2_rstd, N);
+        TAKE(a->fch, N * FC); TAKE(a->fch_act, N * F); TAKE(a->res3, N * C);
+    }
+    global_acts dummy_g, *G = base ? g : &dummy_g;
+    TAKE(G->encoded, N * C); TAKE(G->lnf, N * C); TAKE(G->lnf_mean, stats); TAKE(G->lnf_rstd, N);
+    TAKE(G->logits, N * c->Vp); TAKE(G->losses, N); TAKE(G->lse, N);
+    TAKE(G->proj, N * C); TAKE(G->dres, N * C); TAKE(G->dln, N * C); TAKE(G->datty, N * C);
+    TAKE(G->dqkv, N * QKV); TAKE(G->dfch, N * FC); TAKE(G->dfch_act, N * F); TAKE(G->dloss, N);
+#undef TAKE
+    return used;
+}
+
+size_t model_activation_bytes(const model_config *cfg, int B, int T) {
+    return layout_acts(cfg, B, T, NULL, NULL, NULL) * sizeof(float);
+}
+
+/* ------------------------------------------------------------------ the model */
+
+struct model {
+    model_config cfg;
+    model_tensor *tensors;
+    int ntensors;
+    size_t nparams;
+    float *params, *grads;              /* (nparams) each */
+    layer_params *layer_w, *layer_g;    /* (L) pointers into params / grads */
+    global_params w, g;
+    model_hooks hooks;
+    /* activations for the current batch shape */
+    float *act_memory;
+    size_t act_floats;
+    int B, T;
+    layer_acts *acts;
+    global_acts ga;
+    int *inputs, *targets;              /* (B,T) copies of the last batch */
+    int counted;                        /* targets that are not -1 */
+    bool have_targets;
+};
+
+static void add_tensor(model *m, const char *name, int layer, int rows, int cols, bool count_only) {
+    if (!count_only) {
+        model_tensor *t = &m->tensors[m->ntensors];
+        snprintf(t->name, sizeof t->name, "%s", name);
+        t->ndim = cols ? 2 : 1;
+        t->shape[0] = rows;
+        t->shape[1] = cols;
+        t->offset = m->nparams;
+        t->size = (size_t)rows * (cols ? cols : 1);
+        t->layer = layer;
+        t->decay = t->ndim >= 2;
+    }
+    m->ntensors++;
+    m->nparams += (size_t)rows * (cols ? cols : 1);
+}
+
+static bool spec_applies(const model_config *c, const tensor_spec *s) {
+    if (!(s->archs & (c->arch == MODEL_GPT2 ? FOR_GPT2 : FOR_LLAMA))) return false;
+    return !(strcmp(s->name, "head") == 0 && c->tied);
+}
+
+/* Builds the registry in layout order: embeddings, blocks, top. Run twice: count, then fill. */
+static void build_registry(model *m, bool count_only) {
+    const model_config *c = &m->cfg;
+    m->ntensors = 0;
+    m->nparams = 0;
+    for (size_t i = 0; i < sizeof embedding_specs / sizeof embedding_specs[0]; i++)
+        if (spec_applies(c, &embedding_specs[i]))
+            add_tensor(m, embedding_specs[i].name, -1, dim_size(c, embedding_specs[i].rows),
+                       dim_size(c, embedding_specs[i].cols), count_only);
+    for (int l = 0; l < c->L; l++)
+        for (int i = 0; i < NLAYER_SPECS; i++)
+            if (spec_applies(c, &layer_specs[i])) {
+                char name[48];
+                snprintf(name, sizeof name, "h.%d.%s", l, layer_specs[i].name);
+                add_tensor(m, name, l, dim_size(c, layer_specs[i].rows), dim_size(c, layer_specs[i].cols),
+                           count_only);
+            }
+    for (size_t i = 0; i < sizeof top_specs / sizeof top_specs[0]; i++)
+        if (spec_applies(c, &top_specs[i]))
+            add_tensor(m, top_specs[i].name, c->L, dim_size(c, top_specs[i].rows), dim_size(c, top_specs[i].cols),
+                       count_only);
+}
+
+/* Points the per-layer and global structs at the tensors of `base` (params or grads). */
+static void bind_pointers(model *m, float *base, layer_params *layers, global_params *g) {
+    memset(layers, 0, (size_t)m->cfg.L * sizeof *layers);
+    memset(g, 0, sizeof *g);
+    int k = 0;
+    for (size_t i = 0; i < sizeof embedding_specs / sizeof embedding_specs[0]; i++)
+        if (spec_applies(&m->cfg, &embedding_specs[i]))
+            *(float **)((char *)g + embedding_specs[i].field) = base + m->tensors[k++].offset;
+    for (int l = 0; l < m->cfg.L; l++)
+        for (int i = 0; i < NLAYER_SPECS; i++)
+            if (spec_applies(&m->cfg, &layer_specs[i]))
+                *(float **)((char *)&layers[l] + layer_specs[i].field) = base + m->tensors[k++].offset;
+    for (size_t i = 0; i < sizeof top_specs / sizeof top_specs[0]; i++)
+        if (spec_applies(&m->cfg, &top_specs[i]))
+            *(float **)((char *)g + top_specs[i].field) = base + m->tensors[k++].offset;
+    if (m->cfg.tied) g->head = g->wte;
+}
+
+model *model_create(const model_config *cfg) {
+    model *m = calloc(1, sizeof *m);
+    MP_ASSERT(m, "out of memory");
+    m->cfg = *cfg;
+    model_config_complete(&m->cfg);
+    build_registry(m, true);
+    m->tensors = calloc((size_t)m->ntensors, sizeof *m->tensors);
+    build_registry(m, false);
+    m->params = mem_alloc(m->nparams * sizeof(float), MEM_PARAM, "model parameters");
+    m->grads = mem_alloc(m->nparams * sizeof(float), MEM_GRAD, "model gradients");
+    m->layer_w = calloc((size_t)m->cfg.L, sizeof *m->layer_w);
+    m->layer_g = calloc((size_t)m->cfg.L, sizeof *m->layer_g);
+    m->acts = calloc((size_t)m->cfg.L, sizeof *m->acts);
+    MP_ASSERT(m->tensors && m->layer_w && m->layer_g && m->acts, "out of memory");
+    bind_pointers(m, m->params, m->layer_w, &m->w);
+    bind_pointers(m, m->grads, m->layer_g, &m->g);
+    return m;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    mem_free(m->params);
+    mem_free(m->grads);
+    mem_free(m->act_memory);
+    free(m->tensors);
+    free(m->layer_w);
+    free(m->layer_g);
+    free(m->acts);
+    free(m->inputs);
+    free(m->targets);
+    free(m);
+}
+
+const model_config *model_get_config(const model *m) { return &m->cfg; }
+
+const model_tensor *model_tensors(const model *m, int *count) {
+    *count = m->ntensors;
+    return m->tensors;
+}
+
+const model_tensor *model_tensor_find(const model *m, const char *name) {
+    for (int i = 0; i < m->ntensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+size_t model_num_params(const model *m) { return m->nparams; }
+
+size_t model_num_params_unpadded(const model *m) {
+    size_t pad_rows = (size_t)(m->cfg.Vp - m->cfg.V) * (m->cfg.tied ? 1 : 2);
+    return m->nparams - pad_rows * m->cfg.C;
+}
+
+void model_layer_span(const model *m, int layer, size_t *offset, size_t *size) {
+    size_t begin = m->nparams, end = 0;
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].layer == layer) {
+            if (m->tensors[i].offset < begin) begin = m->tensors[i].offset;
+            if (m->tensors[i].offset + m->tensors[i].size > end) end = m->tensors[i].offset + m->tensors[i].size;
+        }
+    MP_ASSERT(end > begin, "layer %d has no parameters (layers run from -1 to %d)", layer, m->cfg.L);
+    *offset = begin;
+    *size = end - begin;
+}
+
+float *model_params(model *m) { return m->params; }
+float *model_grads(model *m) { return m->grads; }
+void model_set_hooks(model *m, const model_hooks *hooks) { m->hooks = *hooks; }
+void model_zero_grad(model *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
+
+static init_kind init_of(const model_tensor *t) {
+    const char *base = strrchr(t->name, '.');
+    base = base ? base + 1 : t->name;
+    for (int i = 0; i < NLAYER_SPECS; i++)
+        if (strcmp(layer_specs[i].name, base) == 0) return layer_specs[i].init;
+    for (size_t i = 0; i < sizeof embedding_specs / sizeof embedding_specs[0]; i++)
+        if (strcmp(embedding_specs[i].name, base) == 0) return embedding_specs[i].init;
+    for (size_t i = 0; i < sizeof top_specs / sizeof top_specs[0]; i++)
+        if (strcmp(top_specs[i].name, base) == 0) return top_specs[i].init;
+    return INIT_ZERO;
+}
+
+void model_init(model *m, uint64_t seed) {
+    mp_rng rng;
+    mp_rng_seed(&rng, seed);
+    /* Residual projections add into the stream once per layer and twice per block, so their
+     * variance is scaled by 1/(2L) to keep the stream's variance flat with depth (GPT-2). */
+    float residual_std = 0.02f / sqrtf(2.0f * m->cfg.L);
+    for (int i = 0; i < m->ntensors; i++) {
+        const model_tensor *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        init_kind kind = init_of(t);
+        for (size_t j = 0; j < t->size; j++) {
+            switch (kind) {
+            case INIT_ZERO: p[j] = 0.0f; break;
+            case INIT_ONE: p[j] = 1.0f; break;
+            case INIT_NORMAL: p[j] = 0.02f * mp_rng_normal(&rng); break;
+            case INIT_RESIDUAL: p[j] = residual_std * mp_rng_normal(&rng); break;
+            }
+        }
+        /* Padded vocabulary rows are never a token and their logits are ignored: keep them zero. */
+        if (t->shape[0] == m->cfg.Vp && t->ndim == 2)
+            memset(p + (size_t)m->cfg.V * m->cfg.C, 0, (size_t)(m->cfg.Vp - m->cfg.V) * m->cfg.C * sizeof(float));
+    }
+}
+
+/* ------------------------------------------------------------------ forward */
+
+static void ensure_acts(model *m, int B, int T) {
+    if (T < 1 || T > m->cfg.maxT)
+        MP_FAIL("a sequence length from 1 to the model's context", "T = %d (context %d)", T, m->cfg.maxT);
+    if (B < 1) MP_FAIL("a batch size of at least 1", "B = %d", B);
+    if (m->act_memory && m->B == B && m->T == T) return;
+    size_t floats = layout_acts(&m->cfg, B, T, NULL, NULL, NULL);
+    if (floats > m->act_floats) {
+        mem_free(m->act_memory);
+        m->act_memory = mem_alloc(floats * sizeof(float), MEM_ACT, "activations");
+        m->act_floats = floats;
+        free(m->inputs);
+        free(m->targets);
+        m->inputs = malloc((size_t)B * T * sizeof(int));
+        m->targets = malloc((size_t)B * T * sizeof(int));
+        MP_ASSERT(m->inputs && m->targets, "out of memory");
+    }
+    layout_acts(&m->cfg, B, T, m->act_memory, m->acts, &m->ga);
+    m->B = B;
+    m->T = T;
+}
+
+static void hook(void (*fn)(void *, int), void *ctx, int layer) {
+    if (fn) fn(ctx, layer);
+}
+
+/* norm: LayerNorm (gpt2, with mean and bias) or RMSNorm (llama). */
+static void norm_forward(const model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                         const float *b, int N) {
+    if (m->cfg.arch == MODEL_GPT2) layernorm_forward(out, mean, rstd, inp, w, b, N, m->cfg.C);
+    else rmsnorm_forward(out, rstd, inp, w, N, m->cfg.C, m->cfg.norm_eps);
+}
+
+static void norm_backward(const model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, const float *mean, const float *rstd, int N) {
+    if (m->cfg.arch == MODEL_GPT2) layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, m->cfg.C);
+    else rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, m->cfg.C);
+}
+
+float model_forward(model *m, const int *inputs, const int *targets, int B, int T) {
+    ensure_acts(m, B, T);
+    const model_config *c = &m->cfg;
+    int N = B * T, C = c->C, HS = C / c->NH, QKV = dim_size(c, DIM_QKV), FC = dim_size(c, DIM_FC_IN);
+    for (int i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= c->V)
+            MP_FAIL("input tokens in [0, vocab)", "token %d at position %d (vocab %d)", inputs[i], i, c->V);
+        if (targets && (targets[i] < -1 || targets[i] >= c->V))
+            MP_FAIL("targets in [-1, vocab)", "target %d at position %d (vocab %d)", targets[i], i, c->V);
+    }
+    memcpy(m->inputs, inputs, (size_t)N * sizeof(int));
+    global_acts *g = &m->ga;
+
+    hook(m->hooks.before_forward, m->hooks.ctx, -1);
+    encoder_forward(g->encoded, inputs, m->w.wte, m->w.wpe, B, T, C, c->V);
+    const float *residual = g->encoded;
+    for (int l = 0; l < c->L; l++) {
+        hook(m->hooks.before_forward, m->hooks.ctx, l);
+        const layer_params *w = &m->layer_w[l];
+        layer_acts *a = &m->acts[l];
+        norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N);
+        matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, QKV);
+        if (c->arch == MODEL_LLAMA) rope_forward(a->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
+        attention_forward(a->atty, a->att, a->qkv, B, T, c->NH, c->KVH, HS);
+        matmul_forward(g->proj, a->atty, w->attprojw, w->attprojb, N, C, C);
+        residual_forward(a->res2, residual, g->proj, (long)N * C);
+        norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N);
+        matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, FC);
+        if (c->arch == MODEL_GPT2) gelu_forward(a->fch_act, a->fch, (long)N * c->F);
+        else swiglu_forward(a->fch_act, a->fch, N, c->F);
+        matmul_forward(g->proj, a->fch_act, w->fcprojw, w->fcprojb, N, c->F, C);
+        residual_forward(a->res3, a->res2, g->proj, (long)N * C);
+        residual = a->res3;
+    }
+    hook(m->hooks.before_forward, m->hooks.ctx, c->L);
+    norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N);
+    matmul_forward(g->logits, g->lnf, m->w.head, NULL, N, C, c->Vp);
+
+    m->have_targets = targets != NULL;
+    if (!targets) return 0.0f;
+    memcpy(m->targets, targets, (size_t)N * sizeof(int));
+    crossentropy_forward(g->losses, g->lse, g->logits, targets, N, c->V, c->Vp);
+    double sum = 0;
+    m->counted = 0;
+    for (int i = 0; i < N; i++)
+        if (targets[i] >= 0) {
+            sum += g->losses[i];
+            m->counted++;
+        }
+    return m->counted ? (float)(sum / m->counted) : 0.0f;
+}
+
+const float *model_logits(const model *m, int b, int t) {
+    MP_ASSERT(m->act_memory && b >= 0 && b < m->B && t >= 0 && t < m->T, "logits of (%d, %d) outside the last batch",
+              b, t);
+    return m->ga.logits + ((size_t)b * m->T + t) * m->cfg.Vp;
+}
+
+/* ------------------------------------------------------------------ backward */
+
+void model_backward(model *m, float loss_scale) {
+    MP_ASSERT(m->have_targets, "model_backward needs a forward pass with targets first");
+    const model_config *c = &m->cfg;
+    int B = m->B, T = m->T, N = B * T, C = c->C, HS = C / c->NH, QKV = dim_size(c, DIM_QKV),
+        FC = dim_size(c, DIM_FC_IN);
+    size_t NC = (size_t)N * C;
+    global_acts *g = &m->ga;
+
+    /* The loss is the mean over counted positions, so each one's gradient is scale / count. */
+    float per_position = m->counted ? loss_scale / (float)m->counted : 0.0f;
+    for (int i = 0; i < N; i++) g->dloss[i] = per_position;
+
+    hook(m->hooks.before_backward, m->hooks.ctx, c->L);
+    float *dlogits = g->logits; /* the logits are not needed again: overwrite them in place */
+    crossentropy_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, c->V, c->Vp);
+    memset(g->dln, 0, NC * sizeof(float));
+    matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, m->w.head, N, C, c->Vp);
+    const float *last = c->L ? m->acts[c->L - 1].res3 : g->encoded;
+    memset(g->dres, 0, NC * sizeof(float));
+    norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, last, m->w.lnfw, g->lnf_mean, g->lnf_rstd, N);
+    hook(m->hooks.grads_ready, m->hooks.ctx, c->L);
+
+    /* dres holds dLoss/d(residual stream) at the block's output; each block adds its branches' share. */
+    for (int l = c->L - 1; l >= 0; l--) {
+        hook(m->hooks.before_backward, m->hooks.ctx, l);
+        const layer_params *w = &m->layer_w[l];
+        layer_params *dw = &m->layer_g[l];
+        layer_acts *a = &m->acts[l];
+        const float *residual = l ? m->acts[l - 1].res3 : g->encoded;
+        /* MLP branch: res3 = res2 + fcproj(act(fc(norm2(res2)))) */
+        memset(g->dfch_act, 0, (size_t)N * c->F * sizeof(float));
+        matmul_backward(g->dfch_act, dw->fcprojw, dw->fcprojb, g->dres, a->fch_act, w->fcprojw, N, c->F, C);
+        memset(g->dfch, 0, (size_t)N * FC * sizeof(float));
+        if (c->arch == MODEL_GPT2) gelu_backward(g->dfch, a->fch, g->dfch_act, (long)N * c->F);
+        else swiglu_backward(g->dfch, g->dfch_act, a->fch, N, c->F);
+        memset(g->dln, 0, NC * sizeof(float));
+        matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, a->ln2, w->fcw, N, C, FC);
+        norm_backward(m, g->dres, dw->ln2w, dw->ln2b, g->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N);
+        /* attention branch: res2 = res + attproj(attention(qkv(norm1(res)))) */
+        memset(g->datty, 0, NC * sizeof(float));
+        matmul_backward(g->datty, dw->attprojw, dw->attprojb, g->dres, a->atty, w->attprojw, N, C, C);
+        memset(g->dqkv, 0, (size_t)N * QKV * sizeof(float));
+        attention_backward(g->dqkv, g->datty, a->qkv, a->att, B, T, c->NH, c->KVH, HS);
+        if (c->arch == MODEL_LLAMA) rope_backward(g->dqkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
+        memset(g->dln, 0, NC * sizeof(float));
+        matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, w->qkvw, N, C, QKV);
+        norm_backward(m, g->dres, dw->ln1w, dw->ln1b, g->dln, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
+        hook(m->hooks.grads_ready, m->hooks.ctx, l);
+    }
+    hook(m->hooks.before_backward, m->hooks.ctx, -1);
+    encoder_backward(m->g.wte, m->g.wpe, g->dres, m->inputs, B, T, C, c->V);
+    hook(m->hooks.grads_ready, m->hooks.ctx, -1);
+    m->have_targets = false; /* the logits now hold gradients: a second backward would be wrong */
+}

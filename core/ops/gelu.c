@@ -1,0 +1,37 @@
+/* gelu.c: GELU (tanh approximation) forward and backward, elementwise. */
+#include "ops/gelu.h"
+
+#include "base/lab.h"
+#include "ops/fastmath.h"
+#include "ops/parallel.h"
+
+#include <math.h> /* tanhf, coshf: not used here (ops_tanhf vectorises), but a natural first version uses them */
+
+#define GELU_SQRT_2_OVER_PI 0.7978845608028654f
+#define GELU_CUBIC 0.044715f
+
+void gelu_forward(float *out, const float *inp, long N) {
+#pragma omp parallel for simd schedule(static) if (ops_worth_threads(N))
+    for (long i = 0; i < N; i++) {
+        float x = inp[i];
+        float u = GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);
+        out[i] = 0.5f * x * (1.0f + ops_tanhf(u));
+    }
+}
+
+void gelu_backward(float *dinp, const float *inp, const float *dout, long N) {
+    /* LAB 02 BEGIN GELU backward: dinp += gelu'(x) * dout, product rule through x and tanh(u(x)) */
+    /* gelu(x) = 0.5 x (1 + tanh u):
+     *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'(x),  u'(x) = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+     * (tanh' = 1 - tanh^2 = sech^2). ops_tanhf is tanhf written so this loop vectorises. */
+#pragma omp parallel for simd schedule(static) if (ops_worth_threads(N))
+    for (long i = 0; i < N; i++) {
+        float x = inp[i];
+        float u = GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);
+        float du = GELU_SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_CUBIC * x * x);
+        float th = ops_tanhf(u);
+        float local = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+        dinp[i] += local * dout[i];
+    }
+    /* LAB 02 END */
+}
