@@ -13,6 +13,8 @@
 #include "ops/rope.h"
 #include "ops/swiglu.h"
 
+#include "bench_util.h"
+
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -52,13 +54,6 @@ static double seconds_per_call(bench_fn fn, bench_state *s, int reps) {
     return best;
 }
 
-static void fill(float *p, long n, float scale, uint64_t seed) {
-    mp_rng rng;
-    mp_rng_seed(&rng, seed);
-    for (long i = 0; i < n; i++) p[i] = scale * (2.0f * mp_rng_uniform(&rng) - 1.0f);
-}
-
-/* ---- the ops, as closures */
 static void f_encoder(bench_state *s) { encoder_forward(s->y, s->tokens, s->weight, s->big_in, B, T, C, V); }
 static void b_encoder(bench_state *s) { encoder_backward(s->dweight, s->dbig_in, s->dy, s->tokens, B, T, C, V); }
 static void f_layernorm(bench_state *s) { layernorm_forward(s->y, s->mean, s->rstd, s->x, s->w_c, s->b_c, N, C); }
@@ -155,28 +150,6 @@ static void gpt2_step_in_order(bench_state *s) {
     b_encoder(s);
 }
 
-static float *buffer(long n, const char *what, float scale, uint64_t seed) {
-    float *p = mem_alloc((size_t)n * sizeof(float), MEM_OTHER, what);
-    fill(p, n, scale, seed);
-    return p;
-}
-
-/* A large square sgemm, split over the threads as the matmuls are: the machine's practical fp32 peak. */
-static double sgemm_peak_gflops(void) {
-    const int n = 1536;
-    float *a = buffer((long)n * n, "peak a", 1, 1), *b = buffer((long)n * n, "peak b", 1, 2);
-    float *c = buffer((long)n * n, "peak c", 0, 3);
-    double best = 1e30;
-    for (int r = 0; r < 4; r++) {
-        double t0 = mp_now();
-        matmul_sgemm(false, true, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        double t = mp_now() - t0;
-        if (r > 0 && t < best) best = t;
-    }
-    mem_free(a), mem_free(b), mem_free(c);
-    return 2.0 * n * n * n / best / 1e9;
-}
-
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 5;
     if (reps < 1) {
@@ -185,31 +158,31 @@ int main(int argc, char **argv) {
     }
     bench_state s = {0};
     const long big = (long)N * (F4 > 2 * FS ? F4 : 2 * FS);
-    s.x = buffer((long)N * C, "x", 1, 10);
-    s.y = buffer((long)N * C, "y", 1, 11);
-    s.dx = buffer((long)N * C, "dx", 1, 12);
-    s.dy = buffer((long)N * C, "dy", 1, 13);
-    s.mean = buffer(N, "mean", 1, 14);
-    s.rstd = buffer(N, "rstd", 1, 15);
-    s.w_c = buffer(C, "ln w", 1, 16);
-    s.b_c = buffer(C, "ln b", 1, 17);
-    s.dw_c = buffer(C, "ln dw", 1, 18);
-    s.db_c = buffer(C, "ln db", 1, 19);
-    s.big_in = buffer(big > (long)T * C ? big : (long)T * C, "big in", 1, 20);
-    s.dbig_in = buffer(big, "dbig in", 1, 21);
-    s.big_out = buffer((long)N * VP, "big out (also dlogits)", 1, 22);
-    s.dbig_out = buffer((long)N * VP, "dbig out", 0.01f, 23);
-    s.weight = buffer((long)VP * C, "weight", 0.02f, 24);
-    s.dweight = buffer((long)VP * C, "dweight", 0, 25);
-    s.bias = buffer(VP, "bias", 0.02f, 26);
-    s.dbias = buffer(VP, "dbias", 0, 27);
-    s.qkv = buffer((long)N * 3 * C, "qkv", 1, 28);
-    s.dqkv = buffer((long)N * 3 * C, "dqkv", 0, 29);
-    s.att = buffer((long)B * NH * T * T, "att", 0, 30);
-    s.logits = buffer((long)N * VP, "logits", 3, 31);
-    s.losses = buffer(N, "losses", 0, 32);
-    s.lse = buffer(N, "lse", 0, 33);
-    s.dloss = buffer(N, "dloss", 0, 34);
+    s.x = bench_buffer((long)N * C, "x", 1, 10);
+    s.y = bench_buffer((long)N * C, "y", 1, 11);
+    s.dx = bench_buffer((long)N * C, "dx", 1, 12);
+    s.dy = bench_buffer((long)N * C, "dy", 1, 13);
+    s.mean = bench_buffer(N, "mean", 1, 14);
+    s.rstd = bench_buffer(N, "rstd", 1, 15);
+    s.w_c = bench_buffer(C, "ln w", 1, 16);
+    s.b_c = bench_buffer(C, "ln b", 1, 17);
+    s.dw_c = bench_buffer(C, "ln dw", 1, 18);
+    s.db_c = bench_buffer(C, "ln db", 1, 19);
+    s.big_in = bench_buffer(big > (long)T * C ? big : (long)T * C, "big in", 1, 20);
+    s.dbig_in = bench_buffer(big, "dbig in", 1, 21);
+    s.big_out = bench_buffer((long)N * VP, "big out (also dlogits)", 1, 22);
+    s.dbig_out = bench_buffer((long)N * VP, "dbig out", 0.01f, 23);
+    s.weight = bench_buffer((long)VP * C, "weight", 0.02f, 24);
+    s.dweight = bench_buffer((long)VP * C, "dweight", 0, 25);
+    s.bias = bench_buffer(VP, "bias", 0.02f, 26);
+    s.dbias = bench_buffer(VP, "dbias", 0, 27);
+    s.qkv = bench_buffer((long)N * 3 * C, "qkv", 1, 28);
+    s.dqkv = bench_buffer((long)N * 3 * C, "dqkv", 0, 29);
+    s.att = bench_buffer((long)B * NH * T * T, "att", 0, 30);
+    s.logits = bench_buffer((long)N * VP, "logits", 3, 31);
+    s.losses = bench_buffer(N, "losses", 0, 32);
+    s.lse = bench_buffer(N, "lse", 0, 33);
+    s.dloss = bench_buffer(N, "dloss", 0, 34);
     for (int i = 0; i < N; i++) s.dloss[i] = 1.0f / N;
     s.tokens = mem_alloc(N * sizeof(int), MEM_OTHER, "tokens");
     s.targets = mem_alloc(N * sizeof(int), MEM_OTHER, "targets");
@@ -217,7 +190,7 @@ int main(int argc, char **argv) {
     /* the encoder reads wpe from big_in (T*C floats) and writes dwpe to dbig_in */
 
     printf("ops_bench: GPT-2 124M shapes, B=%d T=%d (N=%d) C=%d NH=%d V=%d (padded %d), L=%d\n", B, T, N, C, NH, V, VP, L);
-    const double peak_before = sgemm_peak_gflops();
+    const double peak_before = bench_sgemm_peak_gflops();
     printf("threads: %d OpenMP, each running %d-thread OpenBLAS (%s)\n", omp_get_max_threads(),
            openblas_get_num_threads(), openblas_get_config());
     printf("sgemm peak (1536^3, NoTrans x Trans, split over the threads): %.1f GFLOP/s (measured again at the end)\n",
@@ -253,7 +226,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     const double in_order = seconds_per_call(gpt2_step_in_order, &s, reps < 3 ? reps : 3);
-    const double peak_after = sgemm_peak_gflops();
+    const double peak_after = bench_sgemm_peak_gflops();
     /* A shared machine (a VM whose host is busy) can be slower for a while; the larger peak is the
      * machine's, and a big gap between the two says the numbers in between are not clean. */
     const double peak = peak_before > peak_after ? peak_before : peak_after;

@@ -1,0 +1,44 @@
+/* bench_util.h: helpers the benchmarks share: seeded buffers and the machine's measured sgemm peak. */
+#ifndef MIXPAR_BENCH_UTIL_H
+#define MIXPAR_BENCH_UTIL_H
+
+#include "base/clock.h"
+#include "base/mem.h"
+#include "base/rng.h"
+#include "ops/matmul.h"
+
+#include <stdbool.h>
+
+static inline void bench_fill(float *p, long n, float scale, uint64_t seed) {
+    mp_rng rng;
+    mp_rng_seed(&rng, seed);
+    for (long i = 0; i < n; i++) p[i] = scale * (2.0f * mp_rng_uniform(&rng) - 1.0f);
+}
+
+/* n floats uniform in [-scale, scale] (scale 0: zeros), counted under MEM_OTHER. */
+static inline float *bench_buffer(long n, const char *what, float scale, uint64_t seed) {
+    float *p = mem_alloc((size_t)n * sizeof(float), MEM_OTHER, what);
+    bench_fill(p, n, scale, seed);
+    return p;
+}
+
+/* A large square sgemm, split over the threads as the model's matmuls are: the machine's practical fp32
+ * peak in GFLOP/s. Measure it in the same run as what it is compared with: this machine is shared. */
+static inline double bench_sgemm_peak_gflops(void) {
+    const int n = 1536;
+    float *a = bench_buffer((long)n * n, "peak a", 1, 1), *b = bench_buffer((long)n * n, "peak b", 1, 2);
+    float *c = bench_buffer((long)n * n, "peak c", 0, 3);
+    double best = 1e30;
+    for (int r = 0; r < 4; r++) {
+        double t0 = mp_now();
+        matmul_sgemm(false, true, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double t = mp_now() - t0;
+        if (r > 0 && t < best) best = t;
+    }
+    mem_free(a);
+    mem_free(b);
+    mem_free(c);
+    return 2.0 * n * n * n / best / 1e9;
+}
+
+#endif
