@@ -172,6 +172,12 @@ void ev_nums(ev_writer *w, const char *key, const double *values, size_t n) {
     puts_(w, "]");
 }
 
+void ev_json(ev_writer *w, const char *key, const char *json) {
+    put_key(w, key);
+    /* One event is one line: a newline inside the value (pretty-printed JSON) would split it. */
+    for (const char *p = json; *p; p++) put(w, *p == '\n' ? " " : p, 1);
+}
+
 void ev_object_begin(ev_writer *w, const char *key) {
     put_key(w, key);
     puts_(w, "{");

@@ -31,6 +31,8 @@ void ev_bool(ev_writer *w, const char *key, bool value);
 void ev_ints(ev_writer *w, const char *key, const long long *values, size_t n);
 void ev_nums(ev_writer *w, const char *key, const double *values, size_t n);
 void ev_object_begin(ev_writer *w, const char *key); /* nested object: ,"key":{ */
+/* A value that is already JSON text (an object from cJSON_PrintUnformatted, say), written as it is. */
+void ev_json(ev_writer *w, const char *key, const char *json);
 void ev_object_end(ev_writer *w);
 void ev_end(ev_writer *w);
 

@@ -12,6 +12,8 @@ static const struct {
     {"float", cmd_float, "number formats: bits, rounding error and ulp of values in fp32/tf32/fp16/bf16/fp8"},
     {"plan", cmd_plan, "memory plan of training a transformer: params, grads, optimizer, activations per rank"},
     {"data", cmd_data, "datasets: build token files (synthetic tasks, Tang/Song poetry, fortunes), inspect, encode"},
+    {"train", cmd_train, "train a GPT-2 or LLaMA-style model from a DeepSpeed-style config (configs/)"},
+    {"sample", cmd_sample, "generate text from a checkpoint written by mixpar train"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -283,6 +283,13 @@ static void bind_pointers(model *m, float *base, layer_params *layers, global_pa
     if (m->cfg.tied) g->head = g->wte;
 }
 
+size_t model_count_params(const model_config *cfg) {
+    model counter = {.cfg = *cfg};
+    model_config_complete(&counter.cfg);
+    build_registry(&counter, true);
+    return counter.nparams;
+}
+
 model *model_create(const model_config *cfg) {
     model *m = calloc(1, sizeof *m);
     MP_ASSERT(m, "out of memory");

@@ -57,6 +57,8 @@ typedef struct {
 
 typedef struct model model;
 
+/* Floats a model of this (completed) config holds, without allocating it (for memory checks). */
+size_t model_count_params(const model_config *cfg);
 model *model_create(const model_config *cfg);          /* parameters (MEM_PARAM) and gradients (MEM_GRAD) */
 void model_free(model *m);
 const model_config *model_get_config(const model *m);

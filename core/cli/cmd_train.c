@@ -1,0 +1,51 @@
+/* cmd_train.c: `mixpar train --config FILE [--set key.path=value ...] [--resume PATH|auto] [--quiet]`. */
+#include "base/error.h"
+#include "cli/commands.h"
+#include "train/trainer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: mixpar train --config FILE [--set key.path=value ...] [--resume PATH|auto] [--quiet]\n"
+            "\n"
+            "Trains the model the config describes (DeepSpeed-style JSON; see configs/README.md) on the CPU.\n"
+            "  --config FILE          the run's config, e.g. configs/tiny-poetry.json\n"
+            "  --set key.path=value   override one key before the config is read (repeatable), e.g.\n"
+            "                         --set optimizer.params.lr=3e-4 --set train.steps=100\n"
+            "  --resume PATH|auto     continue from a checkpoint (auto: <run_dir>/checkpoint.safetensors);\n"
+            "                         the loss sequence continues exactly as if the run had not stopped\n"
+            "  --quiet                no progress lines (events are still written to <run_dir>)\n"
+            "The dataset is built on first use. Events: <run_dir>/events.rank0.jsonl (core/base/EVENTS.md).\n");
+}
+
+int cmd_train(int argc, char **argv) {
+    const char *config = NULL, *resume = NULL, *sets[64];
+    int nsets = 0;
+    bool quiet = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = true;
+        } else if ((strcmp(a, "--config") == 0 || strcmp(a, "--set") == 0 || strcmp(a, "--resume") == 0)) {
+            if (i + 1 >= argc) mp_usage_error("train", "%s needs a value", a);
+            const char *v = argv[++i];
+            if (a[2] == 'c') config = v;
+            else if (a[2] == 'r') resume = v;
+            else if (nsets == 64) mp_usage_error("train", "at most 64 --set overrides");
+            else sets[nsets++] = v;
+        } else {
+            mp_usage_error("train", "unknown argument '%s'", a);
+        }
+    }
+    if (!config) mp_usage_error("train", "--config FILE is required (for example configs/tiny-poetry.json)");
+    train_config cfg;
+    config_load(config, sets, nsets, 1, &cfg, NULL);
+    trainer_options opt = {.resume = resume, .quiet = quiet};
+    trainer_run(&cfg, &opt);
+    return 0;
+}

@@ -1,0 +1,322 @@
+/* trainer.c: the training loop: build or open the data, plan memory, step, evaluate, sample, checkpoint. */
+#include "train/trainer.h"
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/events.h"
+#include "base/mem.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/textbuf.h"
+#include "data/tokenizer.h"
+#include "data/tokens.h"
+#include "train/checkpoint.h"
+#include "train/sample.h"
+#include "train/step.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ------------------------------------------------------------------ data */
+
+static bool file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Builds the dataset the first time a run asks for it (cached under data.dir afterwards). */
+static void ensure_dataset(const train_config *cfg, bool quiet) {
+    char train_path[4096];
+    if (!config_data_path(cfg, "train.tokens", train_path, sizeof train_path))
+        MP_FAIL("a data path shorter than 4096 bytes", "data.dir '%s'", cfg->data.dir);
+    if (file_exists(train_path)) return;
+    const dataset_spec *spec = dataset_find(cfg->data.dataset);
+    if (!spec)
+        MP_FAIL_HINT("a dataset that exists or that mixpar can build", "'mixpar data list' shows what it can build",
+                     "no %s, and no dataset named '%s' to build", train_path, cfg->data.dataset);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", cfg->data.dir, cfg->data.dataset);
+    if (!quiet) printf("data: building '%s' into %s (first use; cached afterwards)\n", spec->name, dir);
+    dataset_options dopt = dataset_default_options();
+    dataset_result res;
+    dataset_build(spec, dir, &dopt, &res, NULL);
+}
+
+static tokfile *open_tokens(const train_config *cfg, const char *name) {
+    char path[4096];
+    config_data_path(cfg, name, path, sizeof path);
+    return tokfile_open(path, NULL);
+}
+
+/* ------------------------------------------------------------------ memory plan */
+
+/* The bytes this run will hold, tag by tag, before any of it is allocated. */
+static void check_memory(const train_config *cfg, const model_config *mc) {
+    size_t n = model_count_params(mc);
+    size_t params = n * sizeof(float), grads = n * sizeof(float);
+    size_t optim = optim_state_bytes(cfg->optimizer.kind, n);
+    size_t acts = model_activation_bytes(mc, cfg->micro_batch, cfg->data.seq_len);
+    size_t total = params + grads + optim + acts;
+    uint64_t limit = cfg->train.max_memory;
+    if (!limit || total <= limit) return;
+    char found[512];
+    snprintf(found, sizeof found,
+             "%.3f GB: params %.3f + grads %.3f + optimizer %.3f + activations %.3f (micro-batch %d x %d tokens) "
+             "> max_memory %.3f GB",
+             total / 1e9, params / 1e9, grads / 1e9, optim / 1e9, acts / 1e9, cfg->micro_batch, cfg->data.seq_len,
+             limit / 1e9);
+    MP_FAIL_HINT("a run that fits in train.max_memory",
+                 "lower train_micro_batch_size_per_gpu (and raise gradient_accumulation_steps), shorten "
+                 "data.seq_len, or choose a smaller model; 'mixpar plan' shows where the bytes go",
+                 "%s", found);
+}
+
+/* ------------------------------------------------------------------ checkpoints */
+
+typedef struct {
+    ckpt_buffer buffers[3];
+    int nbuffers;
+} state_buffers;
+
+static state_buffers state_of(train_step *ts) {
+    state_buffers s = {.nbuffers = 1};
+    size_t n = model_num_params(ts->m);
+    s.buffers[0] = (ckpt_buffer){"", model_params(ts->m), n};
+    if (ts->state.m) s.buffers[s.nbuffers++] = (ckpt_buffer){"optim.m.", ts->state.m, n};
+    if (ts->state.v) s.buffers[s.nbuffers++] = (ckpt_buffer){"optim.v.", ts->state.v, n};
+    return s;
+}
+
+static void save_checkpoint(const char *path, train_step *ts, const train_config *cfg, long step, const loader *tl,
+                            ev_writer *ev) {
+    char *config_json = config_dump(cfg);
+    char step_s[32], optim_step_s[32], epoch_s[32], batch_s[32];
+    snprintf(step_s, sizeof step_s, "%ld", step);
+    snprintf(optim_step_s, sizeof optim_step_s, "%ld", ts->state.step);
+    snprintf(epoch_s, sizeof epoch_s, "%llu", (unsigned long long)tl->state.epoch);
+    snprintf(batch_s, sizeof batch_s, "%llu", (unsigned long long)tl->state.batch);
+    ckpt_meta meta[] = {{"config", config_json}, {"step", step_s}, {"optim_step", optim_step_s},
+                        {"loader_epoch", epoch_s}, {"loader_batch", batch_s}};
+    int ntensors;
+    const model_tensor *tensors = model_tensors(ts->m, &ntensors);
+    state_buffers sb = state_of(ts);
+    ckpt_save(path, tensors, ntensors, sb.buffers, sb.nbuffers, meta, sizeof meta / sizeof meta[0], NULL);
+    free(config_json);
+    struct stat st;
+    ev_begin(ev, "checkpoint");
+    ev_int(ev, "step", step);
+    ev_str(ev, "path", path);
+    ev_int(ev, "bytes", stat(path, &st) == 0 ? (long long)st.st_size : -1);
+    ev_end(ev);
+}
+
+/* Restores weights, optimizer state, the step and the data position; returns the step to continue from. */
+static long load_checkpoint(const char *path, train_step *ts, loader *tl) {
+    ckpt_file *f = ckpt_open(path, NULL);
+    int ntensors;
+    const model_tensor *tensors = model_tensors(ts->m, &ntensors);
+    state_buffers sb = state_of(ts);
+    ckpt_read(f, tensors, ntensors, sb.buffers, sb.nbuffers, CKPT_STRICT, NULL);
+    uint64_t step, optim_step, epoch, batch;
+    ckpt_meta_u64(f, "step", &step, NULL);
+    ckpt_meta_u64(f, "optim_step", &optim_step, NULL);
+    ckpt_meta_u64(f, "loader_epoch", &epoch, NULL);
+    ckpt_meta_u64(f, "loader_batch", &batch, NULL);
+    ckpt_close(f);
+    ts->state.step = (long)optim_step;
+    loader_restore(tl, (loader_state){epoch, batch}, NULL);
+    return (long)step;
+}
+
+/* ------------------------------------------------------------------ printing */
+
+static void format_duration(double s, char *out, size_t n) {
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(out, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void print_sample(model *m, const tokenizer *tok, const train_config *cfg, long step) {
+    const char *prompt = cfg->train.sample_prompt;
+    int ntok = cfg->train.sample_tokens;
+    size_t cap = strlen(prompt) + 1; /* every character takes at least one byte */
+    uint32_t *ids = malloc(cap * sizeof(uint32_t));
+    int64_t nprompt = tokenizer_encode(tok, prompt, strlen(prompt), true, ids, NULL, NULL);
+    int *tokens = malloc(((size_t)(nprompt > 0 ? nprompt : 0) + ntok + 1) * sizeof(int));
+    for (int64_t i = 0; i < nprompt; i++) tokens[i] = (int)ids[i];
+    sample_options so = {.temperature = 0.8f, .top_k = 0, .seed = cfg->train.seed + (uint64_t)step};
+    int n = sample_generate(m, tokens, (int)(nprompt > 0 ? nprompt : 0), ntok, &so);
+    textbuf text = {0};
+    for (int i = 0; i < n; i++) tokenizer_decode_token(tok, (uint32_t)tokens[i], &text);
+    printf("sample at step %ld (temperature 0.8):\n  %s\n", step, text.data ? text.data : "");
+    textbuf_free(&text);
+    free(tokens);
+    free(ids);
+}
+
+/* ------------------------------------------------------------------ evaluation */
+
+static float evaluate(model *m, loader *vl, int batches) {
+    loader_reset(vl); /* the same validation batches every time, so evaluations compare */
+    double sum = 0;
+    for (int i = 0; i < batches; i++) {
+        loader_next(vl);
+        sum += model_forward(m, vl->inputs, vl->targets, vl->B, vl->T);
+    }
+    return (float)(sum / batches);
+}
+
+/* ------------------------------------------------------------------ the loop */
+
+trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
+    trainer_summary sum = {.last_val_loss = NAN};
+    bool quiet = opt && opt->quiet;
+    if (cfg->train.threads > 0) omp_set_num_threads(cfg->train.threads);
+    ensure_dataset(cfg, quiet);
+    config_load_vocab(cfg, NULL);
+    model_config mc = cfg->model.model;
+    model_config_complete(&mc);
+    const int B = cfg->micro_batch, T = cfg->data.seq_len, accum = cfg->grad_accum;
+    check_memory(cfg, &mc);
+
+    tokfile *train_tokens = open_tokens(cfg, "train.tokens"), *val_tokens = open_tokens(cfg, "val.tokens");
+    char vocab_path[4096];
+    config_data_path(cfg, "vocab.json", vocab_path, sizeof vocab_path);
+    tokenizer tok;
+    tokenizer_load(&tok, vocab_path, NULL);
+    loader tl, vl;
+    loader_init(&tl, train_tokens, 0, train_tokens->token_count, B, T, cfg->data.order, cfg->train.seed, NULL);
+    loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
+
+    model *m = model_create(&mc);
+    model_init(m, cfg->train.seed);
+    train_step ts;
+    train_step_init(&ts, m, &cfg->optimizer, cfg->gradient_clipping);
+
+    char checkpoint_path[4200];
+    snprintf(checkpoint_path, sizeof checkpoint_path, "%s/checkpoint.safetensors", cfg->train.run_dir);
+    long step = 0;
+    if (opt && opt->resume) {
+        const char *from = strcmp(opt->resume, "auto") == 0 ? checkpoint_path : opt->resume;
+        step = load_checkpoint(from, &ts, &tl);
+        if (!quiet) printf("resumed from %s at step %ld\n", from, step);
+    }
+
+    ev_writer *ev = ev_open(cfg->train.run_dir, 0);
+    char *config_json = config_dump(cfg);
+    ev_begin(ev, "run");
+    ev_str(ev, "name", cfg->train.run_name);
+    ev_int(ev, "world", cfg->world);
+    ev_int(ev, "params", (long long)model_num_params_unpadded(m));
+    ev_int(ev, "resumed_at", step);
+    ev_json(ev, "config", config_json);
+    ev_end(ev);
+    free(config_json);
+    ev_mem(ev, step);
+
+    char summary_line[256];
+    optim_config_format(&cfg->optimizer, summary_line, sizeof summary_line);
+    if (!quiet) {
+        printf("model: %s, %zu parameters (L=%d, C=%d, heads %d/%d, context %d, vocab %d)\n", model_arch_name(mc.arch),
+               model_num_params_unpadded(m), mc.L, mc.C, mc.NH, mc.KVH, mc.maxT, mc.V);
+        printf("data: %s, %llu training tokens, %llu validation; batch %d x %d tokens x %d accumulation = %d tokens "
+               "per step\n", cfg->data.dataset, (unsigned long long)train_tokens->token_count,
+               (unsigned long long)val_tokens->token_count, B, T, accum, B * T * accum);
+        printf("optimizer: %s; gradient clipping %g; %d threads\n", summary_line, cfg->gradient_clipping,
+               omp_get_max_threads());
+        printf("run: %s (events, checkpoint)\n", cfg->train.run_dir);
+        if (cfg->train.sample_interval > 0 && step == 0) print_sample(m, &tok, cfg, 0);
+    }
+
+    size_t per_step = (size_t)accum * B * T;
+    int *inputs = malloc(per_step * sizeof(int)), *targets = malloc(per_step * sizeof(int));
+    MP_ASSERT(inputs && targets, "out of memory");
+    double t_start = mp_now(), recent = 0;
+    long first = step;
+    for (; step < cfg->train.steps; step++) {
+        for (int k = 0; k < accum; k++) {
+            loader_next(&tl);
+            memcpy(inputs + k * B * T, tl.inputs, (size_t)B * T * sizeof(int));
+            memcpy(targets + k * B * T, tl.targets, (size_t)B * T * sizeof(int));
+        }
+        double lr = lr_schedule_at(&cfg->scheduler, step);
+        double t0 = mp_elapsed();
+        train_step_result r = train_step_run(&ts, inputs, targets, B, T, accum, lr);
+        double t1 = mp_elapsed(), dt = t1 - t0;
+        recent = step == first ? dt : 0.9 * recent + 0.1 * dt;
+        bool skipped = !isfinite(r.grad_norm);
+        if (step == first) sum.first_loss = r.loss;
+        sum.last_loss = r.loss;
+
+        ev_begin(ev, "step");
+        ev_int(ev, "step", step + 1);
+        ev_num(ev, "loss", r.loss);
+        ev_num(ev, "lr", lr);
+        ev_num(ev, "grad_norm", r.grad_norm);
+        ev_num(ev, "scale", 1);
+        ev_bool(ev, "skipped", skipped);
+        ev_num(ev, "tokens_per_s", per_step / dt);
+        ev_end(ev);
+        const struct { const char *name; double a, b; } spans[] = {
+            {"forward", t0, t0 + r.t_forward}, {"backward", t0 + r.t_forward, t0 + r.t_forward + r.t_backward},
+            {"optimizer", t1 - r.t_optimizer, t1}};
+        for (int i = 0; i < 3; i++) {
+            ev_begin(ev, "span");
+            ev_str(ev, "name", spans[i].name);
+            ev_int(ev, "step", step + 1);
+            ev_num(ev, "t0", spans[i].a);
+            ev_num(ev, "t1", spans[i].b);
+            ev_end(ev);
+        }
+
+        long done = step + 1;
+        bool log_now = !quiet && cfg->train.log_interval > 0 &&
+                       (done % cfg->train.log_interval == 0 || done == first + 1 || done == cfg->train.steps);
+        if (log_now) {
+            char elapsed[32], eta[32];
+            format_duration(mp_now() - t_start, elapsed, sizeof elapsed);
+            format_duration(recent * (double)(cfg->train.steps - done), eta, sizeof eta);
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %6.3f%s | %7.0f tok/s | %s elapsed | ETA %s\n", done,
+                   cfg->train.steps, r.loss, lr, r.grad_norm, skipped ? " (skipped: not finite)" : "", per_step / dt,
+                   elapsed, eta);
+            fflush(stdout);
+        }
+        if (cfg->train.log_interval > 0 && done % cfg->train.log_interval == 0) ev_mem(ev, done);
+        if (cfg->train.eval_interval > 0 && (done % cfg->train.eval_interval == 0 || done == cfg->train.steps)) {
+            sum.last_val_loss = evaluate(m, &vl, cfg->train.eval_batches);
+            ev_begin(ev, "eval");
+            ev_int(ev, "step", done);
+            ev_num(ev, "val_loss", sum.last_val_loss);
+            ev_end(ev);
+            if (!quiet) printf("eval at step %ld: validation loss %.4f\n", done, sum.last_val_loss);
+        }
+        if (!quiet && cfg->train.sample_interval > 0 &&
+            (done % cfg->train.sample_interval == 0 || done == cfg->train.steps))
+            print_sample(m, &tok, cfg, done);
+        if ((cfg->train.checkpoint_interval > 0 && done % cfg->train.checkpoint_interval == 0) ||
+            (done == cfg->train.steps && cfg->train.checkpoint_interval > 0))
+            save_checkpoint(checkpoint_path, &ts, cfg, done, &tl, ev);
+    }
+    sum.steps_done = step - first;
+    sum.seconds = mp_now() - t_start;
+    ev_mem(ev, step);
+    if (!quiet && sum.steps_done > 0)
+        printf("trained %ld steps in %.1f s: loss %.4f -> %.4f%s\n", sum.steps_done, sum.seconds, sum.first_loss,
+               sum.last_loss, cfg->train.checkpoint_interval > 0 ? "; checkpoint in the run folder" : "");
+
+    ev_close(ev);
+    free(inputs);
+    free(targets);
+    train_step_free(&ts);
+    model_free(m);
+    loader_free(&tl);
+    loader_free(&vl);
+    tokenizer_free(&tok);
+    tokfile_close(train_tokens);
+    tokfile_close(val_tokens);
+    return sum;
+}

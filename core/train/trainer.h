@@ -1,0 +1,29 @@
+/* trainer.h: the training loop of `mixpar train`: data, model, steps, evaluation, samples, checkpoints, events. */
+#ifndef MIXPAR_TRAIN_TRAINER_H
+#define MIXPAR_TRAIN_TRAINER_H
+
+#include "train/config.h"
+
+#include <stdbool.h>
+
+typedef struct {
+    const char *resume;  /* a checkpoint to continue from; "auto" = <run_dir>/checkpoint.safetensors; NULL */
+    bool quiet;          /* no progress lines (events are still written) */
+} trainer_options;
+
+/* What a finished run measured, for callers that compare runs (lab experiments, tests). */
+typedef struct {
+    long steps_done;
+    float first_loss, last_loss;   /* training loss of the first and the last step taken */
+    float last_val_loss;           /* the last evaluation's loss; NAN when none ran */
+    double seconds;
+} trainer_summary;
+
+/* Runs the training the config describes, from scratch or from a checkpoint. The dataset is built on
+ * first use (cached under data.dir), the memory a run needs is checked against train.max_memory before
+ * anything large is allocated, events go to <run_dir>/events.rank0.jsonl, the checkpoint to
+ * <run_dir>/checkpoint.safetensors (atomically replaced). Bad input stops with a message, exit 2.
+ * Resuming continues the exact loss sequence of the uninterrupted run, bit for bit. */
+trainer_summary trainer_run(train_config *cfg, const trainer_options *opt);
+
+#endif
