@@ -268,8 +268,8 @@ static bool same_ignoring_case(const char *a, const char *b) {
     return *a == *b;
 }
 
-/* The closest key of the section, when it is close enough to be a slip: a case difference, a few edits
- * (a third of the key's length, at least 2), or one key the start of the other. NULL otherwise. */
+/* The closest key of the section, when it is close enough to be a slip: a case difference, one key the
+ * start of the other, or a few edits (a third of the key's length, at least 2). NULL otherwise. */
 static const char *closest_key(const section_spec *s, const char *key) {
     const char *best = NULL;
     int best_d = INT_MAX;
@@ -279,10 +279,12 @@ static const char *closest_key(const section_spec *s, const char *key) {
         const char *known = s->fields[i].key;
         int d = config_key_distance(key, known);
         if (same_ignoring_case(key, known)) d = 0;
+        /* Cut short ("train_micro_batch_size") is the likeliest slip; run on ("loss_scale_windows") is
+         * admitted, but ranked after any key a few edits away. */
         size_t kl = strlen(known);
-        bool prefix = len >= 4 && (strncmp(known, key, (size_t)len) == 0 || (strncmp(key, known, kl) == 0));
-        if (d > allowed && !prefix) continue;
-        if (prefix && d > allowed) d = allowed;
+        if (len >= 4 && strncmp(known, key, (size_t)len) == 0 && d > 1) d = 1;
+        if (len >= 4 && kl >= 4 && strncmp(key, known, kl) == 0 && d > allowed) d = allowed;
+        if (d > allowed) continue;
         if (d < best_d) best_d = d, best = known;
     }
     return best;
