@@ -36,7 +36,12 @@
  *     train_config cfg;
  *     config_load("configs/tiny-poetry.json", sets, 2, world, &cfg, NULL);
  *     config_load_vocab(&cfg, NULL);            // model.vocab from data/poetry/vocab.json when absent
+ *     model_config mc = cfg.model.model;       // then model_config_complete(&mc), model_create(&mc)
+ *     cfg.model.model = *model_get_config(m);   // so that the dump holds the padded vocabulary too
  *     char *json = config_dump(&cfg);           // the resolved config, for the run header and checkpoints
+ *
+ * The dump writes train_batch_size, the micro-batch and the accumulation all three, so it parses back
+ * only with the same world: resuming on another number of ranks means choosing which of the three to keep.
  */
 
 #include <stdbool.h>
