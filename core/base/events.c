@@ -101,17 +101,20 @@ static void make_dirs(const char *dir) {
     }
 }
 
-ev_writer *ev_open(const char *run_dir, int rank) {
+static ev_writer *open_writer(const char *run_dir, int rank, int truncate) {
     make_dirs(run_dir);
     ev_writer *w = calloc(1, sizeof *w);
     MP_ASSERT(w, "out of memory");
     w->rank = rank;
     snprintf(w->path, sizeof w->path, "%s/events.rank%d.jsonl", run_dir, rank);
-    w->fd = open(w->path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    w->fd = open(w->path, O_WRONLY | O_CREAT | truncate | O_APPEND | O_CLOEXEC, 0644);
     if (w->fd < 0)
         MP_FAIL("a writable event file", "cannot open '%s': %s", w->path, strerror(errno));
     return w;
 }
+
+ev_writer *ev_open(const char *run_dir, int rank) { return open_writer(run_dir, rank, O_TRUNC); }
+ev_writer *ev_open_append(const char *run_dir, int rank) { return open_writer(run_dir, rank, 0); }
 
 void ev_close(ev_writer *w) {
     if (!w) return;

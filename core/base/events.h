@@ -12,6 +12,8 @@ typedef struct ev_writer ev_writer;
 /* Opens (creating the directory and truncating the file) <run_dir>/events.rank<rank>.jsonl.
  * Bad paths stop with a clear message (exit 2). */
 ev_writer *ev_open(const char *run_dir, int rank);
+/* The same, but keeps what the file holds and appends (a resumed run continues its stream). */
+ev_writer *ev_open_append(const char *run_dir, int rank);
 void ev_close(ev_writer *w);
 const char *ev_path(const ev_writer *w);
 

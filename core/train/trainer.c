@@ -206,7 +206,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         if (!quiet) printf("resumed from %s at step %ld\n", from, step);
     }
 
-    ev_writer *ev = ev_open(cfg->train.run_dir, 0);
+    ev_writer *ev = step > 0 ? ev_open_append(cfg->train.run_dir, 0) : ev_open(cfg->train.run_dir, 0);
     char *config_json = config_dump(cfg);
     ev_begin(ev, "run");
     ev_str(ev, "name", cfg->train.run_name);
