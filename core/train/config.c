@@ -138,6 +138,8 @@ static const field_spec train_fields[] = {
     {.key = "seed", .kind = FK_U64, .offset = OFF(train.seed), .lo = 0, .hi = NO_LIMIT},
     {.key = "log_interval", .kind = FK_INT, .offset = OFF(train.log_interval), .lo = 1, .hi = NO_LIMIT},
     {.key = "sample_interval", .kind = FK_INT, .offset = OFF(train.sample_interval), .lo = 0, .hi = NO_LIMIT, .about = "0 turns it off"},
+    {.key = "hist_interval", .kind = FK_INT, .offset = OFF(train.hist_interval), .lo = 0, .hi = NO_LIMIT,
+     .about = "0 turns it off"},
     {.key = "sample_tokens", .kind = FK_INT, .offset = OFF(train.sample_tokens), .lo = 1, .hi = 1 << 20},
     {.key = "sample_prompt", .kind = FK_STRING, .offset = OFF(train.sample_prompt), .size = SIZE(train.sample_prompt)},
     {.key = "max_memory", .kind = FK_BYTES, .offset = OFF(train.max_memory), .lo = 0, .hi = NO_LIMIT, .about = "0 means no limit"},

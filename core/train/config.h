@@ -121,6 +121,8 @@ typedef struct {
     uint64_t seed;                           /* initialisation and data order [1]; 0 .. 2^53 */
     int log_interval;                        /* a log line every this many steps [1] */
     int sample_interval;                     /* generate text every this many steps [0: off] */
+    int hist_interval;                       /* per-layer gradient exponent histograms ("hist" events) every
+                                              * this many steps [0: off] */
     int sample_tokens;                       /* tokens per sample [64] */
     char sample_prompt[512];                 /* [""] */
     uint64_t max_memory;                     /* bytes; "24GB", "80GiB" or a number [0: no limit] */

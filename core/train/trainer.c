@@ -10,10 +10,13 @@
 #include "data/textbuf.h"
 #include "data/tokenizer.h"
 #include "data/tokens.h"
+#include "fp/hist.h"
+#include "plan/plan.h"
 #include "train/checkpoint.h"
 #include "train/sample.h"
 #include "train/step.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -73,6 +76,76 @@ static void check_memory(const train_config *cfg, const model_config *mc) {
                  "lower train_micro_batch_size_per_gpu (and raise gradient_accumulation_steps), shorten "
                  "data.seq_len, or choose a smaller model; 'mixpar plan' shows where the bytes go",
                  "%s", found);
+}
+
+/* ------------------------------------------------------------------ instrumentation */
+
+/* One "hist" event per layer: the exponent histogram of its gradients and what each low-precision
+ * format would do to them (the visualizer's underflow panel; labs 04 and 06). */
+static void emit_gradient_histograms(ev_writer *ev, model *m, long step) {
+    const model_config *c = model_get_config(m);
+    for (int layer = -1; layer <= c->L; layer++) {
+        size_t off, n;
+        model_layer_span(m, layer, &off, &n);
+        fp_hist h;
+        fp_hist_clear(&h);
+        fp_hist_add(&h, model_grads(m) + off, n, 1.0f);
+        int lo = 0, hi = -1;
+        bool any = fp_hist_range(&h, &lo, &hi);
+        ev_begin(ev, "hist");
+        ev_int(ev, "step", step);
+        ev_str(ev, "tensor", "grad");
+        ev_int(ev, "layer", layer);
+        ev_str(ev, "format", "fp32");
+        ev_num(ev, "scale", 1);
+        ev_int(ev, "count", (long long)h.count);
+        ev_int(ev, "zero", (long long)h.zeros);
+        ev_int(ev, "nonfinite", (long long)fp_hist_nonfinite(&h));
+        ev_int(ev, "first_binade", any ? lo : 0);
+        long long bins[FP_HIST_NBINS];
+        int nb = any ? hi - lo + 1 : 0;
+        for (int b = 0; b < nb; b++) bins[b] = (long long)fp_hist_bin(&h, lo + b);
+        ev_ints(ev, "bins", bins, (size_t)nb);
+        ev_object_begin(ev, "targets");
+        for (int t = 0; t < FP_HIST_NTARGETS; t++) {
+            ev_object_begin(ev, fp_hist_target_name(t));
+            ev_int(ev, "subnormal", (long long)h.target[t].subnormal);
+            ev_int(ev, "underflow", (long long)h.target[t].underflow);
+            ev_int(ev, "overflow", (long long)h.target[t].overflow);
+            ev_object_end(ev);
+        }
+        ev_object_end(ev);
+        ev_end(ev);
+    }
+}
+
+/* The planner's name for an optimizer is the optimizer's own ("adamw"). */
+static plan_optimizer plan_optimizer_for(optim_kind kind) {
+    for (int o = 0; o < PLAN_NOPTIMIZERS; o++)
+        if (strcmp(plan_optimizer_get((plan_optimizer)o)->name, optim_info_of(kind)->name) == 0) return (plan_optimizer)o;
+    MP_ASSERT(false, "optimizer %s has no plan", optim_info_of(kind)->name);
+    return PLAN_OPT_ADAMW;
+}
+
+/* The planner's prediction for this run, bytes per tag, in the run header: the visualizer's memory panel
+ * draws it beside the allocator's measurements. */
+static void emit_plan(ev_writer *ev, const train_config *cfg, const model_config *mc) {
+    plan_model pm = {.arch = mc->arch == MODEL_LLAMA ? PLAN_ARCH_LLAMA : PLAN_ARCH_GPT2, .layers = (uint64_t)mc->L,
+                     .hidden = (uint64_t)mc->C, .heads = (uint64_t)mc->NH, .kv_heads = (uint64_t)mc->KVH,
+                     .ffn = (uint64_t)mc->F, .vocab = (uint64_t)mc->V, .context = (uint64_t)mc->maxT,
+                     .tied_head = mc->tied};
+    snprintf(pm.name, sizeof pm.name, "%s", cfg->train.run_name);
+    plan_run pr = plan_run_defaults(&pm);
+    pr.recipe = PLAN_RECIPE_FP32;
+    pr.optimizer = plan_optimizer_for(cfg->optimizer.kind);
+    pr.batch = (uint64_t)cfg->micro_batch;
+    pr.seq = (uint64_t)cfg->data.seq_len;
+    pr.dropout = false;
+    plan_result r;
+    plan_compute(&pm, &pr, &r);
+    ev_object_begin(ev, "plan");
+    for (int tag = 0; tag < MEM_NTAGS; tag++) ev_int(ev, mem_tag_name(tag), (long long)r.bytes[tag]);
+    ev_object_end(ev);
 }
 
 /* ------------------------------------------------------------------ checkpoints */
@@ -207,12 +280,15 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     }
 
     ev_writer *ev = step > 0 ? ev_open_append(cfg->train.run_dir, 0) : ev_open(cfg->train.run_dir, 0);
-    char *config_json = config_dump(cfg);
+    cJSON *config_tree = config_to_json(cfg);
+    char *config_json = cJSON_PrintUnformatted(config_tree);
+    cJSON_Delete(config_tree);
     ev_begin(ev, "run");
     ev_str(ev, "name", cfg->train.run_name);
     ev_int(ev, "world", cfg->world);
     ev_int(ev, "params", (long long)model_num_params_unpadded(m));
     ev_int(ev, "resumed_at", step);
+    emit_plan(ev, cfg, &mc);
     ev_json(ev, "config", config_json);
     ev_end(ev);
     free(config_json);
@@ -286,6 +362,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             fflush(stdout);
         }
         if (cfg->train.log_interval > 0 && done % cfg->train.log_interval == 0) ev_mem(ev, done);
+        if (cfg->train.hist_interval > 0 && (done % cfg->train.hist_interval == 0 || done == first + 1))
+            emit_gradient_histograms(ev, m, done);
         if (cfg->train.eval_interval > 0 && (done % cfg->train.eval_interval == 0 || done == cfg->train.steps)) {
             sum.last_val_loss = evaluate(m, &vl, cfg->train.eval_batches);
             ev_begin(ev, "eval");
