@@ -16,12 +16,14 @@ static void usage(FILE *out) {
             "                         --set optimizer.params.lr=3e-4 --set train.steps=100\n"
             "  --resume PATH|auto     continue from a checkpoint (auto: <run_dir>/checkpoint.safetensors);\n"
             "                         the loss sequence continues exactly as if the run had not stopped\n"
+            "  --max-memory BYTES     refuse to start a run that needs more (e.g. 24GB); = --set train.max_memory\n"
             "  --quiet                no progress lines (events are still written to <run_dir>)\n"
             "The dataset is built on first use. Events: <run_dir>/events.rank0.jsonl (core/base/EVENTS.md).\n");
 }
 
 int cmd_train(int argc, char **argv) {
-    const char *config = NULL, *resume = NULL, *sets[64];
+    const char *config = NULL, *resume = NULL, *sets[65]; /* 64 --set, and --max-memory */
+    char max_memory[96];
     int nsets = 0;
     bool quiet = false;
     for (int i = 0; i < argc; i++) {
@@ -31,12 +33,16 @@ int cmd_train(int argc, char **argv) {
             return 0;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
+        } else if (strcmp(a, "--max-memory") == 0) {
+            if (i + 1 >= argc) mp_usage_error("train", "--max-memory needs a size such as 24GB");
+            snprintf(max_memory, sizeof max_memory, "train.max_memory=\"%s\"", argv[++i]);
+            sets[nsets++] = max_memory;
         } else if ((strcmp(a, "--config") == 0 || strcmp(a, "--set") == 0 || strcmp(a, "--resume") == 0)) {
             if (i + 1 >= argc) mp_usage_error("train", "%s needs a value", a);
             const char *v = argv[++i];
             if (a[2] == 'c') config = v;
             else if (a[2] == 'r') resume = v;
-            else if (nsets == 64) mp_usage_error("train", "at most 64 --set overrides");
+            else if (nsets >= 64) mp_usage_error("train", "at most 64 --set overrides");
             else sets[nsets++] = v;
         } else {
             mp_usage_error("train", "unknown argument '%s'", a);

@@ -6,6 +6,7 @@ int cmd_float(int argc, char **argv); /* number formats explorer (lab 03) */
 int cmd_plan(int argc, char **argv);  /* memory planner (lab 01) */
 int cmd_data(int argc, char **argv);
 int cmd_train(int argc, char **argv);  /* train a model from a config */
-int cmd_sample(int argc, char **argv); /* generate text from a checkpoint */  /* datasets: build, inspect, encode and decode token files */
+int cmd_sample(int argc, char **argv); /* generate text from a checkpoint */
+int cmd_checkpoint(int argc, char **argv); /* inspect checkpoints; llm.c import and export */  /* datasets: build, inspect, encode and decode token files */
 
 #endif

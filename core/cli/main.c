@@ -14,6 +14,7 @@ static const struct {
     {"data", cmd_data, "datasets: build token files (synthetic tasks, Tang/Song poetry, fortunes), inspect, encode"},
     {"train", cmd_train, "train a GPT-2 or LLaMA-style model from a DeepSpeed-style config (configs/)"},
     {"sample", cmd_sample, "generate text from a checkpoint written by mixpar train"},
+    {"checkpoint", cmd_checkpoint, "inspect a checkpoint; convert GPT-2 weights to and from llm.c's format"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -51,3 +51,13 @@ check_output "sample: a prompt character outside the vocabulary" 2 "not among th
   "$MIXPAR" sample --checkpoint "$work/a/checkpoint.safetensors" --prompt "12+x"
 check_output "sample: a bad temperature" 2 "temperature" "$MIXPAR" sample --checkpoint "$work/a/checkpoint.safetensors" --temperature -1
 check "train: the saved checkpoint is intact after all that" cmp "$work/a/checkpoint.safetensors" "$work/saved.safetensors"
+
+# Checkpoint tools: inspect, and llm.c's GPT-2 format out and back in.
+check_output "checkpoint info lists tensors and metadata" 0 "h\.0\.qkvw +F32 +\(192, 64\)" "$MIXPAR" checkpoint info "$work/a/checkpoint.safetensors"
+check_output "checkpoint export-llmc writes llm.c's format" 0 "version 3, fp32" "$MIXPAR" checkpoint export-llmc \
+  "$work/a/checkpoint.safetensors" "$work/model.bin"
+check_output "checkpoint import-llmc reads it back" 0 "parameters from" "$MIXPAR" checkpoint import-llmc "$work/model.bin" "$work/back.safetensors"
+check "checkpoint llm.c round trip keeps every weight bit for bit" bash -c \
+  "'$MIXPAR' checkpoint export-llmc '$work/back.safetensors' '$work/again.bin' >/dev/null && cmp '$work/again.bin' '$work/model.bin'"
+check_output "checkpoint import-llmc rejects a file that is not llm.c's" 2 "magic|20240326" "$MIXPAR" checkpoint import-llmc \
+  "$work/a/checkpoint.safetensors" "$work/x.safetensors"
