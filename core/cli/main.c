@@ -14,6 +14,9 @@ static const struct {
     {"data", cmd_data, "datasets: build token files (synthetic tasks, Tang/Song poetry, fortunes), inspect, encode"},
     {"train", cmd_train, "train a GPT-2 or LLaMA-style model from a DeepSpeed-style config (configs/)"},
     {"sample", cmd_sample, "generate text from a checkpoint written by mixpar train"},
+    {"viz", cmd_viz, "watch a run in the terminal: loss, underflow, comm and memory panels (live or --replay)"},
+    {"plot", cmd_plot, "gnuplot figures of a run (PNG, SVG or --term) with their data files"},
+    {"trace", cmd_trace, "export a run as a Chrome trace for Perfetto (ui.perfetto.dev) or chrome://tracing"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
