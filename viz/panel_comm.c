@@ -177,7 +177,7 @@ static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int
                 vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->last_seconds, b2, sizeof b2),
                 real->last_seconds > 0 ? bytes * vz_busbw_factor("allreduce", n) / real->last_seconds / 1e9 : 0);
     } else {
-        bytes = v->ring_bytes;
+        bytes = v->ring_bytes > 0 ? v->ring_bytes : m->params > 0 ? 4 * m->params : 100e6;
         double total = vz_allreduce_model_seconds(n, bytes, v->ring_alpha, v->ring_beta);
         step_s = total / steps;
         vz_text(w, y, 0, cols, A_BOLD, "ring allreduce, alpha-beta model: %s over %d ranks, alpha %s, beta %.0f GB/s: %s%s",

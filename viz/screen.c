@@ -36,7 +36,6 @@ void vz_view_clamp(vz_view *v, const vz_model *m) {
     int world = vz_model_world(m);
     if (v->rank >= world) v->rank = world - 1;
     if (v->rank < 0) v->rank = 0;
-    if (v->ring_bytes <= 0) v->ring_bytes = m->params > 0 ? 4 * m->params : 100e6; /* the run's fp32 gradients */
 }
 
 bool vz_view_key(vz_view *v, const vz_model *m, int key) {
@@ -136,19 +135,21 @@ static void draw_status(WINDOW *w, const vz_model *m, const vz_source *src, cons
     attr_t warn = vz_attr(s, VZ_PAIR_WARN) | A_BOLD;
     x += vz_text(w, y, x, room - x, A_BOLD, "%s", v->mode ? v->mode : "");
     if (v->paused) x += vz_text(w, y, x, room - x, warn, " PAUSED");
+    /* counts first (short), then what explains them: the bar is cut at the keys' column */
     if (src) {
-        char note[160];
-        vz_source_version_note(src, note, sizeof note);
-        if (note[0]) x += vz_text(w, y, x, room - x, warn, " | %s", note);
         if (src->malformed) x += vz_text(w, y, x, room - x, warn, " | %lld malformed", src->malformed);
         if (src->truncated) x += vz_text(w, y, x, room - x, warn, " | %lld truncated", src->truncated);
+    }
+    if (m->unknown_kinds)
+        x += vz_text(w, y, x, room - x, vz_attr(s, VZ_PAIR_WARN), " | %lld unknown (%s)", m->unknown_kinds, m->last_unknown);
+    if (src) {
+        if (src->newer)
+            x += vz_text(w, y, x, room - x, warn, " | %lld newer (v%d)", src->newer, src->newest_version);
         if (src->error[0]) x += vz_text(w, y, x, room - x, warn, " | %s", src->error);
         int present = vz_source_files_present(src), world = vz_model_world(m);
         if (world < src->nranks) world = src->nranks;
         x += vz_text(w, y, x, room - x, present < world ? warn : A_NORMAL, " | files %d/%d", present, world);
     }
-    if (m->unknown_kinds)
-        x += vz_text(w, y, x, room - x, vz_attr(s, VZ_PAIR_WARN), " | %lld unknown (%s)", m->unknown_kinds, m->last_unknown);
     if (v->notice[0]) x += vz_text(w, y, x, room - x, vz_attr(s, VZ_PAIR_ACCENT), " | %s", v->notice);
     x += vz_text(w, y, x, room - x, vz_attr(s, VZ_PAIR_DIM), " | %lld events | %s", m->events, v->run_dir ? v->run_dir : "");
     vz_text(w, y, cols - (int)sizeof KEYS + 1, cols, vz_attr(s, VZ_PAIR_DIM), "%s", KEYS);
@@ -170,7 +171,7 @@ static void draw_help(WINDOW *w, int rows, int cols, const vz_style *s) {
         "h ? F1           this help (any key closes it)",
         "q                quit",
     };
-    int n = (int)(sizeof LINES / sizeof LINES[0]), width = 70, height = n + 2;
+    int n = (int)(sizeof LINES / sizeof LINES[0]), width = 74, height = n + 2;
     if (width > cols - 2) width = cols - 2;
     int y0 = (rows - height) / 2, x0 = (cols - width) / 2;
     for (int r = 0; r < height; r++)
@@ -204,6 +205,11 @@ void vz_draw_screen(WINDOW *w, const vz_model *m, const vz_source *src, const vz
         delwin(body);
     }
     draw_status(w, m, src, v, rows - 1, cols, s);
+    if (src && src->newer) { /* the whole explanation, over the row above the status bar */
+        char note[160];
+        vz_source_version_note(src, note, sizeof note);
+        vz_text(w, rows - 2, 0, cols, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, "%-*s", cols, note);
+    }
     if (v->help) draw_help(w, rows, cols, s);
 }
 

@@ -29,7 +29,8 @@ typedef struct {
     bool ring_model;      /* comm: the ring view from the alpha-beta model rather than from comm events */
     int ring_ranks;       /* ring ranks in model mode */
     vz_allreduce ring;    /* the animation's state */
-    double ring_alpha, ring_beta, ring_bytes; /* the model's latency (s), link bandwidth (B/s), message size */
+    double ring_alpha, ring_beta; /* the model's latency per step (s) and link bandwidth (bytes/s) */
+    double ring_bytes;    /* the model's message size; 0: the run's fp32 gradients (4 x params), else 100 MB */
     const char *mode;     /* "live", "replay x10", "snapshot" */
     const char *run_dir;
     char notice[160];     /* one line for the status bar: a version note, replay finished, ... */
