@@ -229,6 +229,8 @@ void vz_chart(WINDOW *w, int y, int x, int h, int wd, const vz_chart_opts *o, co
         double v = lo + (hi - lo) * frac;
         char buf[32];
         vz_fmt_num(o->logy ? pow(10, v) : v, buf, sizeof buf);
+        for (int digits = 3; (int)strlen(buf) > LABEL_W - 1 && digits >= 1; digits--)
+            snprintf(buf, sizeof buf, "%.*g", digits, o->logy ? pow(10, v) : v); /* fewer digits, not a cut number */
         vz_text(w, plot_y + r, x + LABEL_W - 1 - (int)strlen(buf), LABEL_W - 1, dim, "%s", buf);
         vz_glyph_at(w, plot_y + r, plot_x - 1, dim, s, VZ_G_AXIS_Y);
     }
