@@ -83,6 +83,7 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
     if (again) {
         vz_ring_clear(&m->ranks[rank].spans);
         vz_ring_clear(&m->ranks[rank].comms);
+        m->ranks[rank].synced = false;
     }
 }
 
@@ -196,6 +197,11 @@ static void apply_comm(vz_model *m, int rank, const cJSON *ev) {
     copy_str(c->op, sizeof c->op, vz_json_str(ev, "op", "?"));
     copy_str(c->algorithm, sizeof c->algorithm, vz_json_str(ev, "algorithm", "?"));
     m->comm_events++;
+    bool p2p = strcmp(c->op, "send") == 0 || strcmp(c->op, "recv") == 0;
+    if (!p2p && !m->ranks[rank].synced) {
+        m->ranks[rank].synced = true;
+        m->ranks[rank].first_collective_end = c->t1;
+    }
 
     int i = 0;
     while (i < m->nops && !(strcmp(m->ops[i].op, c->op) == 0 && strcmp(m->ops[i].algorithm, c->algorithm) == 0)) i++;
@@ -290,3 +296,14 @@ const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t 
 }
 
 int vz_model_world(const vz_model *m) { return m->world > m->nranks ? m->world : m->nranks; }
+
+double vz_model_clock_offset(const vz_model *m, int rank) {
+    if (rank <= 0 || rank >= VZ_MAX_RANKS || !m->ranks[0].synced || !m->ranks[rank].synced) return 0;
+    return m->ranks[0].first_collective_end - m->ranks[rank].first_collective_end;
+}
+
+bool vz_model_clocks_aligned(const vz_model *m) {
+    for (int r = 1; r < m->nranks; r++)
+        if (m->ranks[0].synced && m->ranks[r].synced) return true;
+    return false;
+}

@@ -90,6 +90,8 @@ typedef struct {
     vz_ring spans;             /* vz_span */
     vz_ring comms;             /* vz_comm */
     vz_mem mem;
+    bool synced;               /* first_collective_end is known */
+    double first_collective_end; /* t1 of this rank's first collective call, on its own clock */
 } vz_rank;
 
 typedef struct {
@@ -146,5 +148,12 @@ const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t 
 double vz_busbw_factor(const char *op, int ranks);
 /* Ranks with any events or a file. */
 int vz_model_world(const vz_model *m);
+/* Seconds to add to a rank's times to put them on rank 0's clock. Each rank's clock starts when its
+ * process does, so ranks launched together still differ by their start-up skew. Every rank calls the same
+ * collectives in the same order, and a collective ends at nearly the same moment on all of them, so the
+ * end of each rank's first collective is taken as one instant. 0 until both ranks have made one. */
+double vz_model_clock_offset(const vz_model *m, int rank);
+/* Whether vz_model_clock_offset aligns anything (two or more ranks with a collective). */
+bool vz_model_clocks_aligned(const vz_model *m);
 
 #endif

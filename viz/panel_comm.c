@@ -28,14 +28,15 @@ static char op_char(const char *op) {
 static void time_window(const vz_model *m, const vz_view *v, double *t0, double *t1) {
     double end = -INFINITY, first = INFINITY, period = 0;
     for (int r = 0; r < m->nranks; r++) {
+        double off = vz_model_clock_offset(m, r);
         const vz_span *s = vz_ring_last(&m->ranks[r].spans);
         const vz_comm *c = vz_ring_last(&m->ranks[r].comms);
         const vz_span *s0 = vz_ring_at(&m->ranks[r].spans, 0);
         const vz_comm *c0 = vz_ring_at(&m->ranks[r].comms, 0);
-        if (s && s->t1 > end) end = s->t1;
-        if (c && c->t1 > end) end = c->t1;
-        if (s0 && s0->t0 < first) first = s0->t0;
-        if (c0 && c0->t0 < first) first = c0->t0;
+        if (s && s->t1 + off > end) end = s->t1 + off;
+        if (c && c->t1 + off > end) end = c->t1 + off;
+        if (s0 && s0->t0 + off < first) first = s0->t0 + off;
+        if (c0 && c0->t0 + off < first) first = c0->t0 + off;
         if (period > 0) continue;
         /* the distance between the last two forward spans */
         double last_forward = NAN;
@@ -63,8 +64,8 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
     time_window(m, v, &t0, &t1);
     int width = cols - LABEL_COLS - 1;
     char a[32], b[32];
-    vz_text(w, y, 0, cols, A_BOLD, "timeline of %s per rank (+/- zoom, left/right scroll, up/down rank)",
-            vz_fmt_seconds(t1 - t0, a, sizeof a));
+    vz_text(w, y, 0, cols, A_BOLD, "timeline: %s per rank%s   +/- zoom, left/right scroll", vz_fmt_seconds(t1 - t0, a, sizeof a),
+            vz_model_clocks_aligned(m) ? ", clocks aligned at the first collective" : "");
     int world = vz_model_world(m);
     if (world < 1) world = 1;
     int lanes = (rows - 3) / 2; /* ranks that fit: two rows each */
@@ -86,14 +87,16 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
         vz_glyph_at(w, row, LABEL_COLS - 1, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
         vz_glyph_at(w, row + 1, LABEL_COLS - 1, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
         const vz_rank *rk = &m->ranks[r];
+        double off = vz_model_clock_offset(m, r); /* this rank's times on rank 0's clock */
         if (!rk->seen) {
             vz_text(w, row, LABEL_COLS, width, vz_attr(s, VZ_PAIR_WARN), "waiting for events.rank%d.jsonl", r);
             continue;
         }
         for (size_t i = 0; i < rk->spans.count; i++) {
             const vz_span *sp = vz_ring_at(&rk->spans, i);
-            if (sp->t1 < t0 || sp->t0 > t1) continue;
-            int c0 = (int)floor((sp->t0 - t0) / (t1 - t0) * width), c1 = (int)floor((sp->t1 - t0) / (t1 - t0) * width);
+            double s0 = sp->t0 + off, s1 = sp->t1 + off;
+            if (s1 < t0 || s0 > t1) continue;
+            int c0 = (int)floor((s0 - t0) / (t1 - t0) * width), c1 = (int)floor((s1 - t0) / (t1 - t0) * width);
             if (c0 < 0) c0 = 0;
             if (c1 >= width) c1 = width - 1;
             attr_t at = vz_attr(s, SPAN_PAIRS[sp->kind]) | (s->color ? A_REVERSE : 0);
@@ -106,8 +109,9 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
         }
         for (size_t i = 0; i < rk->comms.count; i++) {
             const vz_comm *cm = vz_ring_at(&rk->comms, i);
-            if (cm->t1 < t0 || cm->t0 > t1) continue;
-            int c0 = (int)floor((cm->t0 - t0) / (t1 - t0) * width), c1 = (int)floor((cm->t1 - t0) / (t1 - t0) * width);
+            double s0 = cm->t0 + off, s1 = cm->t1 + off;
+            if (s1 < t0 || s0 > t1) continue;
+            int c0 = (int)floor((s0 - t0) / (t1 - t0) * width), c1 = (int)floor((s1 - t0) / (t1 - t0) * width);
             if (c0 < 0) c0 = 0;
             if (c1 >= width) c1 = width - 1;
             char ch = cm->bucket >= 0 ? (char)('0' + cm->bucket % 10) : op_char(cm->op);

@@ -5,6 +5,7 @@
 #include "formats.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,19 +72,19 @@ static void mkdirs(const char *dir) {
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) MP_FAIL("a directory (--out)", "mixpar plot: %s is not a directory", dir);
 }
 
-/* Runs gnuplot on a script inside the output directory; returns its exit status (127: not found). */
-static int run_gnuplot(const char *cwd, const char *script, bool dumb, bool quiet) {
+/* Runs gnuplot ARGS... (NULL-terminated) in directory cwd (NULL: here), its output thrown away when quiet;
+ * returns its exit status (127: gnuplot is not on the PATH). */
+static int run_gnuplot(const char *cwd, bool quiet, const char *const *args) {
     pid_t pid = fork();
     if (pid < 0) return 127;
     if (pid == 0) {
         if (cwd && chdir(cwd) != 0) _exit(126);
         if (quiet) {
-            freopen("/dev/null", "w", stdout);
-            freopen("/dev/null", "w", stderr);
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
         }
-        if (dumb) execlp("gnuplot", "gnuplot", "-e", "dumb=1", script, (char *)NULL);
-        else if (script[0] == '-') execlp("gnuplot", "gnuplot", "-e", script + 1, (char *)NULL);
-        else execlp("gnuplot", "gnuplot", script, (char *)NULL);
+        execvp("gnuplot", (char *const *)args);
         _exit(127);
     }
     int status;
@@ -113,7 +114,8 @@ static void figure(plot_ctx *p, const char *name, const char *data_files, const 
     close_out(f, p, file);
     if (p->term) printf("== %s\n", name);
     fflush(stdout);
-    int rc = run_gnuplot(p->out, file, p->term, false);
+    const char *const draw[] = {"gnuplot", file, NULL}, *const dumb[] = {"gnuplot", "-e", "dumb=1", file, NULL};
+    int rc = run_gnuplot(p->out, false, p->term ? dumb : draw);
     if (rc != 0) MP_FAIL_HINT("gnuplot to draw the figure", "the script and its data are in --out; run it there to see why",
                               "mixpar plot: gnuplot %s/%s exited with %d", p->out, file, rc);
     if (!p->term) printf("wrote %s/%s.png and %s.svg (data %s, script %s.gp)\n", p->out, name, name, data_files, name);
@@ -236,20 +238,21 @@ static void timeline_figure(plot_ctx *p, const vz_model *m) {
         return;
     }
     FILE *f = open_out(p, "timeline.dat");
-    fprintf(f, "# lane t0 t1 colour name   (lane: rank + 0 compute, rank + 0.4 comm; the last three steps)\n");
+    fprintf(f, "# lane t0 t1 colour name   (lane: rank + 0 compute, rank + 0.4 comm; the last three steps; times on\n"
+               "# rank 0's clock when the ranks made a collective: see vz_model_clock_offset in viz/model.h)\n");
     for (int r = 0; r < world; r++) {
-        double t_lo = INFINITY, t_hi = -INFINITY;
+        double t_lo = INFINITY, t_hi = -INFINITY, off = vz_model_clock_offset(m, r);
         for (size_t i = 0; i < m->ranks[r].spans.count; i++) {
             const vz_span *s = vz_ring_at(&m->ranks[r].spans, i);
             if (s->step <= last_step - 3) continue;
-            fprintf(f, "%g %.9g %.9g %d %s\n", (double)r, s->t0, s->t1, s->kind + 1, VZ_SPAN_NAMES[s->kind]);
+            fprintf(f, "%g %.9g %.9g %d %s\n", (double)r, s->t0 + off, s->t1 + off, s->kind + 1, VZ_SPAN_NAMES[s->kind]);
             if (s->t0 < t_lo) t_lo = s->t0;
             if (s->t1 > t_hi) t_hi = s->t1;
         }
         for (size_t i = 0; i < m->ranks[r].comms.count; i++) {
             const vz_comm *c = vz_ring_at(&m->ranks[r].comms, i);
-            if (c->t1 < t_lo || c->t0 > t_hi) continue;
-            fprintf(f, "%g %.9g %.9g %d %s\n", r + 0.4, c->t0, c->t1, 5 + (c->bucket >= 0 ? c->bucket % 2 : 0), c->op);
+            if (c->t1 + off < t_lo || c->t0 + off > t_hi) continue;
+            fprintf(f, "%g %.9g %.9g %d %s\n", r + 0.4, c->t0 + off, c->t1 + off, 5 + (c->bucket >= 0 ? c->bucket % 2 : 0), c->op);
         }
     }
     close_out(f, p, "timeline.dat");
@@ -259,12 +262,14 @@ static void timeline_figure(plot_ctx *p, const vz_model *m) {
         used += (size_t)snprintf(ytics + used, sizeof ytics - used, "%s\"rank %d compute\" %d, \"rank %d comm\" %g",
                                  r ? ", " : "", r, r, r, r + 0.4);
     figure(p, "timeline", "timeline.dat",
-           "set title '%s: steps %lld..%lld on each rank''s clock'\nset xlabel 'seconds'\nset ytics (%s)\n"
+           "set title '%s: steps %lld..%lld%s'\nset xlabel 'seconds'\nset ytics (%s)\n"
            "set yrange [%g:-0.4]\nset style fill solid 0.85 noborder\nunset grid\nset grid xtics\n"
            "plot 'timeline.dat' using (($2+$3)/2):1:(($3-$2)/2):(0.17):4 with boxxyerror lc variable notitle, "
            "keyentry with boxes lc 1 title 'forward', keyentry with boxes lc 2 title 'backward', "
            "keyentry with boxes lc 3 title 'optimizer', keyentry with boxes lc 5 title 'comm'\n",
-           m->name, last_step - 2 > 0 ? last_step - 2 : 0, last_step, ytics, world - 1 + 0.8);
+           m->name, last_step - 2 > 0 ? last_step - 2 : 0, last_step,
+           vz_model_clocks_aligned(m) ? " (rank clocks aligned on the first collective)" : " on each rank''s clock", ytics,
+           world - 1 + 0.8);
 }
 
 static void comm_figure(plot_ctx *p, const vz_model *m) {
@@ -326,9 +331,10 @@ int vz_cmd_plot(int argc, char **argv) {
     vz_read_run(&src, vz_model_apply, &m, reset_model);
     vz_report_reading(&src, "plot");
 
-    if (run_gnuplot(NULL, "-exit", false, true) == 127)
+    const char *const probe[] = {"gnuplot", "-e", "exit", NULL}, *const cairo[] = {"gnuplot", "-e", "set terminal pngcairo", NULL};
+    if (run_gnuplot(NULL, true, probe) == 127)
         MP_FAIL_HINT("gnuplot on the PATH", "install it: make deps (Debian package gnuplot-nox)", "mixpar plot: gnuplot not found");
-    p.png_terminal = run_gnuplot(NULL, "-set terminal pngcairo", false, true) == 0 ? "pngcairo" : "png";
+    p.png_terminal = run_gnuplot(NULL, true, cairo) == 0 ? "pngcairo" : "png"; /* cairo draws smoother text */
     char out[4200];
     if (!p.out) {
         snprintf(out, sizeof out, "%s/plots", p.dir);

@@ -219,3 +219,24 @@ Test(viz_ringbuf, keeps_the_newest_and_counts_what_it_drops) {
     cr_expect_eq(*(int *)vz_ring_at(&r, 2), 6);
     vz_ring_free(&r);
 }
+
+Test(viz_model, rank_clocks_align_at_the_first_collective) {
+    vz_model m;
+    vz_model_init(&m);
+    cr_expect(!vz_model_clocks_aligned(&m));
+    /* rank 1 started 0.6 s after rank 0: its clock reads 0.6 s less at every instant */
+    apply(&m, 1, "{\"v\":1,\"kind\":\"comm\",\"rank\":1,\"t\":0.3,\"op\":\"send\",\"algorithm\":\"native\",\"bytes\":8,"
+                 "\"peer\":0,\"t0\":0.2,\"t1\":0.3}"); /* point to point: not a common instant */
+    apply(&m, 1, "{\"v\":1,\"kind\":\"comm\",\"rank\":1,\"t\":0.4,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":8,"
+                 "\"peer\":-1,\"t0\":0.35,\"t1\":0.4}");
+    cr_expect_float_eq(vz_model_clock_offset(&m, 1), 0, 0, "unknown until rank 0 has made the collective too");
+    apply(&m, 0, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":1.0,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":8,"
+                 "\"peer\":-1,\"t0\":0.9,\"t1\":1.0}");
+    apply(&m, 1, "{\"v\":1,\"kind\":\"comm\",\"rank\":1,\"t\":0.9,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":8,"
+                 "\"peer\":-1,\"t0\":0.8,\"t1\":0.9}"); /* a later call does not move the anchor */
+    cr_expect(vz_model_clocks_aligned(&m));
+    cr_expect_float_eq(vz_model_clock_offset(&m, 1), 0.6, 1e-12);
+    cr_expect_float_eq(vz_model_clock_offset(&m, 0), 0, 0);
+    cr_expect_float_eq(vz_model_clock_offset(&m, 2), 0, 0, "a rank without a collective stays on its own clock");
+    vz_model_free(&m);
+}
