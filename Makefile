@@ -28,6 +28,7 @@ CLI_SRC  := $(sort $(wildcard core/cli/*.c))
 LIB      := $(BUILD)/libmixpar.a
 MIXPAR   := $(BUILD)/mixpar
 GRADER   := $(BUILD)/mixpar-grade
+VIZ      := $(BUILD)/mixpar-viz
 HARNESS  := $(BUILD)/obj/tests/harness/mptest.o
 DEPS_OK  := $(BUILD)/.deps-ok
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -37,21 +38,24 @@ LAB_DIRS := $(sort $(wildcard labs/lab[0-9][0-9]-*))
 LAB_NUMS := $(foreach d,$(LAB_DIRS),$(patsubst lab%,%,$(firstword $(subst -, ,$(notdir $(d))))))
 
 .DEFAULT_GOAL := all
-.PHONY: all demo help deps test unit-tests clean handout grade submit labtests lab-tests slides bench cuda-check regions \
+.PHONY: all demo plots help deps test unit-tests clean handout grade submit labtests lab-tests slides bench cuda-check regions \
         $(addprefix lab,$(LAB_NUMS))
 
-all: $(MIXPAR) $(GRADER)
+all: $(MIXPAR) $(GRADER) $(VIZ)
 
 # The main demo: builds the Tang/Song poetry corpus on first use and trains a tiny GPT on the CPU (about
-# 20 s on 2 cores), printing a sample before and after and the validation loss as it falls.
+# 20 s on 2 cores), printing a sample before and after and the validation loss as it falls. On a terminal
+# the training runs in the background under the live visualizer (viz/demo.sh says what q does); in CI or a
+# pipe it runs as before and ends with a text snapshot of the loss panel.
 demo: all
-	@$(MIXPAR) train --config configs/tiny-poetry.json
+	@viz/demo.sh configs/tiny-poetry.json runs/tiny-poetry
 
 help:
 	@echo "mixpar ($(EDITION) edition): make targets"
 	@echo "  make deps            install missing Debian packages (apt-get; sudo when not root)"
 	@echo "  make                 build libmixpar, the mixpar tool and the grader"
 	@echo "  make demo            the main demo"
+	@echo "  make plots RUN=dir   gnuplot figures of a run (mixpar plot; OUT=dir to choose where)"
 	@echo "  make test            run every test; ends with 'N passed, N failed'"
 	@echo "  make labNN           run lab NN's experiment (labs: $(LAB_NUMS))"
 	@echo "  make grade LAB=NN    grade lab NN  [SUBMISSION=file.tar] [FILTER=name] [JSON=results.json]"
@@ -87,6 +91,22 @@ $(HARNESS): CFLAGS += -Itests/harness
 UNIT_SRC := $(wildcard tests/unit/*.c)
 -include $(patsubst %.o,%.d,$(call obj,$(LIB_SRC) $(CLI_SRC) $(wildcard grader/*.c) $(UNIT_SRC) tests/harness/mptest.c))
 
+# ---------------------------------------------------------------- visualizer
+# build/mixpar-viz, from viz/*.c: it reads event files and nothing else, so it links ncursesw and cJSON and,
+# of the core, only error messages and number parsing. `mixpar viz|plot|trace` exec it (core/cli/cmd_viz.c).
+VIZ_SRC  := $(sort $(wildcard viz/*.c))
+VIZ_OBJ  := $(call obj,$(filter-out viz/main.c,$(VIZ_SRC)))
+VIZ_LIBS := -lncursesw -lcjson -lm
+
+$(VIZ): $(call obj,viz/main.c) $(VIZ_OBJ) $(call obj,core/base/error.c core/base/parse.c)
+	$(CC) -g -o $@ $^ $(VIZ_LIBS)
+
+plots: all
+	@[ -n "$(RUN)" ] || { echo "usage: make plots RUN=runs/NAME [OUT=dir]" >&2; exit 2; }
+	@$(MIXPAR) plot $(RUN) $(if $(OUT),--out $(OUT))
+
+-include $(patsubst %.o,%.d,$(call obj,$(VIZ_SRC)))
+
 # ---------------------------------------------------------------- labs
 # Each lab's test binary: its visible tests, plus the hidden ones where this edition has them.
 define LAB_RULES
@@ -117,9 +137,10 @@ regions: all
 	@$(GRADER) regions
 
 # ---------------------------------------------------------------- tests
-$(BUILD)/tests/unit_tests: $(call obj,$(UNIT_SRC)) $(LIB)
+# tests/unit/test_viz_*.c test the visualizer's objects, so the unit tests link them and ncursesw too.
+$(BUILD)/tests/unit_tests: $(call obj,$(UNIT_SRC)) $(VIZ_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ -lcriterion $(LDLIBS) -lncursesw
 
 unit-tests: $(BUILD)/tests/unit_tests
 

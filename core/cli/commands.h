@@ -4,9 +4,13 @@
 
 int cmd_float(int argc, char **argv); /* number formats explorer (lab 03) */
 int cmd_plan(int argc, char **argv);  /* memory planner (lab 01) */
-int cmd_data(int argc, char **argv);
+int cmd_data(int argc, char **argv);  /* datasets: build, inspect, encode and decode token files */
 int cmd_train(int argc, char **argv);  /* train a model from a config */
 int cmd_sample(int argc, char **argv); /* generate text from a checkpoint */
-int cmd_checkpoint(int argc, char **argv); /* inspect checkpoints; llm.c import and export */  /* datasets: build, inspect, encode and decode token files */
+int cmd_checkpoint(int argc, char **argv); /* inspect checkpoints; llm.c import and export */
+/* The visualizer's commands: each runs build/mixpar-viz (viz/) with its arguments. */
+int cmd_viz(int argc, char **argv);   /* terminal visualizer of a run's events, live or replayed */
+int cmd_plot(int argc, char **argv);  /* gnuplot figures of a run */
+int cmd_trace(int argc, char **argv); /* Chrome trace export of a run */
 
 #endif

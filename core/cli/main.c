@@ -15,6 +15,9 @@ static const struct {
     {"train", cmd_train, "train a GPT-2 or LLaMA-style model from a DeepSpeed-style config (configs/)"},
     {"sample", cmd_sample, "generate text from a checkpoint written by mixpar train"},
     {"checkpoint", cmd_checkpoint, "inspect a checkpoint; convert GPT-2 weights to and from llm.c's format"},
+    {"viz", cmd_viz, "watch a run in the terminal: loss, underflow, comm and memory panels (live or --replay)"},
+    {"plot", cmd_plot, "gnuplot figures of a run (PNG, SVG or --term) with their data files"},
+    {"trace", cmd_trace, "export a run as a Chrome trace for Perfetto (ui.perfetto.dev) or chrome://tracing"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

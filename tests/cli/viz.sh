@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# viz.sh: command-line checks of `mixpar viz`, `mixpar plot` and `mixpar trace` on the shipped sample runs
+# (viz/samples/): deterministic snapshots of every panel showing the run's own numbers, a live session in
+# tmux (following a growing file, switching panels, resizing, the too-small screen, help, quitting), the
+# plot files, the trace, and exit 2 with a message for each kind of bad input.
+source "$(dirname "$0")/../lib.sh"
+work=$(mktemp -d)
+sock="mixpar-viz-test-$$"
+tmux_() { LANG=C.UTF-8 tmux -L "$sock" "$@"; }
+trap 'tmux_ kill-server 2>/dev/null; rm -rf "$work"' EXIT
+cd "$ROOT" || exit 1
+poetry=viz/samples/tiny-poetry
+addition=viz/samples/synthetic-addition
+export LANG=C.UTF-8
+snap() { "$MIXPAR" viz --snapshot "$@"; }
+
+# ---------------------------------------------------------------- snapshots
+for run in "$poetry" "$addition"; do
+  for panel in loss underflow comm memory; do
+    snap "$run" --panel "$panel" >"$work/a.txt" 2>&1
+    snap "$run" --panel "$panel" >"$work/b.txt" 2>&1
+    check "snapshot: $panel panel of $(basename "$run") is the same twice" cmp "$work/a.txt" "$work/b.txt"
+  done
+done
+
+ev="$poetry/events.rank0.jsonl"
+last_step=$(grep '"kind":"step"' "$ev" | tail -n 1)
+loss=$(sed -E 's/.*"loss":([^,]+),.*/\1/' <<<"$last_step" | awk '{printf "%.4f", $1}')
+step=$(sed -E 's/.*"step":([0-9]+),.*/\1/' <<<"$last_step")
+val=$(grep '"kind":"eval"' "$ev" | tail -n 1 | sed -E 's/.*"val_loss":([^,}]+).*/\1/' | awk '{printf "%.4f", $1}')
+check_output "snapshot: loss panel shows the last step, its loss and the last validation loss ($step, $loss, $val)" 0 \
+  "step $step/100  loss $loss  val $val" snap "$poetry" --panel loss
+check_output "snapshot: loss panel draws braille charts with axes" 0 "learning rate.*tokens/s" snap "$poetry" --panel loss
+
+# embeddings' share rounded to 0 in fp16, from the last hist event of layer -1
+hist=$(grep '"kind":"hist"' "$ev" | grep '"layer":-1,' | tail -n 1)
+fp16_zero=$(sed -E 's/.*"count":([0-9]+),.*"fp16":\{"subnormal":([0-9]+),"underflow":([0-9]+).*/\3 \1/' <<<"$hist" |
+  awk '{printf "%.2f%%", 100 * $1 / $2}')
+check_output "snapshot: underflow panel shows embeddings' fp16 share rounded to zero ($fp16_zero)" 0 \
+  "^fp16 +$fp16_zero" snap "$poetry" --panel underflow
+check_output "snapshot: underflow panel draws the format ranges with a legend" 0 \
+  "normal   ▒ subnormal   · rounds to 0   × overflow" snap "$poetry" --panel underflow
+check_output "snapshot: underflow panel --layer picks a layer" 0 "gradient exponents: block 2, step" \
+  snap "$poetry" --panel underflow --layer 2
+check_output "snapshot: underflow panel is honest about fp32's loss scale" 0 "loss scale 1 at every step \(fp32 run: no loss scaling\)" \
+  snap "$poetry" --panel underflow
+check_output "snapshot: comm panel of a single-rank run says so and models the ring" 0 \
+  "no comm events: a single-rank run" snap "$poetry" --panel comm
+check_output "snapshot: comm panel ring view is labelled as the alpha-beta model" 0 "ring allreduce, alpha-beta model: 4.66 MB over 4 ranks" \
+  snap "$poetry" --panel comm
+peak=$(grep '"kind":"mem"' "$ev" | tail -n 1 | sed -E 's/.*"peak_total":([0-9]+).*/\1/' | awk '{printf "%.1f MB", $1 / 1e6}')
+check_output "snapshot: memory panel shows the allocator's peak ($peak) beside the plan" 0 "peak│.*│ +$peak" snap "$poetry" --panel memory
+check_output "snapshot: memory panel table has every tag" 0 "other.*total" bash -c "$MIXPAR viz --snapshot $poetry --panel memory | tr '\n' ' '"
+check "snapshot: --ascii writes ASCII only" bash -c "! $MIXPAR viz --snapshot $poetry --panel underflow --ascii | LC_ALL=C grep -q '[^ -~]'"
+check_output "snapshot: below the minimum size the too-small screen is shown" 0 "needs 72x20, have 60x15" \
+  snap "$poetry" --width 60 --height 15
+check_output "snapshot: --width and --height size the frame" 0 "^.{130}" snap "$poetry" --width 140 --height 40 --panel underflow
+
+# A crafted run: malformed lines, an unknown kind, a newer schema, a truncated last line: shown, not fatal.
+mkdir -p "$work/odd"
+head -n 40 "$ev" >"$work/odd/events.rank0.jsonl"
+printf '%s\n' 'not json' '{"v":1,"kind":"weather","rank":0,"t":9}' '{"v":2,"kind":"step","rank":0,"t":9,"step":99}' \
+  >>"$work/odd/events.rank0.jsonl"
+printf '{"v":1,"kind":"step","rank":0,"t":9.5,"st' >>"$work/odd/events.rank0.jsonl"
+odd=$(snap "$work/odd" 2>&1)
+check_output "snapshot: a malformed line is counted in the status bar" 0 "1 malformed" echo "$odd"
+check_output "snapshot: a truncated last line is counted" 0 "1 truncated" echo "$odd"
+check_output "snapshot: a newer schema version is explained" 0 "1 event of schema version 2 skipped: this reader knows version 1 \(rebuild mixpar\)" echo "$odd"
+check_output "snapshot: and counted in the status bar" 0 "1 newer \\(v2\\)" echo "$odd"
+check_output "snapshot: an unknown kind is counted and named" 0 "1 unknown \(weather\)" echo "$odd"
+
+# ---------------------------------------------------------------- live, in tmux
+# The run grows while we watch: half its lines and a partial line first, the rest later.
+mkdir -p "$work/live"
+lines=$(wc -l <"$ev")
+head -n $((lines / 2)) "$ev" >"$work/live/events.rank0.jsonl"
+next=$(sed -n "$((lines / 2 + 1))p" "$ev")
+printf '%s' "${next:0:30}" >>"$work/live/events.rank0.jsonl"
+screen_() { tmux_ capture-pane -p -t viz; }
+wait_for() { # wait_for PATTERN: up to 5 s for the pane to match
+  for _ in $(seq 50); do screen_ | grep -Eq -- "$1" && return 0; sleep 0.1; done
+  screen_ | sed 's/^/    | /' >&2; return 1
+}
+tmux_ new-session -d -x 100 -y 30 -s viz \
+  "'$MIXPAR' viz --refresh 50 '$work/live'; echo \"viz exited with \$?\"; sleep 60"
+half_step=$(head -n $((lines / 2)) "$ev" | grep '"kind":"step"' | tail -n 1 | sed -E 's/.*"step":([0-9]+),.*/\1/')
+check "tmux: live view shows the steps written so far (step $half_step)" wait_for "step $half_step/100"
+{ printf '%s\n' "${next:30}"; tail -n +$((lines / 2 + 2)) "$ev"; } >>"$work/live/events.rank0.jsonl"
+check "tmux: it follows the file as it grows, the partial line included (step $step)" wait_for "step $step/100  loss $loss"
+check "tmux: no line was counted malformed" bash -c "! tmux -L '$sock' capture-pane -p -t viz | grep -q malformed"
+tmux_ send-keys -t viz 2
+check "tmux: key 2 shows the underflow panel" wait_for "gradient exponents: embeddings"
+tmux_ send-keys -t viz Down Down
+check "tmux: down arrows choose block 1" wait_for "gradient exponents: block 1"
+tmux_ send-keys -t viz Tab
+check "tmux: tab moves to the comm panel" wait_for "ring allreduce"
+tmux_ send-keys -t viz 4
+check "tmux: key 4 shows the memory panel" wait_for "memory per rank by tag"
+tmux_ resize-window -t viz -x 60 -y 15
+check "tmux: a 60x15 terminal gets the too-small screen" wait_for "needs 72x20, have 60x15"
+tmux_ resize-window -t viz -x 120 -y 35
+check "tmux: enlarged again, the panel comes back at the new size" wait_for "^rank 0 .*peak/plan"
+check "tmux: the status bar sits on the new last row" bash -c "tmux -L '$sock' capture-pane -p -t viz | sed -n 35p | grep -q 'h help  q quit'"
+tmux_ send-keys -t viz h
+check "tmux: h shows the help" wait_for "any key closes it"
+tmux_ send-keys -t viz x
+check "tmux: any key closes the help" bash -c "sleep 0.3; ! tmux -L '$sock' capture-pane -p -t viz | grep -q 'any key closes it'"
+tmux_ send-keys -t viz q
+check "tmux: q quits cleanly (exit 0)" wait_for "viz exited with 0"
+
+# ---------------------------------------------------------------- plot and trace
+check_output "plot: figures of the poetry sample" 0 "5 figures written, 1 skipped" "$MIXPAR" plot "$poetry" --out "$work/plots"
+for fig in loss loss_scale underflow memory timeline; do
+  check "plot: $fig.png is a PNG and $fig.svg an SVG, with their script" bash -c \
+    "head -c 8 '$work/plots/$fig.png' | od -An -c | grep -q 'P   N   G' && grep -q '<svg' '$work/plots/$fig.svg' && [ -s '$work/plots/$fig.gp' ]"
+done
+check_output "plot: the comm figure of a single-rank run is skipped with a note" 0 "skipped comm_bandwidth: no comm events" \
+  "$MIXPAR" plot "$poetry" --out "$work/plots"
+check "plot: loss.dat holds one line per step" bash -c "[ \$(grep -vc '^#' '$work/plots/loss.dat') -eq \$(grep -c '\"kind\":\"step\"' '$ev') ]"
+check_output "plot: --term draws with gnuplot's dumb terminal" 0 "tiny-poetry: loss" "$MIXPAR" plot "$poetry" --out "$work/dumb" --term
+check_output "plot: make plots RUN=... runs it" 0 "figures written" make -s plots RUN="$addition" OUT="$work/mkplots"
+
+check_output "trace: the poetry sample exports" 0 "300 spans, 0 comm calls" "$MIXPAR" trace "$poetry" -o "$work/trace.json"
+check "trace: the file is a JSON object with traceEvents" bash -c "head -c 40 '$work/trace.json' | grep -q '^{\"displayTimeUnit\":\"ms\"' && tail -c 4 '$work/trace.json' | grep -q ']}'"
+
+# ---------------------------------------------------------------- bad input: a message and exit 2
+mkdir -p "$work/empty" "$work/bad"
+printf 'garbage\n{"v":1}\n' >"$work/bad/events.rank0.jsonl"
+printf '{"v":7,"kind":"step","rank":0,"t":1}\n' >"$work/newer.jsonl"
+mkdir -p "$work/newer" && mv "$work/newer.jsonl" "$work/newer/events.rank0.jsonl"
+check_output "viz: a missing run directory" 2 "does not exist" "$MIXPAR" viz "$work/none"
+check_output "viz: a directory without event files" 2 "holds no events.rank<R>.jsonl" "$MIXPAR" viz --snapshot "$work/empty"
+check_output "viz: a file instead of a directory" 2 "is not a directory" "$MIXPAR" viz --snapshot "$ev"
+check_output "viz: no RUN_DIR" 2 "RUN_DIR is required" "$MIXPAR" viz
+check_output "viz: an unknown option" 2 "unknown option '--colour'" "$MIXPAR" viz --colour "$poetry"
+check_output "viz: an unknown panel" 2 "--panel expects loss, underflow, comm or memory" "$MIXPAR" viz --snapshot "$poetry" --panel gpu
+check_output "viz: a zero width" 2 "--width expects a whole number from 1" "$MIXPAR" viz --snapshot "$poetry" --width 0
+check_output "viz: --speed without --replay" 2 "--speed sets the pace of --replay" "$MIXPAR" viz "$poetry" --speed 2
+check_output "viz: a negative speed" 2 "--speed expects a positive factor" "$MIXPAR" viz --replay "$poetry" --speed -1
+check_output "viz: live mode needs a terminal" 2 "(stdin|stdout) is not a terminal" bash -c "'$MIXPAR' viz '$poetry' >'$work/out.txt'"
+check_output "viz: and says what to use instead" 2 "hint: +for text output use mixpar viz --snapshot" \
+  bash -c "'$MIXPAR' viz '$poetry' </dev/null"
+check_output "plot: a missing run directory" 2 "does not exist" "$MIXPAR" plot "$work/none"
+check_output "plot: only malformed lines" 2 "no readable events.*2 malformed" "$MIXPAR" plot "$work/bad" --out "$work/badplots"
+check_output "trace: only a newer schema" 2 "rebuild it" "$MIXPAR" trace "$work/newer" -o "$work/newer.json"
+check "trace: nothing is left behind when it fails" bash -c "[ ! -e '$work/newer.json' ] && [ ! -e '$work/newer.json.tmp' ]"
+check_output "trace: -o without a file" 2 "-o needs a file name" "$MIXPAR" trace "$poetry" -o
+mkdir -p "$work/bin" && cp "$MIXPAR" "$work/bin/mixpar"
+check_output "viz: without build/mixpar-viz beside mixpar, a clear error" 2 "the visualizer is missing: .*/bin/mixpar-viz" \
+  "$work/bin/mixpar" viz "$poetry"

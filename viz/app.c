@@ -1,0 +1,265 @@
+/* app.c: `mixpar viz`: the live loop (follow the files), replay (events at their recorded pace, faster or
+ * slower), and --snapshot (one frame as plain text, no terminal needed). */
+#include "base/error.h"
+#include "base/parse.h"
+#include "cli.h"
+#include "screen.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char USAGE[] =
+    "usage: mixpar viz RUN_DIR [options]\n"
+    "       mixpar viz --replay RUN_DIR [--speed X] [options]\n"
+    "       mixpar viz --snapshot RUN_DIR [--panel NAME] [--width W --height H]\n"
+    "\n"
+    "A terminal view of a training run, drawn from its event files (RUN_DIR/events.rank<R>.jsonl):\n"
+    "  1 Loss       training and validation loss, learning rate, tokens/s\n"
+    "  2 Underflow  a layer's gradient exponents against the ranges of fp32, bf16, fp16, e4m3, e5m2;\n"
+    "               what each format would round to 0; the loss scale\n"
+    "  3 Comm       per-rank timelines of compute and comm; bandwidth per collective; a ring allreduce\n"
+    "  4 Memory     bytes by tag per rank, now and peak, beside the planner's prediction\n"
+    "Live (the default) follows the files as the run writes them; --replay plays a finished run.\n"
+    "\n"
+    "options:\n"
+    "  --replay          play the events at their recorded pace (times --speed)\n"
+    "  --speed X         replay speed factor (default 1; 10 = ten times faster)\n"
+    "  --refresh MS      redraw and poll interval in milliseconds (default 250)\n"
+    "  --panel NAME      the panel to start on: loss, underflow, comm, memory (or 1-4)\n"
+    "  --layer N         underflow: the layer to start on (-1 embeddings, 0..L-1 blocks, L head)\n"
+    "  --rank R          comm, memory: the rank in focus\n"
+    "  --no-color        no colours (every distinction is also drawn as a different character)\n"
+    "  --ascii           ASCII characters only (the default when the locale is not UTF-8)\n"
+    "  --snapshot        print one frame as text and exit (no terminal needed)\n"
+    "  --width W         snapshot width in columns (default 100)\n"
+    "  --height H        snapshot height in rows (default 30)\n"
+    "  --help            this text\n"
+    "\n"
+    "keys: tab/1-4 panels, up/down layer or rank, left/right scroll, +/- zoom, space pause, m ring model,\n"
+    "      [ ] ring ranks, h or ? help, q quit\n"
+    "\n"
+    "examples:\n"
+    "  mixpar viz runs/tiny-poetry\n"
+    "  mixpar viz --replay viz/samples/tiny-poetry --speed 20\n"
+    "  mixpar viz --snapshot viz/samples/tiny-poetry --panel underflow --width 120 --height 36\n";
+
+typedef struct {
+    const char *dir;
+    bool replay, snapshot, no_color, ascii;
+    double speed;
+    int refresh_ms, width, height, layer, rank;
+    bool have_layer;
+    vz_panel panel;
+} viz_options;
+
+static long long int_arg(const char *option, const char *value, long long lo, long long hi) {
+    int64_t v;
+    if (!value) mp_usage_error("viz", "%s needs a value", option);
+    if (!parse_i64(value, &v) || v < lo || v > hi)
+        mp_usage_error("viz", "%s expects a whole number from %lld to %lld, got '%s'", option, lo, hi, value);
+    return v;
+}
+
+static vz_panel panel_arg(const char *value) {
+    if (!value) mp_usage_error("viz", "--panel needs a value");
+    for (int p = 0; p < VZ_NPANELS; p++) {
+        char digit[2] = {(char)('1' + p), 0};
+        if (strcmp(value, VZ_PANEL_NAMES[p]) == 0 || strcmp(value, digit) == 0) return (vz_panel)p;
+    }
+    mp_usage_error("viz", "--panel expects loss, underflow, comm or memory (or 1-4), got '%s'", value);
+}
+
+static viz_options parse_args(int argc, char **argv) {
+    viz_options o = {.speed = 1, .refresh_ms = 250, .width = 100, .height = 30, .panel = VZ_PANEL_LOSS};
+    bool size_given = false, speed_given = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(USAGE, stdout);
+            exit(0);
+        } else if (strcmp(a, "--replay") == 0) o.replay = true;
+        else if (strcmp(a, "--snapshot") == 0) o.snapshot = true;
+        else if (strcmp(a, "--no-color") == 0) o.no_color = true;
+        else if (strcmp(a, "--ascii") == 0) o.ascii = true;
+        else if (strcmp(a, "--speed") == 0) {
+            if (!next || !parse_double(next, &o.speed) || !(o.speed > 0) || o.speed > 1e6)
+                mp_usage_error("viz", "--speed expects a positive factor such as 0.5 or 10, got '%s'", next ? next : "");
+            speed_given = true;
+            i++;
+        } else if (strcmp(a, "--refresh") == 0) o.refresh_ms = (int)int_arg(a, next, 10, 60000), i++;
+        else if (strcmp(a, "--width") == 0) o.width = (int)int_arg(a, next, 1, 1000), i++, size_given = true;
+        else if (strcmp(a, "--height") == 0) o.height = (int)int_arg(a, next, 1, 1000), i++, size_given = true;
+        else if (strcmp(a, "--layer") == 0) o.layer = (int)int_arg(a, next, -1, 1024), o.have_layer = true, i++;
+        else if (strcmp(a, "--rank") == 0) o.rank = (int)int_arg(a, next, 0, VZ_MAX_RANKS - 1), i++;
+        else if (strcmp(a, "--panel") == 0) o.panel = panel_arg(next), i++;
+        else if (a[0] == '-' && a[1] != '\0') mp_usage_error("viz", "unknown option '%s'", a);
+        else if (o.dir) mp_usage_error("viz", "one RUN_DIR expected, got '%s' and '%s'", o.dir, a);
+        else o.dir = a;
+    }
+    if (!o.dir) mp_usage_error("viz", "RUN_DIR is required (a run directory such as runs/tiny-poetry)");
+    if (size_given && !o.snapshot) mp_usage_error("viz", "--width and --height size a --snapshot; live, the terminal decides");
+    if (speed_given && !o.replay) mp_usage_error("viz", "--speed sets the pace of --replay");
+    if (o.replay && o.snapshot) mp_usage_error("viz", "--snapshot draws the whole run; --replay plays it: choose one");
+    return o;
+}
+
+static void reset_model(void *ctx) { vz_model_reset(ctx); }
+
+static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
+    vz_view_init(v);
+    v->panel = o->panel;
+    v->run_dir = o->dir;
+    v->rank = o->rank;
+    if (o->have_layer) v->layer = o->layer;
+    vz_view_clamp(v, m);
+}
+
+/* ---------------------------------------------------------------- snapshot */
+
+static int snapshot(const viz_options *o) {
+    vz_source src;
+    vz_model m;
+    vz_open_run(&src, "viz", o->dir);
+    vz_model_init(&m);
+    vz_read_run(&src, vz_model_apply, &m, reset_model);
+    if (m.world > 0) vz_source_expect(&src, m.world);
+    bool utf8 = vz_locale_utf8(!o->ascii) && !o->ascii;
+    SCREEN *sp = vz_virtual_screen(o->height, o->width);
+    if (!sp)
+        MP_FAIL_HINT("a terminal description (xterm, vt100) for the virtual screen", "install ncurses-base (make deps)",
+                     "none could be loaded");
+    vz_style style = {.color = false, .unicode = utf8};
+    vz_view v;
+    start_view(&v, o, &m);
+    v.mode = "snapshot";
+    /* the ring view at the end of reduce-scatter: each rank owns one fully reduced chunk */
+    int n = vz_view_ring_ranks(&v, &m);
+    vz_allreduce_reset(&v.ring, n);
+    for (int i = 0; i < n - 1; i++) vz_allreduce_advance(&v.ring);
+    vz_draw_screen(stdscr, &m, &src, &v, &style);
+    char *text = vz_window_text(stdscr);
+    vz_virtual_screen_end(sp);
+    if (text) fputs(text, stdout);
+    free(text);
+    vz_model_free(&m);
+    vz_source_close(&src);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- live and replay */
+
+static volatile sig_atomic_t resized, quit_signal;
+static bool curses_on;
+
+static void on_winch(int sig) { (void)sig, resized = 1; }
+static void on_quit(int sig) { (void)sig, quit_signal = 1; }
+static void end_curses(void) {
+    if (curses_on) endwin();
+    curses_on = false;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int interactive(const viz_options *o) {
+    vz_source src;
+    vz_model m;
+    vz_replay rp;
+    vz_open_run(&src, "viz", o->dir);
+    vz_model_init(&m);
+    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
+        MP_FAIL_HINT("a terminal on stdin and stdout", "for text output use mixpar viz --snapshot RUN_DIR",
+                     "mixpar viz: %s is not a terminal", isatty(STDIN_FILENO) ? "stdout" : "stdin");
+    double clock = 0;
+    char mode[48];
+    if (o->replay) {
+        vz_replay_load(&rp, &src);
+        if (rp.nlines == 0) vz_report_reading(&src, "viz"); /* stops with the reason */
+        clock = rp.t_begin;
+        snprintf(mode, sizeof mode, "replay x%g", o->speed);
+    } else {
+        snprintf(mode, sizeof mode, "live");
+    }
+
+    /* Our SIGWINCH handler, installed before curses starts, so curses leaves it alone: the loop resizes. */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_winch;
+    sigaction(SIGWINCH, &sa, NULL);
+    sa.sa_handler = on_quit;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    bool utf8 = !o->ascii && vz_locale_utf8(false);
+    if (!newterm(NULL, stdout, stdin))
+        MP_FAIL_HINT("a terminal curses knows ($TERM)", "try TERM=xterm-256color", "TERM=%s",
+                     getenv("TERM") ? getenv("TERM") : "(unset)");
+    curses_on = true;
+    atexit(end_curses);
+    cbreak();
+    noecho();
+    keypad(stdscr, TRUE);
+    curs_set(0);
+    timeout(o->refresh_ms);
+    vz_style style = {.color = false, .unicode = utf8};
+    if (!o->no_color && has_colors()) {
+        start_color();
+        use_default_colors(); /* the terminal's own background */
+        vz_colors_init();
+        style.color = true;
+    }
+
+    vz_view v;
+    start_view(&v, o, &m);
+    v.mode = mode;
+    double last = now_s(), last_ring = last;
+    bool running = true;
+    while (running && !quit_signal) {
+        if (resized) {
+            resized = 0;
+            struct winsize ws;
+            if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) resizeterm(ws.ws_row, ws.ws_col);
+        }
+        double t = now_s();
+        if (!v.paused) {
+            if (o->replay) {
+                clock += (t - last) * o->speed;
+                vz_replay_until(&rp, clock, vz_model_apply, &m);
+                if (vz_replay_done(&rp)) snprintf(v.notice, sizeof v.notice, "replay finished");
+            } else if (vz_source_poll(&src, vz_model_apply, &m) == VZ_SOURCE_RESET) {
+                vz_model_reset(&m); /* a new run truncated the files: start over */
+                vz_source_poll(&src, vz_model_apply, &m);
+            }
+            if (m.world > 0) vz_source_expect(&src, m.world);
+            if (v.panel == VZ_PANEL_COMM && t - last_ring >= 0.7) {
+                vz_view_ring_tick(&v, &m);
+                last_ring = t;
+            }
+        }
+        last = t;
+        vz_view_clamp(&v, &m);
+        vz_draw_screen(stdscr, &m, &src, &v, &style);
+        wnoutrefresh(stdscr);
+        doupdate();
+        int key = getch();
+        if (key != ERR) running = vz_view_key(&v, &m, key);
+    }
+    end_curses();
+    if (o->replay) vz_replay_free(&rp);
+    vz_model_free(&m);
+    vz_source_close(&src);
+    return 0;
+}
+
+int vz_cmd_viz(int argc, char **argv) {
+    viz_options o = parse_args(argc, argv);
+    return o.snapshot ? snapshot(&o) : interactive(&o);
+}

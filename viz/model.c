@@ -1,0 +1,309 @@
+/* model.c: what the visualizer knows about a run, built from its events (schema: core/base/EVENTS.md). */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const VZ_TAG_NAMES[VZ_NTAGS] = {"param", "grad", "master", "optim", "act", "comm", "other"};
+const char *const VZ_TARGET_NAMES[VZ_NTARGETS] = {"fp16", "bf16", "e4m3", "e5m2", "tf32"};
+const char *const VZ_SPAN_NAMES[VZ_NSPAN_KINDS] = {"forward", "backward", "optimizer", "other"};
+
+static void copy_str(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
+
+void vz_model_init(vz_model *m) {
+    memset(m, 0, sizeof *m);
+    vz_ring_init(&m->steps, sizeof(vz_step), VZ_STEP_CAPACITY);
+    vz_ring_init(&m->evals, sizeof(vz_eval), VZ_EVAL_CAPACITY);
+    for (int r = 0; r < VZ_MAX_RANKS; r++) {
+        vz_ring_init(&m->ranks[r].spans, sizeof(vz_span), VZ_SPAN_CAPACITY);
+        vz_ring_init(&m->ranks[r].comms, sizeof(vz_comm), VZ_COMM_CAPACITY);
+    }
+    m->hist_lo = 0;
+    m->hist_hi = -1;
+    m->world = 0;
+    copy_str(m->precision, sizeof m->precision, "fp32");
+}
+
+void vz_model_free(vz_model *m) {
+    vz_ring_free(&m->steps);
+    vz_ring_free(&m->evals);
+    for (int r = 0; r < VZ_MAX_RANKS; r++) {
+        vz_ring_free(&m->ranks[r].spans);
+        vz_ring_free(&m->ranks[r].comms);
+    }
+    free(m->hists);
+    m->hists = NULL;
+}
+
+void vz_model_reset(vz_model *m) {
+    vz_model_free(m);
+    vz_model_init(m);
+}
+
+/* ---------------------------------------------------------------- events */
+
+static void read_tags(const cJSON *obj, double out[VZ_NTAGS]) {
+    for (int t = 0; t < VZ_NTAGS; t++) out[t] = obj ? vz_json_num(obj, VZ_TAG_NAMES[t], 0) : 0;
+}
+
+static void apply_run(vz_model *m, int rank, const cJSON *ev) {
+    bool again = m->have_run;
+    m->have_run = true;
+    copy_str(m->name, sizeof m->name, vz_json_str(ev, "name", m->name));
+    int world = (int)vz_json_int(ev, "world", 1);
+    if (world > m->world) m->world = world < VZ_MAX_RANKS ? world : VZ_MAX_RANKS;
+    m->params = vz_json_num(ev, "params", m->params);
+    m->resumed_at = vz_json_int(ev, "resumed_at", 0);
+    const cJSON *plan = cJSON_GetObjectItemCaseSensitive(ev, "plan");
+    if (cJSON_IsObject(plan)) {
+        m->have_plan = true;
+        read_tags(plan, m->plan);
+    }
+    const cJSON *config = cJSON_GetObjectItemCaseSensitive(ev, "config");
+    if (cJSON_IsObject(config)) {
+        const cJSON *fp16 = cJSON_GetObjectItemCaseSensitive(config, "fp16");
+        const cJSON *bf16 = cJSON_GetObjectItemCaseSensitive(config, "bf16");
+        copy_str(m->precision, sizeof m->precision,
+                 vz_json_bool(fp16, "enabled", false) ? "fp16" : vz_json_bool(bf16, "enabled", false) ? "bf16" : "fp32");
+        const cJSON *model = cJSON_GetObjectItemCaseSensitive(config, "model");
+        m->layers = (int)vz_json_int(model, "layers", m->layers);
+        const cJSON *train = cJSON_GetObjectItemCaseSensitive(config, "train");
+        m->total_steps = vz_json_int(train, "steps", m->total_steps);
+    }
+    /* A resumed run rewinds to its checkpoint: steps after it are about to be written again. Its process
+     * starts a new clock, so this rank's timeline starts over too. */
+    if (rank == 0 && m->resumed_at >= 0) {
+        vz_step *s;
+        while ((s = vz_ring_last(&m->steps)) && s->step > m->resumed_at) vz_ring_pop_last(&m->steps);
+        vz_eval *e;
+        while ((e = vz_ring_last(&m->evals)) && e->step > m->resumed_at) vz_ring_pop_last(&m->evals);
+    }
+    if (again) {
+        vz_ring_clear(&m->ranks[rank].spans);
+        vz_ring_clear(&m->ranks[rank].comms);
+        m->ranks[rank].synced = false;
+    }
+}
+
+static void apply_step(vz_model *m, int rank, const cJSON *ev) {
+    if (rank != 0) return; /* every rank trains the same model; the charts follow rank 0 */
+    long long step = vz_json_int(ev, "step", -1);
+    if (step < 0) return;
+    vz_step *last;
+    while ((last = vz_ring_last(&m->steps)) && last->step >= step) vz_ring_pop_last(&m->steps);
+    vz_step *s = vz_ring_push(&m->steps);
+    s->step = step;
+    s->t = vz_json_num(ev, "t", 0);
+    s->loss = vz_json_num(ev, "loss", NAN);
+    s->lr = vz_json_num(ev, "lr", NAN);
+    s->scale = vz_json_num(ev, "scale", 1);
+    s->grad_norm = vz_json_num(ev, "grad_norm", NAN);
+    s->tokens_per_s = vz_json_num(ev, "tokens_per_s", NAN);
+    s->skipped = vz_json_bool(ev, "skipped", false);
+    if (s->skipped) m->skipped_steps++;
+    if (isfinite(s->scale) && s->scale > 0) {
+        if (m->min_scale == 0 || s->scale < m->min_scale) m->min_scale = s->scale;
+        if (s->scale > m->max_scale) m->max_scale = s->scale;
+    }
+}
+
+static void apply_eval(vz_model *m, int rank, const cJSON *ev) {
+    if (rank != 0) return;
+    vz_eval *e = vz_ring_push(&m->evals);
+    e->step = vz_json_int(ev, "step", 0);
+    e->t = vz_json_num(ev, "t", 0);
+    e->val_loss = vz_json_num(ev, "val_loss", NAN);
+}
+
+static void apply_hist(vz_model *m, int rank, const cJSON *ev) {
+    (void)rank;
+    long long layer = vz_json_int(ev, "layer", -2);
+    if (layer < -1 || layer >= VZ_MAX_LAYERS - 1) return;
+    const cJSON *bins = cJSON_GetObjectItemCaseSensitive(ev, "bins");
+    long long first = vz_json_int(ev, "first_binade", VZ_MIN_BINADE - 1);
+    if (!cJSON_IsArray(bins) || first < VZ_MIN_BINADE || first >= VZ_MIN_BINADE + VZ_NBINADES) return;
+    if (!m->hists) {
+        m->hists = calloc(VZ_MAX_LAYERS, sizeof *m->hists);
+        if (!m->hists) {
+            fprintf(stderr, "mixpar viz: out of memory for histograms\n");
+            exit(3);
+        }
+    }
+    vz_hist *h = &m->hists[layer + 1];
+    memset(h, 0, sizeof *h);
+    h->valid = true;
+    h->layer = (int)layer;
+    h->step = vz_json_int(ev, "step", 0);
+    copy_str(h->tensor, sizeof h->tensor, vz_json_str(ev, "tensor", "grad"));
+    copy_str(h->format, sizeof h->format, vz_json_str(ev, "format", "fp32"));
+    h->scale = vz_json_num(ev, "scale", 1);
+    h->count = vz_json_num(ev, "count", 0);
+    h->zero = vz_json_num(ev, "zero", 0);
+    h->nonfinite = vz_json_num(ev, "nonfinite", 0);
+    h->first_binade = (int)first;
+    int n = cJSON_GetArraySize(bins);
+    int room = VZ_MIN_BINADE + VZ_NBINADES - (int)first;
+    h->nbins = n < room ? n : room;
+    for (int i = 0; i < h->nbins; i++) {
+        const cJSON *b = cJSON_GetArrayItem(bins, i);
+        h->bins[i] = cJSON_IsNumber(b) && b->valuedouble > 0 ? b->valuedouble : 0;
+    }
+    const cJSON *targets = cJSON_GetObjectItemCaseSensitive(ev, "targets");
+    for (int t = 0; t < VZ_NTARGETS; t++) {
+        const cJSON *one = cJSON_GetObjectItemCaseSensitive(targets, VZ_TARGET_NAMES[t]);
+        h->subnormal[t] = vz_json_num(one, "subnormal", 0);
+        h->underflow[t] = vz_json_num(one, "underflow", 0);
+        h->overflow[t] = vz_json_num(one, "overflow", 0);
+    }
+    if (m->hist_hi < m->hist_lo) m->hist_lo = m->hist_hi = (int)layer;
+    if (layer < m->hist_lo) m->hist_lo = (int)layer;
+    if (layer > m->hist_hi) m->hist_hi = (int)layer;
+}
+
+static void apply_span(vz_model *m, int rank, const cJSON *ev) {
+    double t0 = vz_json_num(ev, "t0", NAN), t1 = vz_json_num(ev, "t1", NAN);
+    if (!isfinite(t0) || !isfinite(t1)) return;
+    vz_span *s = vz_ring_push(&m->ranks[rank].spans);
+    s->t0 = t0;
+    s->t1 = t1 < t0 ? t0 : t1;
+    s->step = vz_json_int(ev, "step", -1);
+    s->layer = (int)vz_json_int(ev, "layer", -2);
+    const char *name = vz_json_str(ev, "name", "");
+    s->kind = VZ_SPAN_OTHER;
+    for (int k = 0; k < VZ_SPAN_OTHER; k++)
+        if (strcmp(name, VZ_SPAN_NAMES[k]) == 0) s->kind = k;
+}
+
+double vz_busbw_factor(const char *op, int ranks) {
+    if (ranks < 2) return 1;
+    double n = ranks;
+    if (strcmp(op, "allreduce") == 0) return 2 * (n - 1) / n;
+    if (strcmp(op, "allgather") == 0 || strcmp(op, "reduce_scatter") == 0) return (n - 1) / n;
+    return 1;
+}
+
+static void apply_comm(vz_model *m, int rank, const cJSON *ev) {
+    double t0 = vz_json_num(ev, "t0", NAN), t1 = vz_json_num(ev, "t1", NAN);
+    if (!isfinite(t0) || !isfinite(t1)) return;
+    vz_comm *c = vz_ring_push(&m->ranks[rank].comms);
+    c->t0 = t0;
+    c->t1 = t1 < t0 ? t0 : t1;
+    c->bytes = vz_json_num(ev, "bytes", 0);
+    c->peer = (int)vz_json_int(ev, "peer", -1);
+    c->bucket = (int)vz_json_int(ev, "bucket", -1);
+    c->ranks = (int)vz_json_int(ev, "ranks", 0);
+    copy_str(c->op, sizeof c->op, vz_json_str(ev, "op", "?"));
+    copy_str(c->algorithm, sizeof c->algorithm, vz_json_str(ev, "algorithm", "?"));
+    m->comm_events++;
+    bool p2p = strcmp(c->op, "send") == 0 || strcmp(c->op, "recv") == 0;
+    if (!p2p && !m->ranks[rank].synced) {
+        m->ranks[rank].synced = true;
+        m->ranks[rank].first_collective_end = c->t1;
+    }
+
+    int i = 0;
+    while (i < m->nops && !(strcmp(m->ops[i].op, c->op) == 0 && strcmp(m->ops[i].algorithm, c->algorithm) == 0)) i++;
+    if (i == m->nops) {
+        if (m->nops == VZ_NOPSTATS) return;
+        m->nops++;
+        memset(&m->ops[i], 0, sizeof m->ops[i]);
+        copy_str(m->ops[i].op, sizeof m->ops[i].op, c->op);
+        copy_str(m->ops[i].algorithm, sizeof m->ops[i].algorithm, c->algorithm);
+    }
+    vz_opstat *o = &m->ops[i];
+    int n = c->ranks > 0 ? c->ranks : (m->world > 0 ? m->world : 1);
+    o->calls++;
+    o->bytes += c->bytes;
+    o->seconds += c->t1 - c->t0;
+    o->bus_bytes += c->bytes * vz_busbw_factor(c->op, n);
+    o->last_bytes = c->bytes;
+    o->last_seconds = c->t1 - c->t0;
+    o->ranks = n;
+}
+
+static void apply_mem(vz_model *m, int rank, const cJSON *ev) {
+    vz_mem *mem = &m->ranks[rank].mem;
+    mem->valid = true;
+    mem->step = vz_json_int(ev, "step", 0);
+    mem->t = vz_json_num(ev, "t", 0);
+    read_tags(cJSON_GetObjectItemCaseSensitive(ev, "current"), mem->current);
+    read_tags(cJSON_GetObjectItemCaseSensitive(ev, "peak"), mem->peak);
+    mem->peak_total = vz_json_num(ev, "peak_total", 0);
+}
+
+static void apply_checkpoint(vz_model *m, int rank, const cJSON *ev) {
+    if (rank != 0) return;
+    m->checkpoints++;
+    m->last_checkpoint_step = vz_json_int(ev, "step", 0);
+}
+
+static void apply_diagnosis(vz_model *m, int rank, const cJSON *ev) {
+    m->diagnoses++;
+    snprintf(m->diagnosis, sizeof m->diagnosis, "rank %d step %lld: %s", rank, vz_json_int(ev, "step", 0),
+             vz_json_str(ev, "message", vz_json_str(ev, "what", "?")));
+}
+
+static const struct {
+    const char *kind;
+    void (*apply)(vz_model *m, int rank, const cJSON *ev);
+} APPLIERS[] = {
+    {"run", apply_run},   {"step", apply_step}, {"eval", apply_eval},           {"hist", apply_hist},
+    {"span", apply_span}, {"comm", apply_comm}, {"mem", apply_mem},             {"checkpoint", apply_checkpoint},
+    {"diagnosis", apply_diagnosis},
+};
+
+void vz_model_apply(void *model, int rank, const cJSON *event) {
+    vz_model *m = model;
+    if (rank < 0 || rank >= VZ_MAX_RANKS) return;
+    const char *kind = vz_json_str(event, "kind", "");
+    m->events++;
+    vz_rank *r = &m->ranks[rank];
+    r->seen = true;
+    if (rank + 1 > m->nranks) m->nranks = rank + 1;
+    double t = vz_json_num(event, "t", NAN);
+    if (isfinite(t)) {
+        r->t_last = t;
+        if (t > m->t_last) m->t_last = t;
+    }
+    for (size_t i = 0; i < sizeof APPLIERS / sizeof APPLIERS[0]; i++)
+        if (strcmp(kind, APPLIERS[i].kind) == 0) {
+            APPLIERS[i].apply(m, rank, event);
+            return;
+        }
+    m->unknown_kinds++; /* a newer writer's kind: skipped, counted, shown in the status bar */
+    copy_str(m->last_unknown, sizeof m->last_unknown, kind);
+}
+
+/* ---------------------------------------------------------------- queries */
+
+size_t vz_model_nsteps(const vz_model *m) { return m->steps.count; }
+const vz_step *vz_model_step(const vz_model *m, size_t i) { return vz_ring_at(&m->steps, i); }
+const vz_step *vz_model_last_step(const vz_model *m) { return vz_ring_last(&m->steps); }
+const vz_eval *vz_model_last_eval(const vz_model *m) { return vz_ring_last(&m->evals); }
+
+const vz_hist *vz_model_hist(const vz_model *m, int layer) {
+    if (!m->hists || layer < -1 || layer >= VZ_MAX_LAYERS - 1) return NULL;
+    return m->hists[layer + 1].valid ? &m->hists[layer + 1] : NULL;
+}
+
+const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t n) {
+    if (layer < 0) snprintf(buf, n, "embeddings");
+    else if (m->layers > 0 && layer >= m->layers) snprintf(buf, n, "head");
+    else snprintf(buf, n, "block %d", layer);
+    return buf;
+}
+
+int vz_model_world(const vz_model *m) { return m->world > m->nranks ? m->world : m->nranks; }
+
+double vz_model_clock_offset(const vz_model *m, int rank) {
+    if (rank <= 0 || rank >= VZ_MAX_RANKS || !m->ranks[0].synced || !m->ranks[rank].synced) return 0;
+    return m->ranks[0].first_collective_end - m->ranks[rank].first_collective_end;
+}
+
+bool vz_model_clocks_aligned(const vz_model *m) {
+    for (int r = 1; r < m->nranks; r++)
+        if (m->ranks[0].synced && m->ranks[r].synced) return true;
+    return false;
+}

@@ -1,0 +1,159 @@
+/* model.h: what the visualizer knows about a run, built from its events: steps, evals, gradient histograms,
+ * spans and comm calls per rank, memory per rank, and the run header's plan. No drawing here. */
+#ifndef MIXPAR_VIZ_MODEL_H
+#define MIXPAR_VIZ_MODEL_H
+
+#include "ringbuf.h"
+#include "source.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum {
+    VZ_STEP_CAPACITY = 1 << 16, /* the newest steps kept (a 100k-step run shows its last 65536) */
+    VZ_EVAL_CAPACITY = 4096,
+    VZ_SPAN_CAPACITY = 8192,    /* per rank: a timeline shows seconds, not hours */
+    VZ_COMM_CAPACITY = 16384,   /* per rank */
+    VZ_MAX_LAYERS = 1026,       /* histogram slots: layer -1 (embeddings) .. 1024 */
+    VZ_NBINADES = 277,          /* fp32 spans binades -149 .. 127 */
+    VZ_MIN_BINADE = -149,
+    VZ_NOPSTATS = 32,           /* distinct (op, algorithm) pairs tracked for the comm table */
+};
+
+/* Memory tags, in the order of core/base/mem.h and the mem event's objects. */
+typedef enum { VZ_TAG_PARAM, VZ_TAG_GRAD, VZ_TAG_MASTER, VZ_TAG_OPTIM, VZ_TAG_ACT, VZ_TAG_COMM, VZ_TAG_OTHER, VZ_NTAGS } vz_tag;
+extern const char *const VZ_TAG_NAMES[VZ_NTAGS]; /* "param", "grad", ... */
+
+/* The formats a hist event counts losses for, in the order of core/fp/hist.h. */
+typedef enum { VZ_TARGET_FP16, VZ_TARGET_BF16, VZ_TARGET_E4M3, VZ_TARGET_E5M2, VZ_TARGET_TF32, VZ_NTARGETS } vz_target;
+extern const char *const VZ_TARGET_NAMES[VZ_NTARGETS];
+
+typedef struct {
+    long long step;
+    double t, loss, lr, scale, grad_norm, tokens_per_s;
+    bool skipped;
+} vz_step;
+
+typedef struct {
+    long long step;
+    double t, val_loss;
+} vz_eval;
+
+/* Compute phases: the span kinds the timeline colours. Others are kept as VZ_SPAN_OTHER. */
+typedef enum { VZ_SPAN_FORWARD, VZ_SPAN_BACKWARD, VZ_SPAN_OPTIMIZER, VZ_SPAN_OTHER, VZ_NSPAN_KINDS } vz_span_kind;
+extern const char *const VZ_SPAN_NAMES[VZ_NSPAN_KINDS];
+
+typedef struct {
+    double t0, t1; /* seconds on the rank's clock */
+    long long step;
+    int kind;      /* vz_span_kind */
+    int layer;     /* -2 when the event has none */
+} vz_span;
+
+typedef struct {
+    double t0, t1, bytes;
+    int peer, bucket, ranks; /* bucket -1 when the event has none; ranks 0 when unknown */
+    char op[24], algorithm[16];
+} vz_comm;
+
+/* Per (op, algorithm): what the comm table shows. Bus bandwidth follows nccl-tests: algorithm bandwidth
+ * (bytes / seconds) times 2(n-1)/n for allreduce, (n-1)/n for allgather and reduce-scatter, 1 otherwise. */
+typedef struct {
+    char op[24], algorithm[16];
+    long long calls;
+    double bytes, seconds, bus_bytes; /* sums; bus_bytes = bytes * the op's factor */
+    double last_bytes, last_seconds;
+    int ranks;
+} vz_opstat;
+
+typedef struct {
+    bool valid;
+    long long step;
+    double t, current[VZ_NTAGS], peak[VZ_NTAGS], peak_total;
+} vz_mem;
+
+/* The latest gradient exponent histogram of one layer. */
+typedef struct {
+    bool valid;
+    long long step;
+    int layer;
+    char tensor[16], format[16];
+    double scale, count, zero, nonfinite;
+    int first_binade, nbins;          /* bins[i] counts values in binade first_binade + i */
+    double bins[VZ_NBINADES];
+    double subnormal[VZ_NTARGETS], underflow[VZ_NTARGETS], overflow[VZ_NTARGETS];
+} vz_hist;
+
+typedef struct {
+    bool seen;                 /* any event from this rank */
+    double t_last;             /* the newest event time */
+    vz_ring spans;             /* vz_span */
+    vz_ring comms;             /* vz_comm */
+    vz_mem mem;
+    bool synced;               /* first_collective_end is known */
+    double first_collective_end; /* t1 of this rank's first collective call, on its own clock */
+} vz_rank;
+
+typedef struct {
+    /* run header */
+    bool have_run;
+    char name[128];
+    char precision[8];         /* "fp32", "fp16" or "bf16", from the config */
+    int world, layers;
+    double params;
+    long long resumed_at, total_steps;
+    bool have_plan;
+    double plan[VZ_NTAGS];
+
+    vz_ring steps;             /* vz_step, rank 0's */
+    vz_ring evals;             /* vz_eval */
+    long long skipped_steps;   /* steps skipped for overflow (kept even when the ring drops them) */
+    double min_scale, max_scale;
+
+    vz_hist *hists;            /* [VZ_MAX_LAYERS], by layer + 1 */
+    int hist_lo, hist_hi;      /* layers with a histogram: lo..hi (hi < lo when none) */
+
+    vz_rank ranks[VZ_MAX_RANKS];
+    int nranks;                /* 1 + the highest rank seen */
+    vz_opstat ops[VZ_NOPSTATS];
+    int nops;
+    long long comm_events;
+
+    long long checkpoints, last_checkpoint_step;
+    long long diagnoses;
+    char diagnosis[160];
+
+    long long events, unknown_kinds;
+    char last_unknown[32];
+    double t_last;             /* the newest event time over ranks */
+} vz_model;
+
+void vz_model_init(vz_model *m);
+void vz_model_free(vz_model *m);
+/* Forget everything (the files were rewound). */
+void vz_model_reset(vz_model *m);
+/* A vz_event_fn: apply one event. Unknown kinds are counted and otherwise ignored. */
+void vz_model_apply(void *model, int rank, const cJSON *event);
+
+/* Queries the panels use. */
+const vz_step *vz_model_step(const vz_model *m, size_t i); /* 0 = oldest kept */
+size_t vz_model_nsteps(const vz_model *m);
+const vz_step *vz_model_last_step(const vz_model *m);
+const vz_eval *vz_model_last_eval(const vz_model *m);
+/* The histogram of a layer (-1 .. L), NULL when none arrived. */
+const vz_hist *vz_model_hist(const vz_model *m, int layer);
+/* "embeddings", "block 3", "head" (the head is layer L when the run header says L layers). */
+const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t n);
+/* Bus bandwidth factor of a collective over n ranks (see vz_opstat). */
+double vz_busbw_factor(const char *op, int ranks);
+/* Ranks with any events or a file. */
+int vz_model_world(const vz_model *m);
+/* Seconds to add to a rank's times to put them on rank 0's clock. Each rank's clock starts when its
+ * process does, so ranks launched together still differ by their start-up skew. Every rank calls the same
+ * collectives in the same order, and a collective ends at nearly the same moment on all of them, so the
+ * end of each rank's first collective is taken as one instant. 0 until both ranks have made one. */
+double vz_model_clock_offset(const vz_model *m, int rank);
+/* Whether vz_model_clock_offset aligns anything (two or more ranks with a collective). */
+bool vz_model_clocks_aligned(const vz_model *m);
+
+#endif

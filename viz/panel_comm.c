@@ -1,0 +1,243 @@
+/* panel_comm.c: panel 3: per-rank timelines of compute spans and comm calls (so allreduce overlapping
+ * backward shows), bytes and bus bandwidth per collective, and a ring allreduce animated step by step. */
+#include "panels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { LABEL_COLS = 9 }; /* "r12 comm " */
+
+static const char SPAN_CHARS[VZ_NSPAN_KINDS] = {'F', 'B', 'O', '*'};
+static const int SPAN_PAIRS[VZ_NSPAN_KINDS] = {VZ_PAIR_FORWARD, VZ_PAIR_BACKWARD, VZ_PAIR_OPTIMIZER, VZ_PAIR_OTHER};
+
+/* A comm call's mark when it has no bucket: the op's letter. */
+static char op_char(const char *op) {
+    static const struct {
+        const char *op;
+        char c;
+    } OPS[] = {{"allreduce", 'A'}, {"allgather", 'G'}, {"reduce_scatter", 'R'}, {"broadcast", 'C'}, {"reduce", 'r'},
+               {"barrier", '|'},   {"send", 's'},      {"recv", 'v'},           {"scatter", 'S'},   {"gather", 'g'}};
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+        if (strcmp(op, OPS[i].op) == 0) return OPS[i].c;
+    return '?';
+}
+
+/* The time window: ends at the newest span or comm call of any rank; spans three steps (the period of
+ * rank 0's last forward passes) at zoom 0. */
+static void time_window(const vz_model *m, const vz_view *v, double *t0, double *t1) {
+    double end = -INFINITY, first = INFINITY, period = 0;
+    for (int r = 0; r < m->nranks; r++) {
+        double off = vz_model_clock_offset(m, r);
+        const vz_span *s = vz_ring_last(&m->ranks[r].spans);
+        const vz_comm *c = vz_ring_last(&m->ranks[r].comms);
+        const vz_span *s0 = vz_ring_at(&m->ranks[r].spans, 0);
+        const vz_comm *c0 = vz_ring_at(&m->ranks[r].comms, 0);
+        if (s && s->t1 + off > end) end = s->t1 + off;
+        if (c && c->t1 + off > end) end = c->t1 + off;
+        if (s0 && s0->t0 + off < first) first = s0->t0 + off;
+        if (c0 && c0->t0 + off < first) first = c0->t0 + off;
+        if (period > 0) continue;
+        /* the distance between the last two forward spans */
+        double last_forward = NAN;
+        for (size_t i = m->ranks[r].spans.count; i-- > 0;) {
+            const vz_span *sp = vz_ring_at(&m->ranks[r].spans, i);
+            if (sp->kind != VZ_SPAN_FORWARD) continue;
+            if (isnan(last_forward)) last_forward = sp->t0;
+            else {
+                period = last_forward - sp->t0;
+                break;
+            }
+        }
+    }
+    if (!(end > -INFINITY)) end = 1, first = 0;
+    double window = period > 0 ? 3 * period : end - first;
+    if (!(window > 0)) window = 1;
+    window /= pow(2, v->zoom);
+    end -= v->scroll * window / 2;
+    *t0 = end - window;
+    *t1 = end;
+}
+
+static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, int rows, int cols, const vz_style *s) {
+    double t0, t1;
+    time_window(m, v, &t0, &t1);
+    int width = cols - LABEL_COLS - 1;
+    char a[32], b[32];
+    vz_text(w, y, 0, cols, A_BOLD, "timeline: %s per rank%s   +/- zoom, left/right scroll", vz_fmt_seconds(t1 - t0, a, sizeof a),
+            vz_model_clocks_aligned(m) ? ", clocks aligned at the first collective" : "");
+    int world = vz_model_world(m);
+    if (world < 1) world = 1;
+    int lanes = (rows - 3) / 2; /* ranks that fit: two rows each */
+    if (lanes < 1) return 0;
+    int first = 0;
+    if (world > lanes) {
+        first = v->rank - lanes / 2;
+        if (first < 0) first = 0;
+        if (first + lanes > world) first = world - lanes;
+    }
+    vz_text(w, y + 1, LABEL_COLS, cols, vz_attr(s, VZ_PAIR_DIM), "%.3f s", t0);
+    snprintf(b, sizeof b, "%.3f s", t1);
+    vz_text(w, y + 1, cols - 1 - (int)strlen(b), cols, vz_attr(s, VZ_PAIR_DIM), "%s", b);
+    int row = y + 2;
+    for (int r = first; r < world && r < first + lanes; r++, row += 2) {
+        attr_t label = r == v->rank ? (A_BOLD | vz_attr(s, VZ_PAIR_ACCENT)) : vz_attr(s, VZ_PAIR_DIM);
+        vz_text(w, row, 0, LABEL_COLS, label, "r%-2d comp", r);
+        vz_text(w, row + 1, 0, LABEL_COLS, label, "    comm");
+        vz_glyph_at(w, row, LABEL_COLS - 1, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
+        vz_glyph_at(w, row + 1, LABEL_COLS - 1, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
+        const vz_rank *rk = &m->ranks[r];
+        double off = vz_model_clock_offset(m, r); /* this rank's times on rank 0's clock */
+        if (!rk->seen) {
+            vz_text(w, row, LABEL_COLS, width, vz_attr(s, VZ_PAIR_WARN), "waiting for events.rank%d.jsonl", r);
+            continue;
+        }
+        for (size_t i = 0; i < rk->spans.count; i++) {
+            const vz_span *sp = vz_ring_at(&rk->spans, i);
+            double s0 = sp->t0 + off, s1 = sp->t1 + off;
+            if (s1 < t0 || s0 > t1) continue;
+            int c0 = (int)floor((s0 - t0) / (t1 - t0) * width), c1 = (int)floor((s1 - t0) / (t1 - t0) * width);
+            if (c0 < 0) c0 = 0;
+            if (c1 >= width) c1 = width - 1;
+            attr_t at = vz_attr(s, SPAN_PAIRS[sp->kind]) | (s->color ? A_REVERSE : 0);
+            for (int c = c0; c <= c1; c++) vz_char(w, row, LABEL_COLS + c, at, SPAN_CHARS[sp->kind]);
+        }
+        if (rk->comms.count == 0 && m->comm_events == 0) {
+            vz_text(w, row + 1, LABEL_COLS, width, vz_attr(s, VZ_PAIR_DIM), "(no comm events%s)",
+                    world == 1 ? ": a single-rank run" : "");
+            continue;
+        }
+        for (size_t i = 0; i < rk->comms.count; i++) {
+            const vz_comm *cm = vz_ring_at(&rk->comms, i);
+            double s0 = cm->t0 + off, s1 = cm->t1 + off;
+            if (s1 < t0 || s0 > t1) continue;
+            int c0 = (int)floor((s0 - t0) / (t1 - t0) * width), c1 = (int)floor((s1 - t0) / (t1 - t0) * width);
+            if (c0 < 0) c0 = 0;
+            if (c1 >= width) c1 = width - 1;
+            char ch = cm->bucket >= 0 ? (char)('0' + cm->bucket % 10) : op_char(cm->op);
+            int pair = cm->bucket >= 0 && cm->bucket % 2 ? VZ_PAIR_COMM_ALT : VZ_PAIR_COMM;
+            attr_t at = vz_attr(s, pair) | (s->color ? A_REVERSE : 0);
+            for (int c = c0; c <= c1; c++) vz_char(w, row + 1, LABEL_COLS + c, at, ch);
+        }
+    }
+    vz_text(w, row, 0, cols, vz_attr(s, VZ_PAIR_DIM),
+            "F forward B backward O optimizer | comm row: 0-9 bucket, A allreduce G allgather R reduce-scatter");
+    return row + 1 - y;
+}
+
+static int draw_ops(WINDOW *w, const vz_model *m, int y, int rows, int cols, const vz_style *s) {
+    if (rows < 2) return 0;
+    vz_text(w, y, 0, cols, A_BOLD, "%-15s %-9s %7s %11s %11s %11s %11s", "collective", "algorithm", "calls", "bytes/call",
+            "time/call", "algbw", "busbw");
+    if (m->nops == 0) {
+        vz_text(w, y + 1, 0, cols, vz_attr(s, VZ_PAIR_DIM), "(no comm events in this run)");
+        return 2;
+    }
+    int r = 1;
+    for (int i = 0; i < m->nops && r < rows; i++, r++) {
+        const vz_opstat *o = &m->ops[i];
+        char bytes[24], time[24], alg[24], bus[24];
+        double secs = o->seconds > 0 ? o->seconds : NAN;
+        vz_fmt_bytes(o->bytes / (double)o->calls, bytes, sizeof bytes);
+        vz_fmt_seconds(o->seconds / (double)o->calls, time, sizeof time);
+        snprintf(alg, sizeof alg, "%.2f GB/s", o->bytes / secs / 1e9);
+        snprintf(bus, sizeof bus, "%.2f GB/s", o->bus_bytes / secs / 1e9);
+        vz_text(w, y + r, 0, cols, A_NORMAL, "%-15s %-9s %7lld %11s %11s %11s %11s", o->op, o->algorithm, o->calls, bytes,
+                time, isfinite(secs) ? alg : "-", isfinite(secs) ? bus : "-");
+    }
+    return r;
+}
+
+/* The newest real allreduce (most calls), or NULL. */
+static const vz_opstat *real_allreduce(const vz_model *m) {
+    const vz_opstat *best = NULL;
+    for (int i = 0; i < m->nops; i++)
+        if (strcmp(m->ops[i].op, "allreduce") == 0 && m->ops[i].ranks >= 2 && (!best || m->ops[i].calls > best->calls))
+            best = &m->ops[i];
+    return best;
+}
+
+int vz_view_ring_ranks(const vz_view *v, const vz_model *m) {
+    const vz_opstat *real = real_allreduce(m);
+    int n = !v->ring_model && real ? real->ranks : v->ring_ranks;
+    return n < 2 ? 2 : n > VZ_ALLREDUCE_MAX_RANKS ? VZ_ALLREDUCE_MAX_RANKS : n;
+}
+
+static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int rows, int cols, const vz_style *s) {
+    if (rows < 3) return;
+    const vz_opstat *real = v->ring_model ? NULL : real_allreduce(m);
+    int n = vz_view_ring_ranks(v, m);
+    vz_allreduce a = v->ring;
+    if (a.ranks != n) vz_allreduce_reset(&a, n);
+    int steps = vz_allreduce_steps(n);
+    bool gather = vz_allreduce_in_allgather(n, a.step);
+    char b1[24], b2[24], b3[24];
+    double bytes, step_s;
+    if (real) {
+        bytes = real->last_bytes;
+        step_s = real->last_seconds / steps;
+        vz_text(w, y, 0, cols, A_BOLD,
+                "ring allreduce from comm events: %s over %d ranks took %s (busbw %.2f GB/s)  [m: model]", 
+                vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->last_seconds, b2, sizeof b2),
+                real->last_seconds > 0 ? bytes * vz_busbw_factor("allreduce", n) / real->last_seconds / 1e9 : 0);
+    } else {
+        bytes = v->ring_bytes > 0 ? v->ring_bytes : m->params > 0 ? 4 * m->params : 100e6;
+        double total = vz_allreduce_model_seconds(n, bytes, v->ring_alpha, v->ring_beta);
+        step_s = total / steps;
+        vz_text(w, y, 0, cols, A_BOLD, "ring allreduce, alpha-beta model: %s over %d ranks, alpha %s, beta %.0f GB/s: %s%s",
+                vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(v->ring_alpha, b2, sizeof b2), v->ring_beta / 1e9,
+                vz_fmt_seconds(total, b3, sizeof b3), m->nops ? "  [m: real]" : "  [ ]: ranks");
+    }
+    if (a.step >= steps)
+        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d: done: every rank holds the sum of every chunk", a.step, steps);
+    else
+        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d %s: each rank sends one chunk (%s) to the next and %s it%s",
+                a.step + 1, steps, gather ? "allgather" : "reduce-scatter", vz_fmt_bytes(bytes / n, b1, sizeof b1),
+                gather ? "copies" : "adds", step_s > 0 ? "" : "");
+    int shown = rows - 3;
+    for (int r = 0; r < n && r < shown; r++) {
+        int row = y + 2 + r, x = vz_text(w, row, 0, cols, A_NORMAL, "rank %-2d ", r);
+        int sending = vz_allreduce_send_chunk(n, r, a.step);
+        for (int c = 0; c < n; c++) {
+            int count = vz_allreduce_count(&a, r, c);
+            char digit = count < 10 ? (char)('0' + count) : (char)('a' + count - 10);
+            attr_t at = count == n ? (vz_attr(s, VZ_PAIR_FULL) | A_BOLD) : A_NORMAL;
+            bool send = c == sending;
+            if (send && s->color) at |= A_REVERSE;
+            vz_char(w, row, x, at, send ? '<' : '[');
+            vz_char(w, row, x + 1, at, digit);
+            vz_char(w, row, x + 2, at, send ? '>' : ']');
+            x += 3;
+        }
+        if (sending >= 0) {
+            x += vz_text(w, row, x, cols - x, A_NORMAL, "  sends chunk %d ", sending);
+            vz_glyph_at(w, row, x, A_NORMAL, s, VZ_G_ARROW_RIGHT);
+            vz_text(w, row, x + 1, cols - x - 1, A_NORMAL, " rank %d%s", (r + 1) % n, r == n - 1 ? " (the ring closes)" : "");
+        }
+    }
+    if (n > shown) vz_text(w, y + 2 + shown, 0, cols, vz_attr(s, VZ_PAIR_DIM), "... %d more ranks", n - shown);
+    else {
+        char t[24];
+        vz_text(w, y + 2 + n, 0, cols, vz_attr(s, VZ_PAIR_DIM),
+                "[k]: a chunk summing k ranks; <k>: sent now; %d steps x %s (%s)", steps,
+                vz_fmt_seconds(step_s, t, sizeof t), real ? "measured time / steps" : "alpha + S/(N*beta)");
+    }
+}
+
+void vz_panel_comm(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s) {
+    int rows, cols;
+    getmaxyx(w, rows, cols);
+    int n = vz_view_ring_ranks(v, m);
+    int ring_rows = n + 3;
+    int ops_rows = 1 + (m->nops > 0 ? (m->nops < 4 ? m->nops : 4) : 1);
+    int world = vz_model_world(m) > 0 ? vz_model_world(m) : 1;
+    int timeline_rows = rows - ring_rows - ops_rows - 2;
+    if (timeline_rows > 3 + 2 * world) timeline_rows = 3 + 2 * world;
+    if (timeline_rows < 5) { /* a short screen: the timeline first, the ring gets what is left */
+        timeline_rows = 5;
+        ring_rows = rows - timeline_rows - ops_rows - 2;
+    }
+    int y = draw_timeline(w, m, v, 0, timeline_rows, cols, s) + 1;
+    y += draw_ops(w, m, y, ops_rows, cols, s) + 1;
+    draw_ring(w, m, v, y, rows - y, cols, s);
+}

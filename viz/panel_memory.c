@@ -1,0 +1,117 @@
+/* panel_memory.c: panel 4: memory per rank as bars stacked by tag (now and peak) beside the planner's
+ * prediction from the run header, and a table for the rank in focus. */
+#include "panels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { LABEL_COLS = 9, VALUE_COLS = 10 };
+
+static const char TAG_CHARS[VZ_NTAGS] = {'P', 'G', 'M', 'O', 'A', 'C', '.'};
+
+static double total(const double v[VZ_NTAGS]) {
+    double t = 0;
+    for (int i = 0; i < VZ_NTAGS; i++) t += v[i];
+    return t;
+}
+
+/* One bar: each tag's bytes as a run of its letter, lengths by cumulative rounding (so they add up). */
+static void stacked_bar(WINDOW *w, int y, int x, int width, const double v[VZ_NTAGS], double scale, const vz_style *s) {
+    double cum = 0;
+    int at = 0;
+    for (int t = 0; t < VZ_NTAGS; t++) {
+        cum += v[t];
+        int end = scale > 0 ? (int)(cum / scale * width + 0.5) : 0;
+        if (end > width) end = width;
+        if (v[t] > 0 && end == at && at < width) end = at + 1; /* a tag that is there gets a cell */
+        attr_t a = vz_attr(s, VZ_PAIR_TAG + t) | (s->color ? A_REVERSE : 0);
+        for (; at < end; at++) vz_char(w, y, x + at, a, TAG_CHARS[t]);
+    }
+}
+
+static void bar_row(WINDOW *w, int y, int cols, const char *label, attr_t la, const double v[VZ_NTAGS], double shown_total,
+                    double scale, const vz_style *s) {
+    int width = cols - LABEL_COLS - VALUE_COLS - 2;
+    char buf[24];
+    vz_text(w, y, 0, LABEL_COLS, la, "%s", label);
+    vz_glyph_at(w, y, LABEL_COLS - 1, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
+    stacked_bar(w, y, LABEL_COLS, width, v, scale, s);
+    vz_glyph_at(w, y, LABEL_COLS + width, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
+    vz_text(w, y, LABEL_COLS + width + 2, VALUE_COLS, A_BOLD, "%9s", vz_fmt_bytes(shown_total, buf, sizeof buf));
+}
+
+void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s) {
+    int rows, cols;
+    getmaxyx(w, rows, cols);
+    int world = vz_model_world(m) > 0 ? vz_model_world(m) : 1;
+    vz_text(w, 0, 0, cols, A_BOLD, "memory per rank by tag: now, peak (per-tag peaks; the total is the allocator's peak) and the plan");
+
+    /* one scale for every bar, so ranks and the plan compare by length */
+    double scale = m->have_plan ? total(m->plan) : 0;
+    for (int r = 0; r < world; r++) {
+        const vz_mem *mem = &m->ranks[r].mem;
+        if (!mem->valid) continue;
+        if (total(mem->peak) > scale) scale = total(mem->peak);
+        if (total(mem->current) > scale) scale = total(mem->current);
+    }
+
+    int table_rows = VZ_NTAGS + 3;
+    int lanes = (rows - 4 - table_rows - (m->have_plan ? 1 : 0)) / 2;
+    if (lanes < 1) lanes = 1;
+    int first = 0;
+    if (world > lanes) {
+        first = v->rank - lanes / 2;
+        if (first < 0) first = 0;
+        if (first + lanes > world) first = world - lanes;
+    }
+    int y = 2;
+    char label[24];
+    for (int r = first; r < world && r < first + lanes; r++) {
+        const vz_mem *mem = &m->ranks[r].mem;
+        attr_t la = r == v->rank ? (A_BOLD | vz_attr(s, VZ_PAIR_ACCENT)) : A_NORMAL;
+        snprintf(label, sizeof label, "r%-2d now", r);
+        if (!mem->valid) {
+            vz_text(w, y, 0, cols, la, "%s", label);
+            vz_text(w, y, LABEL_COLS, cols - LABEL_COLS, vz_attr(s, VZ_PAIR_DIM), "(no mem event yet%s)",
+                    m->ranks[r].seen ? "" : ": waiting for this rank's file");
+            y += 2;
+            continue;
+        }
+        bar_row(w, y, cols, label, la, mem->current, total(mem->current), scale, s);
+        bar_row(w, y + 1, cols, "    peak", la, mem->peak, mem->peak_total, scale, s);
+        y += 2;
+    }
+    if (m->have_plan) bar_row(w, y++, cols, "plan", A_BOLD, m->plan, total(m->plan), scale, s);
+    else vz_text(w, y++, 0, cols, vz_attr(s, VZ_PAIR_DIM), "plan     (the run header has no plan)");
+    int x = 0;
+    for (int t = 0; t < VZ_NTAGS; t++) {
+        vz_char(w, y, x, vz_attr(s, VZ_PAIR_TAG + t) | (s->color ? A_REVERSE : 0), TAG_CHARS[t]);
+        x += 1 + vz_text(w, y, x + 1, cols - x - 1, A_NORMAL, " %s", VZ_TAG_NAMES[t]) + 2;
+    }
+    y += 2;
+
+    /* the table for the rank in focus */
+    const vz_mem *mem = &m->ranks[v->rank].mem;
+    vz_text(w, y++, 0, cols, A_BOLD, "rank %-3d %12s %12s %12s %10s", v->rank, "now", "peak", "plan", "peak/plan");
+    char a[24], b[24], c[24];
+    for (int t = 0; t < VZ_NTAGS && y < rows; t++, y++) {
+        double plan = m->have_plan ? m->plan[t] : 0;
+        char ratio[24] = "-";
+        if (plan > 0 && mem->valid) snprintf(ratio, sizeof ratio, "%.0f%%", 100 * mem->peak[t] / plan);
+        vz_text(w, y, 0, cols, A_NORMAL, "%-8s %12s %12s %12s %10s", VZ_TAG_NAMES[t],
+                mem->valid ? vz_fmt_bytes(mem->current[t], a, sizeof a) : "-",
+                mem->valid ? vz_fmt_bytes(mem->peak[t], b, sizeof b) : "-",
+                m->have_plan ? vz_fmt_bytes(plan, c, sizeof c) : "-", ratio);
+    }
+    if (y < rows) {
+        char ratio[24] = "-";
+        double plan = m->have_plan ? total(m->plan) : 0;
+        if (plan > 0 && mem->valid) snprintf(ratio, sizeof ratio, "%.0f%%", 100 * mem->peak_total / plan);
+        vz_text(w, y, 0, cols, A_BOLD, "%-8s %12s %12s %12s %10s", "total",
+                mem->valid ? vz_fmt_bytes(total(mem->current), a, sizeof a) : "-",
+                mem->valid ? vz_fmt_bytes(mem->peak_total, b, sizeof b) : "-", m->have_plan ? vz_fmt_bytes(plan, c, sizeof c) : "-",
+                ratio);
+    }
+    if (mem->valid && y + 1 < rows)
+        vz_text(w, y + 1, 0, cols, vz_attr(s, VZ_PAIR_DIM), "as of step %lld", mem->step);
+}

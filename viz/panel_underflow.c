@@ -1,0 +1,231 @@
+/* panel_underflow.c: panel 2: a layer's gradient exponent histogram over the ranges of fp32, bf16, fp16, e4m3
+ * and e5m2, what each format would lose, a per-layer table, and the loss scale over steps. */
+#include "formats.h"
+#include "panels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { LABEL_COLS = 7 }; /* "  e4m3 " left of the binade columns */
+
+static const vz_glyph ZONE_GLYPHS[VZ_NZONES] = {VZ_G_BLOCK, VZ_G_SHADE, VZ_G_DOT, VZ_G_CROSS};
+
+/* The non-empty binades over every layer's histogram; returns false when there is none. */
+static bool data_range(const vz_model *m, int *lo, int *hi) {
+    bool any = false;
+    for (int layer = m->hist_lo; layer <= m->hist_hi; layer++) {
+        const vz_hist *h = vz_model_hist(m, layer);
+        if (!h) continue;
+        for (int i = 0; i < h->nbins; i++) {
+            if (h->bins[i] <= 0) continue;
+            int b = h->first_binade + i;
+            if (!any || b < *lo) *lo = b;
+            if (!any || b > *hi) *hi = b;
+            any = true;
+        }
+    }
+    return any;
+}
+
+vz_underflow_layout vz_underflow_layout_for(const vz_model *m, const vz_view *v, int rows, int cols) {
+    vz_underflow_layout L;
+    L.first_col = LABEL_COLS;
+    int ncols = cols - LABEL_COLS - 1;
+    if (ncols < 8) ncols = 8;
+    /* The range always shows fp16's edges (it rounds to 0 below binade -24 and overflows above 15) and the
+     * data of every layer (so switching layers keeps the axis still); what width is left goes to the small
+     * end, where values are lost. */
+    int dlo = -25, dhi = 16;
+    data_range(m, &dlo, &dhi);
+    int lo = (dlo < -25 ? dlo : -25) - 1, hi = (dhi > 16 ? dhi : 16) + 2;
+    int extra = ncols - (hi - lo + 1);
+    if (extra >= 0) lo -= extra;
+    else hi = lo + ncols - 1; /* too narrow for everything: keep the small end */
+    lo += v->scroll;
+    hi += v->scroll;
+    if (lo < VZ_MIN_BINADE) hi += VZ_MIN_BINADE - lo, lo = VZ_MIN_BINADE;
+    if (hi > VZ_MIN_BINADE + VZ_NBINADES - 1) lo -= hi - (VZ_MIN_BINADE + VZ_NBINADES - 1), hi = VZ_MIN_BINADE + VZ_NBINADES - 1;
+    L.lo = lo;
+    L.hi = hi;
+    L.hist_top = 1;
+    /* rows: title, histogram, axis, the format rows, legend, gap, tables (header + layers), gap, scale (2) */
+    int layers = m->hist_hi >= m->hist_lo ? m->hist_hi - m->hist_lo + 1 : 4;
+    int table = 1 + (layers > 4 ? layers : 4);
+    L.hist_rows = rows - (1 + 1 + VZ_NFORMATS + 1 + 1 + table + 1 + 2);
+    if (L.hist_rows > 12) L.hist_rows = 12;
+    if (L.hist_rows < 3) L.hist_rows = 3;
+    L.axis_row = L.hist_top + L.hist_rows;
+    L.format_row = L.axis_row + 1;
+    return L;
+}
+
+static double share(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
+
+static void draw_histogram(WINDOW *w, const vz_hist *h, const vz_underflow_layout *L, int cols, const vz_style *s) {
+    attr_t dim = vz_attr(s, VZ_PAIR_DIM);
+    double max = 0;
+    for (int i = 0; h && i < h->nbins; i++)
+        if (h->bins[i] > max) max = h->bins[i];
+    char buf[32];
+    vz_text(w, L->hist_top, 0, LABEL_COLS - 1, dim, "%6s", max > 0 ? vz_fmt_num(max, buf, sizeof buf) : "");
+    vz_text(w, L->hist_top + L->hist_rows - 1, 0, LABEL_COLS - 1, dim, "%6s", "1");
+    vz_text(w, L->hist_top + L->hist_rows / 2, 0, LABEL_COLS - 1, dim, "%6s", "log");
+    for (int r = 0; r < L->hist_rows; r++) vz_glyph_at(w, L->hist_top + r, LABEL_COLS - 1, dim, s, VZ_G_VLINE);
+    /* one column per binade, height log10(1 + count) / log10(1 + max), in eighths of a row */
+    for (int b = L->lo; b <= L->hi && h && max > 0; b++) {
+        int col = L->first_col + (b - L->lo);
+        if (col >= cols) break;
+        int i = b - h->first_binade;
+        double c = i >= 0 && i < h->nbins ? h->bins[i] : 0;
+        if (c <= 0) continue;
+        int eighths = (int)ceil(log10(1 + c) / log10(1 + max) * L->hist_rows * 8);
+        for (int r = 0; r < L->hist_rows && eighths > 0; r++, eighths -= 8)
+            vz_bar_cell(w, L->hist_top + L->hist_rows - 1 - r, col, vz_attr(s, VZ_PAIR_HIST), s, eighths);
+    }
+    /* binade labels every 8 binades, each starting at its column */
+    vz_text(w, L->axis_row, 0, LABEL_COLS, dim, "binade");
+    int free_col = L->first_col;
+    for (int b = L->lo; b <= L->hi; b++) {
+        if (((b % 8) + 8) % 8 != 0) continue;
+        int col = L->first_col + (b - L->lo);
+        if (col < free_col) continue;
+        free_col = col + vz_text(w, L->axis_row, col, cols - col, dim, "%d", b) + 1;
+    }
+}
+
+static void draw_format_rows(WINDOW *w, const vz_underflow_layout *L, int cols, const vz_style *s) {
+    for (int f = 0; f < VZ_NFORMATS; f++) {
+        int y = L->format_row + f;
+        vz_text(w, y, 0, LABEL_COLS - 1, A_BOLD, "%5s", VZ_FORMATS[f].name);
+        for (int b = L->lo; b <= L->hi; b++) {
+            int col = L->first_col + (b - L->lo);
+            if (col >= cols) break;
+            vz_zone z = vz_format_zone(&VZ_FORMATS[f], b);
+            vz_glyph_at(w, y, col, vz_attr(s, VZ_PAIR_ZONE + (int)z), s, ZONE_GLYPHS[z]);
+        }
+    }
+    int y = L->format_row + VZ_NFORMATS, x = 0;
+    for (int z = 0; z < VZ_NZONES; z++) {
+        vz_glyph_at(w, y, x, vz_attr(s, VZ_PAIR_ZONE + z), s, ZONE_GLYPHS[z]);
+        x += 2 + vz_text(w, y, x + 2, cols - x - 2, A_NORMAL, "%s", VZ_ZONE_NAMES[z]) + 3;
+    }
+    vz_text(w, y, x, cols - x, vz_attr(s, VZ_PAIR_DIM), "(binade b holds values in [2^b, 2^(b+1)))");
+}
+
+/* The chosen layer: of its values, the share each format rounds to 0 and keeps only as subnormals. */
+static void draw_shares(WINDOW *w, const vz_hist *h, int y, int x, int wd, int rows, const vz_style *s) {
+    if (rows < 2) return;
+    vz_text(w, y, x, wd, A_BOLD, "%-7s %8s %10s %9s", "cast to", "zero", "subnormal", "overflow");
+    for (int f = 1, r = 1; f < VZ_NFORMATS && r < rows; f++, r++) {
+        int t = VZ_FORMATS[f].target;
+        if (!h) {
+            vz_text(w, y + r, x, wd, A_NORMAL, "%-6s %9s %10s %9s", VZ_FORMATS[f].name, "-", "-", "-");
+            continue;
+        }
+        double lost = share(h->underflow[t], h->count);
+        vz_text(w, y + r, x, wd, lost > 0.5 ? vz_attr(s, VZ_PAIR_WARN) : A_NORMAL, "%-6s %8.2f%% %9.2f%% %9.0f",
+                VZ_FORMATS[f].name, lost, share(h->subnormal[t], h->count), h->overflow[t]);
+    }
+}
+
+/* Every layer's losses, the chosen one marked; scrolls to keep the chosen layer in view. */
+static void draw_layer_table(WINDOW *w, const vz_model *m, const vz_view *v, int y, int x, int wd, int rows,
+                             const vz_style *s) {
+    if (rows < 2) return;
+    vz_text(w, y, x, wd, A_BOLD, "  %-5s %9s %9s %9s %9s %9s", "layer", "fp16 zero", "fp16 sub", "bf16 zero", "e4m3 zero",
+            "e5m2 zero");
+    int nlayers = m->hist_hi - m->hist_lo + 1, shown = rows - 1;
+    int first = m->hist_lo;
+    if (nlayers > shown) {
+        first = v->layer - shown / 2;
+        if (first < m->hist_lo) first = m->hist_lo;
+        if (first + shown - 1 > m->hist_hi) first = m->hist_hi - shown + 1;
+    }
+    for (int layer = first, r = 1; layer <= m->hist_hi && r < rows; layer++, r++) {
+        const vz_hist *h = vz_model_hist(m, layer);
+        char name[24];
+        if (layer < 0) snprintf(name, sizeof name, "emb");
+        else if (m->layers > 0 && layer >= m->layers) snprintf(name, sizeof name, "head");
+        else snprintf(name, sizeof name, "b%d", layer);
+        attr_t a = layer == v->layer ? (A_BOLD | vz_attr(s, VZ_PAIR_ACCENT)) : A_NORMAL;
+        if (!h) {
+            vz_text(w, y + r, x, wd, a, "%c %-5s (none yet)", layer == v->layer ? '>' : ' ', name);
+            continue;
+        }
+        vz_text(w, y + r, x, wd, a, "%c %-5s %8.2f%% %8.2f%% %8.2f%% %8.2f%% %8.2f%%", layer == v->layer ? '>' : ' ', name,
+                share(h->underflow[VZ_TARGET_FP16], h->count), share(h->subnormal[VZ_TARGET_FP16], h->count),
+                share(h->underflow[VZ_TARGET_BF16], h->count), share(h->underflow[VZ_TARGET_E4M3], h->count),
+                share(h->underflow[VZ_TARGET_E5M2], h->count));
+    }
+}
+
+/* The loss scale over the steps kept: one column per step (or per group of steps), height log2(scale)
+ * between the run's smallest and largest; skipped steps marked. */
+static void draw_scale_strip(WINDOW *w, const vz_model *m, int y, int cols, const vz_style *s) {
+    size_t n = vz_model_nsteps(m);
+    char a[32], b[32];
+    if (n == 0) {
+        vz_text(w, y, 0, cols, vz_attr(s, VZ_PAIR_DIM), "loss scale: no steps yet");
+        return;
+    }
+    if (m->min_scale == m->max_scale) {
+        vz_text(w, y, 0, cols, A_NORMAL, "loss scale %s at every step (%s run: %s); %lld of %zu steps skipped",
+                vz_fmt_num(m->max_scale, a, sizeof a), m->precision,
+                strcmp(m->precision, "fp16") == 0 ? "a fixed scale" : "no loss scaling", m->skipped_steps, n);
+        return;
+    }
+    int x = vz_text(w, y, 0, cols, A_NORMAL, "loss scale %s .. %s; ", vz_fmt_num(m->min_scale, a, sizeof a),
+                    vz_fmt_num(m->max_scale, b, sizeof b));
+    vz_glyph_at(w, y, x, vz_attr(s, VZ_PAIR_WARN), s, VZ_G_CROSS);
+    vz_text(w, y, x + 1, cols - x - 1, A_NORMAL, " = skipped step (%lld)", m->skipped_steps);
+    int width = cols - LABEL_COLS;
+    if (width < 1) return;
+    double lo = log2(m->min_scale), hi = log2(m->max_scale);
+    vz_text(w, y + 1, 0, LABEL_COLS, vz_attr(s, VZ_PAIR_DIM), "scale");
+    for (int col = 0; col < width; col++) {
+        size_t i0 = (size_t)col * n / (size_t)width, i1 = (size_t)(col + 1) * n / (size_t)width;
+        if (i1 <= i0) continue;
+        bool skipped = false;
+        double scale = INFINITY;
+        for (size_t i = i0; i < i1; i++) {
+            const vz_step *st = vz_model_step(m, i);
+            skipped |= st->skipped;
+            if (st->scale < scale) scale = st->scale;
+        }
+        if (skipped) {
+            vz_glyph_at(w, y + 1, LABEL_COLS + col, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, s, VZ_G_CROSS);
+            continue;
+        }
+        int level = 1 + (int)lround((log2(scale) - lo) / (hi - lo) * 7);
+        vz_bar_cell(w, y + 1, LABEL_COLS + col, vz_attr(s, VZ_PAIR_LR), s, level);
+    }
+}
+
+void vz_panel_underflow(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s) {
+    int rows, cols;
+    getmaxyx(w, rows, cols);
+    const vz_hist *h = vz_model_hist(m, v->layer);
+    char name[24], scale_buf[32], count_buf[32];
+    vz_model_layer_name(m, v->layer, name, sizeof name);
+    if (m->hist_hi < m->hist_lo)
+        vz_text(w, 0, 0, cols, vz_attr(s, VZ_PAIR_DIM),
+                "no hist events yet (the trainer writes them every train.hist_interval steps)");
+    else if (!h)
+        vz_text(w, 0, 0, cols, A_BOLD, "gradient exponents: %s (no histogram yet; up/down: layer)", name);
+    else
+        vz_text(w, 0, 0, cols, A_BOLD, "gradient exponents: %s, step %lld, %s values x scale %s: %s values, %.2f%% zero%s",
+                name, h->step, h->format, vz_fmt_num(h->scale, scale_buf, sizeof scale_buf),
+                vz_fmt_num(h->count, count_buf, sizeof count_buf),
+                share(h->zero, h->count), h->nonfinite > 0 ? ", NON-FINITE values" : "");
+
+    vz_underflow_layout L = vz_underflow_layout_for(m, v, rows, cols);
+    draw_histogram(w, h, &L, cols, s);
+    draw_format_rows(w, &L, cols, s);
+    int y = L.format_row + VZ_NFORMATS + 2;
+    int table_rows = rows - y - 2;
+    int left_w = 40 < cols / 2 ? 40 : cols / 2;
+    draw_shares(w, h, y, 0, left_w - 1, table_rows, s);
+    draw_layer_table(w, m, v, y, left_w, cols - left_w, table_rows, s);
+    draw_scale_strip(w, m, rows - 2, cols, s);
+}

@@ -1,0 +1,22 @@
+/* panels.h: the four panels. Each draws the model into a whole window (its size is the panel's area). */
+#ifndef MIXPAR_VIZ_PANELS_H
+#define MIXPAR_VIZ_PANELS_H
+
+#include "screen.h"
+
+void vz_panel_loss(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s);
+void vz_panel_underflow(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s);
+void vz_panel_comm(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s);
+void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s);
+
+/* Underflow panel geometry, shared with the tests: binade b is drawn in column first_col + (b - lo). */
+typedef struct {
+    int lo, hi;         /* binades shown */
+    int first_col;      /* the column of binade lo */
+    int hist_top, hist_rows; /* histogram rows */
+    int axis_row;       /* binade labels */
+    int format_row;     /* the first format row (VZ_FORMATS order) */
+} vz_underflow_layout;
+vz_underflow_layout vz_underflow_layout_for(const vz_model *m, const vz_view *v, int rows, int cols);
+
+#endif

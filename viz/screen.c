@@ -1,0 +1,288 @@
+/* screen.c: the whole frame, the keys, and virtual screens (curses on /dev/null) for snapshots and tests. */
+#include "screen.h"
+
+#include "panels.h"
+
+#include <langinfo.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const VZ_PANEL_NAMES[VZ_NPANELS] = {"loss", "underflow", "comm", "memory"};
+const char *const VZ_PANEL_TITLES[VZ_NPANELS] = {"Loss", "Underflow", "Comm", "Memory"};
+
+static void (*const PANELS[VZ_NPANELS])(WINDOW *, const vz_model *, const vz_view *, const vz_style *) = {
+    vz_panel_loss, vz_panel_underflow, vz_panel_comm, vz_panel_memory};
+
+/* ---------------------------------------------------------------- view and keys */
+
+void vz_view_init(vz_view *v) {
+    memset(v, 0, sizeof *v);
+    v->panel = VZ_PANEL_LOSS;
+    v->layer = -1;
+    v->ring_ranks = 4;
+    vz_allreduce_reset(&v->ring, 4);
+    v->ring_alpha = 5e-6; /* 5 us per message: a typical network latency */
+    v->ring_beta = 10e9;  /* 10 GB/s per link */
+    v->mode = "live";
+}
+
+void vz_view_clamp(vz_view *v, const vz_model *m) {
+    if (m->hist_hi >= m->hist_lo) {
+        if (v->layer < m->hist_lo) v->layer = m->hist_lo;
+        if (v->layer > m->hist_hi) v->layer = m->hist_hi;
+    }
+    int world = vz_model_world(m);
+    if (v->rank >= world) v->rank = world - 1;
+    if (v->rank < 0) v->rank = 0;
+}
+
+bool vz_view_key(vz_view *v, const vz_model *m, int key) {
+    if (v->help && key != 'q' && key != 'Q') { /* any key closes the help */
+        v->help = false;
+        return true;
+    }
+    switch (key) {
+    case 'q': case 'Q': return false;
+    case '\t': v->panel = (vz_panel)((v->panel + 1) % VZ_NPANELS); v->scroll = 0; v->zoom = 0; break;
+    case KEY_BTAB: v->panel = (vz_panel)((v->panel + VZ_NPANELS - 1) % VZ_NPANELS); v->scroll = 0; v->zoom = 0; break;
+    case '1': case '2': case '3': case '4':
+        if (v->panel != (vz_panel)(key - '1')) v->scroll = v->zoom = 0;
+        v->panel = (vz_panel)(key - '1');
+        break;
+    case KEY_UP: case 'k':
+        if (v->panel == VZ_PANEL_UNDERFLOW) v->layer--;
+        else v->rank--;
+        break;
+    case KEY_DOWN: case 'j':
+        if (v->panel == VZ_PANEL_UNDERFLOW) v->layer++;
+        else v->rank++;
+        break;
+    case KEY_LEFT:
+        if (v->panel == VZ_PANEL_UNDERFLOW) v->scroll -= 4;
+        if (v->panel == VZ_PANEL_COMM) v->scroll++; /* back in time */
+        break;
+    case KEY_RIGHT:
+        if (v->panel == VZ_PANEL_UNDERFLOW) v->scroll += 4;
+        if (v->panel == VZ_PANEL_COMM && v->scroll > 0) v->scroll--;
+        break;
+    case '+': case '=':
+        if (v->zoom < 12) v->zoom++;
+        break;
+    case '-': case '_':
+        if (v->zoom > (v->panel == VZ_PANEL_COMM ? -8 : 0)) v->zoom--;
+        break;
+    case '0': v->zoom = v->scroll = 0; break;
+    case ' ': v->paused = !v->paused; break;
+    case 'h': case '?': case KEY_F(1): v->help = true; break;
+    case 'm':
+        v->ring_model = !v->ring_model;
+        v->ring.ranks = 0; /* restart the animation */
+        break;
+    case '[': case ']':
+        v->ring_ranks += key == ']' ? 1 : -1;
+        if (v->ring_ranks < 2) v->ring_ranks = 2;
+        if (v->ring_ranks > VZ_ALLREDUCE_MAX_RANKS) v->ring_ranks = VZ_ALLREDUCE_MAX_RANKS;
+        v->ring.ranks = 0;
+        break;
+    default: break;
+    }
+    vz_view_clamp(v, m);
+    return true;
+}
+
+void vz_view_ring_tick(vz_view *v, const vz_model *m) {
+    int n = vz_view_ring_ranks(v, m);
+    if (v->ring.ranks != n || v->ring.step >= vz_allreduce_steps(n)) vz_allreduce_reset(&v->ring, n);
+    else vz_allreduce_advance(&v->ring);
+}
+
+/* ---------------------------------------------------------------- frame */
+
+static void draw_too_small(WINDOW *w, int rows, int cols, const vz_style *s) {
+    char need[64];
+    snprintf(need, sizeof need, "needs %dx%d, have %dx%d", VZ_MIN_COLS, VZ_MIN_ROWS, cols, rows);
+    const char *lines[3] = {"terminal too small", need, "enlarge it, or q to quit"};
+    for (int i = 0; i < 3; i++) {
+        int len = (int)strlen(lines[i]);
+        int x = (cols - len) / 2;
+        if (x < 0) x = 0;
+        vz_text(w, rows / 2 - 1 + i, x, cols, i == 0 ? (vz_attr(s, VZ_PAIR_WARN) | A_BOLD) : A_NORMAL, "%s", lines[i]);
+    }
+}
+
+static void draw_tabs(WINDOW *w, const vz_model *m, const vz_view *v, int cols, const vz_style *s) {
+    int x = vz_text(w, 0, 0, cols, vz_attr(s, VZ_PAIR_ACCENT) | A_BOLD, "mixpar viz ");
+    for (int p = 0; p < VZ_NPANELS; p++) {
+        bool on = p == (int)v->panel;
+        attr_t a = on ? (A_REVERSE | A_BOLD) : A_NORMAL;
+        x += vz_text(w, 0, x, cols - x, a, s->color ? " %d %s " : on ? "[%d %s]" : " %d %s ", p + 1, VZ_PANEL_TITLES[p]);
+    }
+    char params[24];
+    int world = vz_model_world(m);
+    if (m->have_run)
+        vz_text(w, 0, x + 2, cols - x - 2, vz_attr(s, VZ_PAIR_DIM), "%s: %d rank%s, %s params, %s", m->name, world,
+                world == 1 ? "" : "s", vz_fmt_num(m->params, params, sizeof params), m->precision);
+    else
+        vz_text(w, 0, x + 2, cols - x - 2, vz_attr(s, VZ_PAIR_DIM), "(no run header yet)");
+}
+
+static void draw_status(WINDOW *w, const vz_model *m, const vz_source *src, const vz_view *v, int y, int cols,
+                        const vz_style *s) {
+    static const char KEYS[] = "h help  q quit";
+    int room = cols - (int)sizeof KEYS - 1, x = 0;
+    attr_t warn = vz_attr(s, VZ_PAIR_WARN) | A_BOLD;
+    x += vz_text(w, y, x, room - x, A_BOLD, "%s", v->mode ? v->mode : "");
+    if (v->paused) x += vz_text(w, y, x, room - x, warn, " PAUSED");
+    /* counts first (short), then what explains them: the bar is cut at the keys' column */
+    if (src) {
+        if (src->malformed) x += vz_text(w, y, x, room - x, warn, " | %lld malformed", src->malformed);
+        if (src->truncated) x += vz_text(w, y, x, room - x, warn, " | %lld truncated", src->truncated);
+    }
+    if (m->unknown_kinds)
+        x += vz_text(w, y, x, room - x, vz_attr(s, VZ_PAIR_WARN), " | %lld unknown (%s)", m->unknown_kinds, m->last_unknown);
+    if (src) {
+        if (src->newer)
+            x += vz_text(w, y, x, room - x, warn, " | %lld newer (v%d)", src->newer, src->newest_version);
+        if (src->error[0]) x += vz_text(w, y, x, room - x, warn, " | %s", src->error);
+        int present = vz_source_files_present(src), world = vz_model_world(m);
+        if (world < src->nranks) world = src->nranks;
+        x += vz_text(w, y, x, room - x, present < world ? warn : A_NORMAL, " | files %d/%d", present, world);
+    }
+    if (v->notice[0]) x += vz_text(w, y, x, room - x, vz_attr(s, VZ_PAIR_ACCENT), " | %s", v->notice);
+    x += vz_text(w, y, x, room - x, vz_attr(s, VZ_PAIR_DIM), " | %lld events | %s", m->events, v->run_dir ? v->run_dir : "");
+    vz_text(w, y, cols - (int)sizeof KEYS + 1, cols, vz_attr(s, VZ_PAIR_DIM), "%s", KEYS);
+}
+
+static void draw_help(WINDOW *w, int rows, int cols, const vz_style *s) {
+    static const char *const LINES[] = {
+        "keys",
+        "",
+        "tab, shift-tab   next, previous panel",
+        "1 2 3 4          loss, underflow, comm, memory",
+        "up, down         underflow: layer;  comm, memory: rank",
+        "left, right      underflow: binades; comm: back/forward in time",
+        "+ -              zoom in, out (loss: steps; comm: time)",
+        "0                reset zoom and scroll",
+        "space            pause (live: stop reading; replay: stop the clock)",
+        "m                ring view: comm events <-> alpha-beta model",
+        "[ ]              model ring: fewer, more ranks",
+        "h ? F1           this help (any key closes it)",
+        "q                quit",
+    };
+    int n = (int)(sizeof LINES / sizeof LINES[0]), width = 74, height = n + 2;
+    if (width > cols - 2) width = cols - 2;
+    int y0 = (rows - height) / 2, x0 = (cols - width) / 2;
+    for (int r = 0; r < height; r++)
+        for (int c = 0; c < width; c++) vz_char(w, y0 + r, x0 + c, A_NORMAL, ' ');
+    attr_t a = vz_attr(s, VZ_PAIR_ACCENT);
+    vz_hline(w, y0, x0 + 1, width - 2, a, s);
+    vz_hline(w, y0 + height - 1, x0 + 1, width - 2, a, s);
+    for (int r = 1; r < height - 1; r++) {
+        vz_glyph_at(w, y0 + r, x0, a, s, VZ_G_VLINE);
+        vz_glyph_at(w, y0 + r, x0 + width - 1, a, s, VZ_G_VLINE);
+    }
+    vz_glyph_at(w, y0, x0, a, s, VZ_G_CORNER_TL);
+    vz_glyph_at(w, y0, x0 + width - 1, a, s, VZ_G_CORNER_TR);
+    vz_glyph_at(w, y0 + height - 1, x0, a, s, VZ_G_AXIS_CORNER);
+    vz_glyph_at(w, y0 + height - 1, x0 + width - 1, a, s, VZ_G_CORNER_BR);
+    for (int i = 0; i < n; i++) vz_text(w, y0 + 1 + i, x0 + 2, width - 4, i == 0 ? A_BOLD : A_NORMAL, "%s", LINES[i]);
+}
+
+void vz_draw_screen(WINDOW *w, const vz_model *m, const vz_source *src, const vz_view *v, const vz_style *s) {
+    int rows, cols;
+    getmaxyx(w, rows, cols);
+    werase(w);
+    if (cols < VZ_MIN_COLS || rows < VZ_MIN_ROWS) {
+        draw_too_small(w, rows, cols, s);
+        return;
+    }
+    draw_tabs(w, m, v, cols, s);
+    WINDOW *body = derwin(w, rows - 2, cols, 1, 0);
+    if (body) {
+        PANELS[v->panel](body, m, v, s);
+        delwin(body);
+    }
+    draw_status(w, m, src, v, rows - 1, cols, s);
+    if (src && src->newer) { /* the whole explanation, over the row above the status bar */
+        char note[160];
+        vz_source_version_note(src, note, sizeof note);
+        vz_text(w, rows - 2, 0, cols, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, "%-*s", cols, note);
+    }
+    if (v->help) draw_help(w, rows, cols, s);
+}
+
+/* ---------------------------------------------------------------- virtual screens and text */
+
+static FILE *virtual_out, *virtual_in;
+
+SCREEN *vz_virtual_screen(int rows, int cols) {
+    static const char *const TYPES[] = {"xterm-256color", "xterm", "vt100", "ansi"};
+    virtual_out = fopen("/dev/null", "w");
+    virtual_in = fopen("/dev/null", "r");
+    if (!virtual_out || !virtual_in) return NULL;
+    use_env(FALSE); /* the size is ours, not $LINES/$COLUMNS' */
+    SCREEN *sp = NULL;
+    for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0] && !sp; i++) sp = newterm(TYPES[i], virtual_out, virtual_in);
+    if (!sp) return NULL;
+    set_term(sp);
+    resizeterm(rows, cols);
+    return sp;
+}
+
+void vz_virtual_screen_end(SCREEN *sp) {
+    if (!sp) return;
+    endwin();
+    delscreen(sp);
+    if (virtual_out) fclose(virtual_out);
+    if (virtual_in) fclose(virtual_in);
+    virtual_out = virtual_in = NULL;
+}
+
+static size_t put_utf8(char *out, wchar_t c) {
+    unsigned u = (unsigned)c;
+    if (u < 0x80) return out[0] = (char)u, 1;
+    if (u < 0x800) return out[0] = (char)(0xc0 | u >> 6), out[1] = (char)(0x80 | (u & 0x3f)), 2;
+    if (u < 0x10000)
+        return out[0] = (char)(0xe0 | u >> 12), out[1] = (char)(0x80 | ((u >> 6) & 0x3f)), out[2] = (char)(0x80 | (u & 0x3f)), 3;
+    out[0] = (char)(0xf0 | u >> 18), out[1] = (char)(0x80 | ((u >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((u >> 6) & 0x3f)), out[3] = (char)(0x80 | (u & 0x3f));
+    return 4;
+}
+
+char *vz_window_text(WINDOW *w) {
+    int rows, cols;
+    getmaxyx(w, rows, cols);
+    char *text = malloc((size_t)rows * ((size_t)cols * 4 + 1) + 1);
+    if (!text) return NULL;
+    size_t n = 0;
+    for (int y = 0; y < rows; y++) {
+        size_t line_start = n, keep = n;
+        for (int x = 0; x < cols; x++) {
+            cchar_t cell;
+            wchar_t wc[CCHARW_MAX + 1] = {0};
+            attr_t attrs;
+            short pair;
+            if (mvwin_wch(w, y, x, &cell) == ERR || getcchar(&cell, wc, &attrs, &pair, NULL) == ERR || wc[0] == 0)
+                wc[0] = L' ';
+            n += put_utf8(text + n, wc[0]);
+            if (wc[0] != L' ') keep = n;
+        }
+        (void)line_start;
+        n = keep; /* trailing blanks cut */
+        text[n++] = '\n';
+    }
+    text[n] = '\0';
+    return text;
+}
+
+bool vz_locale_utf8(bool force_utf8) {
+    setlocale(LC_ALL, "");
+    const char *cs = nl_langinfo(CODESET);
+    if (cs && (strcmp(cs, "UTF-8") == 0 || strcmp(cs, "utf8") == 0)) return true;
+    if (!force_utf8) return false;
+    if (!setlocale(LC_CTYPE, "C.UTF-8")) return false;
+    cs = nl_langinfo(CODESET);
+    return cs && strcmp(cs, "UTF-8") == 0;
+}

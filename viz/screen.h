@@ -1,0 +1,61 @@
+/* screen.h: the whole frame (tab bar, the chosen panel, status bar, help, "terminal too small"), the view
+ * state the keys change, and virtual screens for snapshots and tests. */
+#ifndef MIXPAR_VIZ_SCREEN_H
+#define MIXPAR_VIZ_SCREEN_H
+
+#include "allreduce.h"
+#include "draw.h"
+#include "model.h"
+#include "source.h"
+
+enum {
+    VZ_MIN_COLS = 72, /* the smallest terminal the panels fit in */
+    VZ_MIN_ROWS = 20,
+};
+
+typedef enum { VZ_PANEL_LOSS, VZ_PANEL_UNDERFLOW, VZ_PANEL_COMM, VZ_PANEL_MEMORY, VZ_NPANELS } vz_panel;
+extern const char *const VZ_PANEL_NAMES[VZ_NPANELS]; /* "loss", "underflow", "comm", "memory" */
+extern const char *const VZ_PANEL_TITLES[VZ_NPANELS]; /* "Loss", "Underflow", "Comm", "Memory" */
+
+/* What the user has chosen; the keys change it, the panels read it. */
+typedef struct {
+    vz_panel panel;
+    int layer;            /* underflow: the layer shown (-1 embeddings .. L head) */
+    int rank;             /* comm, memory: the rank in focus */
+    int zoom;             /* loss: steps shown = all / 2^zoom; comm: timeline window * 2^-zoom */
+    int scroll;           /* underflow: binades moved right; comm: windows moved back in time */
+    bool paused;
+    bool help;
+    bool ring_model;      /* comm: the ring view from the alpha-beta model rather than from comm events */
+    int ring_ranks;       /* ring ranks in model mode */
+    vz_allreduce ring;    /* the animation's state */
+    double ring_alpha, ring_beta; /* the model's latency per step (s) and link bandwidth (bytes/s) */
+    double ring_bytes;    /* the model's message size; 0: the run's fp32 gradients (4 x params), else 100 MB */
+    const char *mode;     /* "live", "replay x10", "snapshot" */
+    const char *run_dir;
+    char notice[160];     /* one line for the status bar: a version note, replay finished, ... */
+} vz_view;
+
+void vz_view_init(vz_view *v);
+/* Keeps layer and rank within what the model holds. */
+void vz_view_clamp(vz_view *v, const vz_model *m);
+/* Handles a key; returns false when it means quit. */
+bool vz_view_key(vz_view *v, const vz_model *m, int key);
+/* Advances the ring animation one step (wrapping to a fresh allreduce at the end). */
+void vz_view_ring_tick(vz_view *v, const vz_model *m);
+/* The ring the comm panel shows: model mode, or the newest real allreduce's rank count. */
+int vz_view_ring_ranks(const vz_view *v, const vz_model *m);
+
+/* Draws everything into w (the whole screen). */
+void vz_draw_screen(WINDOW *w, const vz_model *m, const vz_source *src, const vz_view *v, const vz_style *s);
+
+/* A curses screen writing to /dev/null, sized rows x cols, for snapshots and tests; NULL when no terminal
+ * description can be loaded. Free it with vz_virtual_screen_end. */
+SCREEN *vz_virtual_screen(int rows, int cols);
+void vz_virtual_screen_end(SCREEN *sp);
+/* The window's cells as UTF-8 text, one line per row, trailing blanks cut (caller frees). */
+char *vz_window_text(WINDOW *w);
+/* Picks Unicode glyphs when the locale is UTF-8 (trying C.UTF-8 when `force_utf8` and it is not). */
+bool vz_locale_utf8(bool force_utf8);
+
+#endif
