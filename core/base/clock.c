@@ -9,9 +9,24 @@ double mp_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static double start = -1.0, start_wall;
+
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 double mp_elapsed(void) {
-    static double start = -1.0;
     double now = mp_now();
-    if (start < 0) start = now;
+    if (start < 0) {
+        start = now;
+        start_wall = wall_now();
+    }
     return now - start;
+}
+
+double mp_elapsed_origin_wall(void) {
+    mp_elapsed();
+    return start_wall;
 }

@@ -286,6 +286,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     ev_begin(ev, "run");
     ev_str(ev, "name", cfg->train.run_name);
     ev_int(ev, "world", cfg->world);
+    ev_num(ev, "wall", mp_elapsed_origin_wall());
     ev_int(ev, "params", (long long)model_num_params_unpadded(m));
     ev_int(ev, "resumed_at", step);
     emit_plan(ev, cfg, &mc);
