@@ -81,7 +81,7 @@ static void put_number(ev_writer *w, double v) {
     if (isnan(v)) puts_(w, "\"nan\"");
     else if (isinf(v)) puts_(w, v > 0 ? "\"inf\"" : "\"-inf\"");
     else if (v == floor(v) && fabs(v) < 1e15) putf(w, "%.0f", v);
-    else putf(w, "%.9g", v);
+    else putf(w, fabs(v) >= 1e6 ? "%.17g" : "%.9g", v); /* 9 digits hold any float; wall times need 17 */
 }
 
 static void make_dirs(const char *dir) {
