@@ -8,5 +8,6 @@ int cmd_data(int argc, char **argv);
 int cmd_train(int argc, char **argv);  /* train a model from a config */
 int cmd_sample(int argc, char **argv); /* generate text from a checkpoint */
 int cmd_checkpoint(int argc, char **argv); /* inspect checkpoints; llm.c import and export */  /* datasets: build, inspect, encode and decode token files */
+int cmd_amp(int argc, char **argv);        /* autocast policy, loss-scaler traces, underflow (labs 05, 09) */
 
 #endif

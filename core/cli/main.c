@@ -15,6 +15,7 @@ static const struct {
     {"train", cmd_train, "train a GPT-2 or LLaMA-style model from a DeepSpeed-style config (configs/)"},
     {"sample", cmd_sample, "generate text from a checkpoint written by mixpar train"},
     {"checkpoint", cmd_checkpoint, "inspect a checkpoint; convert GPT-2 weights to and from llm.c's format"},
+    {"amp", cmd_amp, "mixed precision: autocast policy per recipe, loss-scaler traces, fp16 underflow of a run"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
