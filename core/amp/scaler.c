@@ -255,9 +255,9 @@ const char *amp_scaler_explain(const amp_scaler *s, const amp_update *u, char *b
     case AMP_SCALER_AT_MINIMUM:
         snprintf(buf, len,
                  "Current loss scale already at minimum: gradients overflowed at scale %g = min_loss_scale, "
-                 "%ld skipped steps in a row. The scale cannot go lower and fp16 still overflows: the gradients "
+                 "%ld skipped step%s in a row. The scale cannot go lower and fp16 still overflows: the gradients "
                  "themselves are exploding, which a loss scale cannot fix",
-                 (double)u->scale, s->consecutive_skipped);
+                 (double)u->scale, s->consecutive_skipped, s->consecutive_skipped == 1 ? "" : "s");
         break;
     case AMP_SCALER_SCALE_VANISHED:
         snprintf(buf, len,

@@ -136,27 +136,33 @@ static void print_one_policy(const amp_policy *p) {
         printf("\nfp8: e4m3 for the forward pass, e5m2 for gradients, one delayed scale per tensor (amp/fp8.h).\n");
 }
 
-static void print_all_policies(void) {
-    printf("%-13s", "op class");
-    for (int r = 0; r < AMP_NRECIPES; r++) printf(" %-10s", amp_recipe_get((amp_recipe)r)->name);
+/* A row of the side-by-side table: a label, then one cell per recipe, with no trailing blanks. */
+static void print_row(const char *label, const char *const cells[AMP_NRECIPES]) {
+    printf("%-13s", label);
+    for (int r = 0; r < AMP_NRECIPES; r++) printf(r + 1 < AMP_NRECIPES ? " %-10s" : " %s", cells[r]);
     printf("\n");
+}
+
+static void print_all_policies(void) {
+    const char *cells[AMP_NRECIPES];
+    for (int r = 0; r < AMP_NRECIPES; r++) cells[r] = amp_recipe_get((amp_recipe)r)->name;
+    print_row("op class", cells);
     for (int o = 0; o < AMP_NOPS; o++) {
-        printf("%-13s", amp_op_get((amp_op)o)->name);
         for (int r = 0; r < AMP_NRECIPES; r++) {
             amp_policy p;
             amp_policy_init(&p, (amp_recipe)r);
-            printf(" %-10s", resolved_name(&p, (amp_op)o));
+            cells[r] = resolved_name(&p, (amp_op)o);
         }
-        printf("\n");
+        print_row(amp_op_get((amp_op)o)->name, cells);
     }
-    printf("\n%-13s", "weights");
-    for (int r = 0; r < AMP_NRECIPES; r++) printf(" %-10s", amp_recipe_get((amp_recipe)r)->weights->name);
-    printf("\n%-13s", "master copy");
-    for (int r = 0; r < AMP_NRECIPES; r++) printf(" %-10s", amp_recipe_get((amp_recipe)r)->master_fp32 ? "fp32" : "-");
-    printf("\n%-13s", "loss scaler");
-    for (int r = 0; r < AMP_NRECIPES; r++)
-        printf(" %-10s", amp_scaler_kind_get(amp_recipe_get((amp_recipe)r)->scaler)->name);
-    printf("\n\nfollow: the op runs in its inputs' format (autocast leaves it alone); e4m3/e5m2: fp8, e4m3 forward\n"
+    printf("\n");
+    for (int r = 0; r < AMP_NRECIPES; r++) cells[r] = amp_recipe_get((amp_recipe)r)->weights->name;
+    print_row("weights", cells);
+    for (int r = 0; r < AMP_NRECIPES; r++) cells[r] = amp_recipe_get((amp_recipe)r)->master_fp32 ? "fp32" : "-";
+    print_row("master copy", cells);
+    for (int r = 0; r < AMP_NRECIPES; r++) cells[r] = amp_scaler_kind_get(amp_recipe_get((amp_recipe)r)->scaler)->name;
+    print_row("loss scaler", cells);
+    printf("\nfollow: the op runs in its inputs' format (autocast leaves it alone); e4m3/e5m2: fp8, e4m3 forward\n"
            "and e5m2 for gradients. mixpar amp policy --recipe R explains one column.\n");
 }
 
