@@ -44,11 +44,13 @@ static const char usage_text[] =
     "        A fatal condition (deepspeed: overflow at min_loss_scale) prints the diagnosis and exits 2, as a\n"
     "        training run stops there.\n"
     "\n"
-    "  underflow EVENTS [--scale S] [--step N|first|last] [--format F] [--tsv]\n"
+    "  underflow EVENTS [--scale S] [--step N|first|last] [--format F] [--tsv | --bins]\n"
     "        from the \"hist\" events of a run (train.hist_interval > 0), per layer: the share of the nonzero\n"
     "        gradients that format F (default fp16) would flush to zero, or keep only as subnormals, as\n"
     "        recorded and after a loss scale S (a power of two, default 65536 = 2^16): scaling by 2^k moves\n"
     "        every value up k binades, so the shares come from the histogram's bins shifted by k.\n"
+    "        --bins prints the step's exponent histograms instead: one row per binade, the count over all\n"
+    "        layers, then one column per layer.\n"
     "\n"
     "examples:\n"
     "  mixpar amp policy\n"
@@ -576,9 +578,57 @@ static shifted_counts count_shifted(const hist_event *e, const fp_format *f, int
 
 static const char *layer_label(int layer, int L, char *buf, size_t len) {
     if (layer < 0) snprintf(buf, len, "embeddings");
-    else if (layer >= L) snprintf(buf, len, "head");
+    else if (layer >= L) snprintf(buf, len, "lnf+head");
     else snprintf(buf, len, "block %d", layer);
     return buf;
+}
+
+/* floor(log2(max)) of a format: its top binade (15 for fp16: 65504 = 1.999 * 2^15). */
+static int top_binade(const fp_format *f) {
+    int e;
+    frexp(fp_max(f), &e);
+    return e - 1;
+}
+
+/* "2^16" for a power of two, else the number. */
+static const char *fmt_scale(double scale, char *buf, size_t len) {
+    int e;
+    if (frexp(scale, &e) == 0.5) snprintf(buf, len, "2^%d", e - 1);
+    else snprintf(buf, len, "%g", scale);
+    return buf;
+}
+
+/* --bins: the step's histograms side by side, one row per binade (as recorded), one column per layer. */
+static void print_bins(const hist_event *events, int n, long step, int L, const char *path) {
+    int lo = FP_HIST_MAX_BINADE + 1, hi = FP_HIST_MIN_BINADE - 1, shown = 0;
+    for (int i = 0; i < n; i++)
+        if (events[i].step == step && events[i].nbins > 0) {
+            lo = events[i].first_binade < lo ? events[i].first_binade : lo;
+            int top = events[i].first_binade + events[i].nbins - 1;
+            hi = top > hi ? top : hi;
+        }
+    printf("# binade\tall");
+    for (int i = 0; i < n; i++)
+        if (events[i].step == step) {
+            char label[32];
+            printf("\t%s", layer_label(events[i].layer, L, label, sizeof label));
+            shown++;
+        }
+    if (!shown) MP_FAIL("a step that has hist events", "step %ld: none in '%s'", step, path);
+    printf("\t(counts of nonzero gradients per binade at step %ld, scale %g)\n", step, events[0].scale);
+    for (int b = lo; b <= hi; b++) {
+        long long counts[64], all = 0;
+        int ncols = 0;
+        for (int i = 0; i < n && ncols < 64; i++)
+            if (events[i].step == step) {
+                int k = b - events[i].first_binade;
+                counts[ncols] = k >= 0 && k < events[i].nbins ? events[i].bins[k] : 0;
+                all += counts[ncols++];
+            }
+        printf("%d\t%lld", b, all);
+        for (int c = 0; c < ncols; c++) printf("\t%lld", counts[c]);
+        printf("\n");
+    }
 }
 
 static double share(long long part, long long whole) { return whole ? 100.0 * (double)part / (double)whole : 0; }
@@ -586,13 +636,14 @@ static double share(long long part, long long whole) { return whole ? 100.0 * (d
 static int cmd_underflow(int argc, char **argv) {
     const char *path = NULL, *step_arg = "last", *format_name = "fp16";
     double scale = 65536;
-    bool tsv = false;
+    bool tsv = false, bins = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *cmd = "amp underflow";
         if (strcmp(a, "--scale") == 0) scale = number_arg(a, option_value(cmd, argc, argv, &i));
         else if (strcmp(a, "--step") == 0) step_arg = option_value(cmd, argc, argv, &i);
         else if (strcmp(a, "--format") == 0) format_name = option_value(cmd, argc, argv, &i);
         else if (strcmp(a, "--tsv") == 0) tsv = true;
+        else if (strcmp(a, "--bins") == 0) bins = true;
         else if (strcmp(a, "--help") == 0) return usage(stdout), 0;
         else if (strncmp(a, "--", 2) == 0) mp_usage_error(cmd, "unknown option '%s' (mixpar amp --help)", a);
         else if (path) mp_usage_error(cmd, "one EVENTS file, not '%s' too", a);
@@ -625,6 +676,11 @@ static int cmd_underflow(int argc, char **argv) {
     }
     int L = -1;
     for (int i = 0; i < n; i++) L = events[i].layer > L ? events[i].layer : L; /* the head's layer is L */
+    if (bins) {
+        print_bins(events, n, step, L, path);
+        free(events);
+        return 0;
+    }
 
     int shown = 0;
     shifted_counts total1 = {0}, totalS = {0};
@@ -639,18 +695,28 @@ static int cmd_underflow(int argc, char **argv) {
                     e->scale);
         int shift = (exp2 - 1) - (e_exp - 1); /* log2(S) - log2(the event's scale) */
         shifted_counts c1 = count_shifted(e, f, 0), cS = count_shifted(e, f, shift);
-        char label[32];
+        char label[32], s1[24], s2[24];
         layer_label(e->layer, L, label, sizeof label);
-        if (shown == 0) {
-            if (tsv)
-                printf("# layer\tnonzero\tflushed_%%_at_%g\tsubnormal_%%_at_%g\tflushed_%%_at_%g\tsubnormal_%%_at_%g\t"
-                       "overflow_at_%g\n", e->scale, e->scale, scale, scale, scale);
-            else
-                printf("%s at loss scale %g (as recorded) and %g (2^%d: every value moves up %d binades), step %ld of "
-                       "%s\nshares of the nonzero gradients; flushed = rounds to 0, subnormal = keeps fewer than %d "
-                       "bits\n\n%-11s %10s %10s %10s %12s %10s %12s %10s\n",
-                       f->name, e->scale, scale, exp2 - 1, shift, step, path, f->mbits + 1, "layer", "nonzero",
-                       "flushed", "(exact)", "subnormal", "flushed", "subnormal", "overflow");
+        if (shown == 0 && tsv) {
+            printf("# layer\tnonzero\tflushed_%%_at_%g\tsubnormal_%%_at_%g\tflushed_%%_at_%g\tsubnormal_%%_at_%g\t"
+                   "overflow_at_%g\n", e->scale, e->scale, scale, scale, scale);
+        } else if (shown == 0) {
+            printf("%s at loss scale %.9g (as recorded) and %.9g (2^%d: every value moves up %d binades), step %ld of %s\n"
+                   "shares of the nonzero gradients; flushed = rounds to 0, subnormal = keeps fewer than %d bits;\n"
+                   "top = the highest binade after scaling (%s overflows from binade %d up)\n\n",
+                   f->name, e->scale, scale, exp2 - 1, shift, step, path, f->mbits + 1, f->name, top_binade(f) + 1);
+            char h[7][32];
+            fmt_scale(e->scale, s1, sizeof s1);
+            fmt_scale(scale, s2, sizeof s2);
+            snprintf(h[0], sizeof h[0], "flushed@%s", s1);
+            snprintf(h[1], sizeof h[1], "exact@%s", s1);
+            snprintf(h[2], sizeof h[2], "subnormal@%s", s1);
+            snprintf(h[3], sizeof h[3], "flushed@%s", s2);
+            snprintf(h[4], sizeof h[4], "subnormal@%s", s2);
+            snprintf(h[5], sizeof h[5], "overflow@%s", s2);
+            snprintf(h[6], sizeof h[6], "top@%s", s2);
+            printf("%-11s %8s %11s %11s %12s %12s %14s %13s %8s\n", "layer", "nonzero", h[0], h[1], h[2], h[3], h[4],
+                   h[5], h[6]);
         }
         if (tsv) {
             printf("%s\t%lld\t%.6f\t%.6f\t%.6f\t%.6f\t%lld\n", label, c1.nonzero, share(c1.flushed, c1.nonzero),
@@ -660,12 +726,14 @@ static int cmd_underflow(int argc, char **argv) {
             char exact[24] = "-";
             if (e->exact_underflow[target] >= 0)
                 snprintf(exact, sizeof exact, "%.3f%%", share(e->exact_underflow[target], c1.nonzero));
-            printf("%-11s %10lld %9.3f%% %10s %11.3f%% %9.3f%% %11.3f%% %10lld%s\n", label, c1.nonzero,
+            printf("%-11s %8lld %10.3f%% %11s %11.3f%% %11.3f%% %13.3f%% %13lld %8d%s\n", label, c1.nonzero,
                    share(c1.flushed, c1.nonzero), exact, share(c1.subnormal, c1.nonzero), share(cS.flushed, cS.nonzero),
-                   share(cS.subnormal, cS.nonzero), cS.overflow, cS.maybe_overflow ? " (+ some in the top binade)" : "");
+                   share(cS.subnormal, cS.nonzero), cS.overflow, cS.max_binade,
+                   cS.maybe_overflow ? " (+ some in the top binade)" : "");
         }
         total1.nonzero += c1.nonzero, total1.flushed += c1.flushed, total1.subnormal += c1.subnormal;
         totalS.flushed += cS.flushed, totalS.subnormal += cS.subnormal, totalS.overflow += cS.overflow;
+        if (shown == 0 || cS.max_binade > totalS.max_binade) totalS.max_binade = cS.max_binade;
         if (e->exact_underflow[target] >= 0) total_exact += e->exact_underflow[target];
         else exact_known = false;
         shown++;
@@ -674,9 +742,10 @@ static int cmd_underflow(int argc, char **argv) {
     if (!tsv) {
         char exact[24] = "-";
         if (exact_known) snprintf(exact, sizeof exact, "%.3f%%", share(total_exact, total1.nonzero));
-        printf("%-11s %10lld %9.3f%% %10s %11.3f%% %9.3f%% %11.3f%% %10lld\n", "all", total1.nonzero,
+        printf("%-11s %8lld %10.3f%% %11s %11.3f%% %11.3f%% %13.3f%% %13lld %8d\n", "all", total1.nonzero,
                share(total1.flushed, total1.nonzero), exact, share(total1.subnormal, total1.nonzero),
-               share(totalS.flushed, total1.nonzero), share(totalS.subnormal, total1.nonzero), totalS.overflow);
+               share(totalS.flushed, total1.nonzero), share(totalS.subnormal, total1.nonzero), totalS.overflow,
+               totalS.max_binade);
         printf("\n(exact): the trainer's own count, rounding every value; the bins cannot see a value of exactly\n"
                "half the smallest subnormal, which rounds to 0 (a tie, to even), so the two may differ by those.\n");
     }

@@ -52,10 +52,11 @@ cat > "$work/events.jsonl" <<'JSON'
 {"v":1,"kind":"hist","rank":0,"t":1,"step":5,"tensor":"grad","layer":1,"format":"fp32","scale":1,"count":10,"zero":0,"nonfinite":0,"first_binade":-1,"bins":[10],"targets":{"fp16":{"subnormal":0,"underflow":0,"overflow":0}}}
 JSON
 # Layer 0: 4 values in binade -30 (below 2^-25: flushed at scale 1; at 2^16 binade -14, normal) and 6 in binade
-# -20 (subnormal at 1; normal at 2^16). Layer 1 (the head: the last layer): binade -1, overflows nothing at 2^16.
+# -20 (subnormal at 1; normal at 2^16). Layer 1 (the last layer: lnf+head): binade -1, top binade 15 at 2^16,
+# 19 at 2^20: past fp16's top binade (15), so all 10 overflow.
 check_output "underflow: 40% flushed at scale 1, none at 2^16" 0 \
   "block 0 +10 +40.000% +40.000% +60.000% +0.000% +0.000% +0" amp underflow "$work/events.jsonl"
-check_output "underflow: at 2^20 the binade -1 values overflow fp16" 0 "head +10 .* 10$" \
+check_output "underflow: at 2^20 the binade -1 values overflow fp16" 0 "lnf\\+head +10 .* 10 +19$" \
   amp underflow "$work/events.jsonl" --scale 1048576
 check_output "underflow --tsv" 0 "^block 0	10	40.000000	60.000000	0.000000	0.000000	0$" \
   amp underflow "$work/events.jsonl" --tsv
