@@ -86,7 +86,8 @@ bool amp_find_nonfinite(model *m, amp_scan_what what, amp_nonfinite *out) {
         for (int i = 0; i < n; i++) order[i] = i;
     out->what = what;
     bool bad = amp_scan_nonfinite(t, order, n, what == AMP_SCAN_GRADS ? model_grads(m) : model_params(m), out);
-    out->first_is_tied = bad && what == AMP_SCAN_GRADS && model_get_config(m)->tied && strcmp(out->first.name, "wte") == 0;
+    out->first_is_tied =
+        bad && what == AMP_SCAN_GRADS && model_get_config(m)->tied && strcmp(out->first.name, "wte") == 0;
     free(order);
     return bad;
 }
@@ -181,7 +182,8 @@ void amp_diagnose(const amp_nonfinite *grads, const amp_nonfinite *params, const
     /* 2. learning rate and loss scale */
     say(&t, "2. learning rate / loss scale: lr %g under recipe %s", ctx->lr, recipe->name);
     if (ctx->scaler && ctx->scaler->cfg.kind != AMP_SCALER_NONE) {
-        say(&t, " with a %s loss scale of %g (%ld skipped steps in a row).", amp_scaler_kind_get(ctx->scaler->cfg.kind)->name,
+        say(&t, " with a %s loss scale of %g (%ld skipped steps in a row).",
+            amp_scaler_kind_get(ctx->scaler->cfg.kind)->name,
             (double)(ctx->update ? ctx->update->scale : ctx->scaler->scale), ctx->scaler->consecutive_skipped);
         if (fatal_scale || ctx->scaler->consecutive_skipped > 3)
             say(&t, " The scale has been lowered again and again and the gradients still overflow: they are "
@@ -214,8 +216,8 @@ void amp_diagnose(const amp_nonfinite *grads, const amp_nonfinite *params, const
 
     /* 5. data */
     say(&t, "5. data: if the above do not explain it, look at this step's batch: a corrupt shard, a sequence of "
-            "one repeated token, an extreme outlier (`mixpar data decode` shows the text); run the same batch again in fp32 to "
-            "see whether the precision or the data is at fault.\n");
+            "one repeated token, an extreme outlier (`mixpar data decode` shows the text); run the same batch again "
+            "in fp32 to see whether the precision or the data is at fault.\n");
 }
 
 void amp_diagnosis_emit(ev_writer *w, const amp_diagnosis *d) {

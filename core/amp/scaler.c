@@ -83,8 +83,8 @@ bool amp_scaler_config_check(const amp_scaler_config *c, data_err *err) {
             return DATA_ERR(err, "growth_factor > 1", NULL, "growth_factor %g for the %s scaler", c->growth_factor,
                             name);
         if (!(c->backoff_factor > 0 && c->backoff_factor < 1))
-            return DATA_ERR(err, "backoff_factor between 0 and 1 (exclusive)", NULL, "backoff_factor %g for the %s scaler",
-                            c->backoff_factor, name);
+            return DATA_ERR(err, "backoff_factor between 0 and 1 (exclusive)", NULL,
+                            "backoff_factor %g for the %s scaler", c->backoff_factor, name);
     }
     if ((uses_growth_backoff(c->kind) || c->kind == AMP_SCALER_DEEPSPEED) && c->growth_interval < 1)
         return DATA_ERR(err, "growth_interval >= 1 (clean steps before the scale grows)", NULL,

@@ -1,4 +1,4 @@
-/* cmd_amp.c: `mixpar amp`: the autocast policy table, loss-scaler traces, and fp16 underflow from a run's histograms. */
+/* cmd_amp.c: `mixpar amp`: the autocast policy table, loss-scaler traces, fp16 underflow from a run's histograms. */
 #include "amp/policy.h"
 #include "amp/scaler.h"
 #include "amp/setup.h"
@@ -179,8 +179,10 @@ static int cmd_policy(int argc, char **argv) {
         else if (strcmp(a, "--torch") == 0) torch = option_value("amp policy", argc, argv, &i);
         else if (strcmp(a, "--scaler") == 0) scaler = option_value("amp policy", argc, argv, &i);
         else if (strcmp(a, "--config") == 0) config = option_value("amp policy", argc, argv, &i);
-        else if (strcmp(a, "--set") == 0 && nsets < 64) sets[nsets++] = option_value("amp policy", argc, argv, &i);
-        else if (strcmp(a, "--op") == 0 && noverrides < 64) overrides[noverrides++] = option_value("amp policy", argc, argv, &i);
+        else if ((strcmp(a, "--set") == 0 && nsets == 64) || (strcmp(a, "--op") == 0 && noverrides == 64))
+            mp_usage_error("amp policy", "at most 64 %s options", a);
+        else if (strcmp(a, "--set") == 0) sets[nsets++] = option_value("amp policy", argc, argv, &i);
+        else if (strcmp(a, "--op") == 0) overrides[noverrides++] = option_value("amp policy", argc, argv, &i);
         else if (strcmp(a, "--help") == 0) return usage(stdout), 0;
         else mp_usage_error("amp policy", "unknown argument '%s' (mixpar amp --help)", a);
     }
@@ -380,10 +382,13 @@ static int cmd_scaler_trace(int argc, char **argv) {
     amp_scaler_config cfg = amp_scaler_defaults(kind);
     bool dynamic = kind == AMP_SCALER_PYTORCH || kind == AMP_SCALER_KERAS || kind == AMP_SCALER_DEEPSPEED;
     const char *kname = amp_scaler_kind_get(kind)->name;
-    if (given.init && given.power) mp_usage_error("amp scaler-trace", "give --init-scale or --init-scale-power, not both");
-    if ((given.interval && !dynamic) || ((given.growth || given.backoff) && !(dynamic && kind != AMP_SCALER_DEEPSPEED)) ||
+    if (given.init && given.power)
+        mp_usage_error("amp scaler-trace", "give --init-scale or --init-scale-power, not both");
+    bool growth_backoff = kind == AMP_SCALER_PYTORCH || kind == AMP_SCALER_KERAS;
+    if ((given.interval && !dynamic) || ((given.growth || given.backoff) && !growth_backoff) ||
         ((given.hysteresis || given.consecutive || given.min) && kind != AMP_SCALER_DEEPSPEED))
-        mp_usage_error("amp scaler-trace", "an option given does not apply to the %s scaler (mixpar amp --help)", kname);
+        mp_usage_error("amp scaler-trace", "an option given does not apply to the %s scaler (mixpar amp --help)",
+                       kname);
     if (given.init) cfg.init_scale = init;
     if (given.power) cfg.init_scale = ldexp(1.0, power);
     if (given.interval) cfg.growth_interval = interval;
@@ -441,7 +446,8 @@ static int cmd_scaler_trace(int argc, char **argv) {
                        (double)fold_scale, folded, fold_first, k);
             folded = 0;
             char note[640] = "";
-            if (found_inf || u.next_scale != u.scale || u.status != AMP_SCALER_OK) amp_scaler_explain(&s, &u, note, sizeof note);
+            if (found_inf || u.next_scale != u.scale || u.status != AMP_SCALER_OK)
+                amp_scaler_explain(&s, &u, note, sizeof note);
             printf("%6ld  %-5s  %12.9g  %-7s  %12.9g", k + 1, EVENT_NAMES[steps.steps[k]], (double)u.scale,
                    u.skipped ? "yes" : "no", (double)u.next_scale);
             state_columns(&s);
@@ -484,7 +490,8 @@ static bool json_int(const cJSON *o, const char *key, long long *out) {
 /* Reads the hist events of a file; returns how many (stops with exit 2 on a file that is not an event stream). */
 static hist_event *read_hist_events(const char *path, int *count) {
     FILE *f = fopen(path, "r");
-    if (!f) MP_FAIL_HINT("a readable events file", "runs/<run>/events.rank0.jsonl, written by mixpar train", "'%s'", path);
+    if (!f)
+        MP_FAIL_HINT("a readable events file", "runs/<run>/events.rank0.jsonl, written by mixpar train", "'%s'", path);
     hist_event *events = NULL;
     int n = 0, cap = 0;
     char *line = NULL;
@@ -701,7 +708,8 @@ static int cmd_underflow(int argc, char **argv) {
             printf("# layer\tnonzero\tflushed_%%_at_%g\tsubnormal_%%_at_%g\tflushed_%%_at_%g\tsubnormal_%%_at_%g\t"
                    "overflow_at_%g\n", e->scale, e->scale, scale, scale, scale);
         } else if (shown == 0) {
-            printf("%s at loss scale %.9g (as recorded) and %.9g (2^%d: every value moves up %d binades), step %ld of %s\n"
+            printf("%s at loss scale %.9g (as recorded) and %.9g (2^%d: every value moves up %d binades), "
+                   "step %ld of %s\n"
                    "shares of the nonzero gradients; flushed = rounds to 0, subnormal = keeps fewer than %d bits;\n"
                    "top = the highest binade after scaling (%s overflows from binade %d up)\n\n",
                    f->name, e->scale, scale, exp2 - 1, shift, step, path, f->mbits + 1, f->name, top_binade(f) + 1);

@@ -11,27 +11,46 @@ mkdir -p "$out"
 [ -x "$mixpar" ] || { echo "lab05: $mixpar is missing; run 'make' first (make lab05 does)" >&2; exit 2; }
 
 section() { printf '\n==== %s\n\n' "$*"; }
+# Runs a command that needs the lab's regions; while they are still LAB_TODO stubs (exit 86) it says so and the
+# experiment goes on (the measurement in part 3 does not need them). Any other failure stops the experiment.
+todo=0
+needs_lab() {
+    local rc=0
+    "$@" || rc=$?
+    if [ "$rc" -eq 86 ]; then todo=1; echo "  (this part runs once your lab 05 regions are written)"; return 0; fi
+    return "$rc"
+}
 
 # 1. Which op runs in which precision, for every recipe; then one recipe explained.
 section "mixpar amp policy"
-"$mixpar" amp policy
+needs_lab "$mixpar" amp policy
 section "mixpar amp policy --recipe fp16"
-"$mixpar" amp policy --recipe fp16
+needs_lab "$mixpar" amp policy --recipe fp16
 
 # 2. The dynamic scaler step by step: 2000 clean steps grow the scale, overflows halve it and are skipped.
 section "mixpar amp scaler-trace --kind pytorch \"C*2000 O C*5 O O O\""
-"$mixpar" amp scaler-trace --kind pytorch "C*2000 O C*5 O O O"
+needs_lab "$mixpar" amp scaler-trace --kind pytorch "C*2000 O C*5 O O O"
 section "mixpar amp scaler-trace --kind deepspeed \"C*1000 O C*5 O O O\"   (hysteresis 2, window 1000: lab 09)"
-"$mixpar" amp scaler-trace --kind deepspeed "C*1000 O C*5 O O O"
+needs_lab "$mixpar" amp scaler-trace --kind deepspeed "C*1000 O C*5 O O O"
 
 # A longer timeline for the figure: long clean stretches, an isolated overflow, then a burst of them (a loss
 # spike), then calm again. The same pattern through both scalers.
 timeline="C*2500 O C*3000 O C*1200 (O C*3)*4 O O O C*4500"
-for kind in pytorch deepspeed; do
-    "$mixpar" amp scaler-trace --kind "$kind" --tsv "$timeline" > "$out/timeline_$kind.tsv"
-done
 section "the same overflow pattern through both scalers ($out/timeline_*.tsv)"
+timeline_ok=1
 for kind in pytorch deepspeed; do
+    rm -f "$out/timeline_$kind.tsv"
+    needs_lab "$mixpar" amp scaler-trace --kind "$kind" --tsv "$timeline" > "$out/timeline_$kind.tsv.part"
+    if [ -s "$out/timeline_$kind.tsv.part" ] && ! grep -q 'runs once your lab 05' "$out/timeline_$kind.tsv.part"; then
+        mv "$out/timeline_$kind.tsv.part" "$out/timeline_$kind.tsv"
+    else
+        rm -f "$out/timeline_$kind.tsv.part"
+        timeline_ok=0
+        echo "  $kind: needs your lab 05 regions (and lab 09's for deepspeed)"
+    fi
+done
+for kind in pytorch deepspeed; do
+    [ -s "$out/timeline_$kind.tsv" ] || continue
     awk -F'\t' -v k="$kind" '!/^#/ {n++; s += $4; last = $5} END {printf "  %-9s %5d steps, %3d skipped, final scale %.9g\n", k, n, s, last}' \
         "$out/timeline_$kind.tsv"
 done
@@ -40,9 +59,15 @@ done
 #    histograms ("hist" events) every 10 steps; mixpar amp underflow reads them and shifts the bins by 16 binades
 #    to see the same gradients under a loss scale of 2^16.
 section "a 30-step fp32 run of configs/tiny-poetry.json with gradient histograms every 10 steps"
+rc=0
 "$mixpar" train --config configs/tiny-poetry.json --set train.steps=30 --set train.hist_interval=10 \
     --set train.run_name=lab05 --set train.run_dir="$out/run" --set train.eval_interval=0 \
-    --set train.sample_interval=0 --set train.checkpoint_interval=0 --set train.log_interval=10
+    --set train.sample_interval=0 --set train.checkpoint_interval=0 --set train.log_interval=10 || rc=$?
+if [ "$rc" -eq 86 ]; then
+    echo "lab05: the trainer needs labs 01 and 02 done (see the message above); the measurement is skipped" >&2
+    exit 0
+fi
+[ "$rc" -eq 0 ] || exit "$rc"
 events="$out/run/events.rank0.jsonl"
 section "mixpar amp underflow $events --step first"
 "$mixpar" amp underflow "$events" --step first
@@ -59,7 +84,7 @@ png_terminal=png
 if gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo; then png_terminal=pngcairo; fi
 
 # Figure 1: the loss scale over the steps, skipped steps marked.
-gnuplot <<EOF
+[ "$timeline_ok" -eq 1 ] && gnuplot <<EOF
 set terminal $png_terminal size 1100,600
 set output "$out/scale_timeline.png"
 set title "Loss scale over the steps: the same overflow pattern through PyTorch's GradScaler and DeepSpeed's scaler"
@@ -111,5 +136,6 @@ plot "$out/bins.tsv" using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb "#e69f00
 unset multiplot
 EOF
 section "figures"
-echo "  $out/scale_timeline.png   the loss scale over the steps, skipped steps marked"
+[ "$timeline_ok" -eq 1 ] && echo "  $out/scale_timeline.png   the loss scale over the steps, skipped steps marked"
 echo "  $out/underflow.png        fp16 underflow per layer, with and without a scale; the exponent histogram"
+if [ "$todo" -eq 1 ]; then echo; echo "lab05: some parts need your lab 05 regions (see above); make grade LAB=05 shows which"; fi
