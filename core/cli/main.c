@@ -18,6 +18,7 @@ static const struct {
     {"viz", cmd_viz, "watch a run in the terminal: loss, underflow, comm and memory panels (live or --replay)"},
     {"plot", cmd_plot, "gnuplot figures of a run (PNG, SVG or --term) with their data files"},
     {"trace", cmd_trace, "export a run as a Chrome trace for Perfetto (ui.perfetto.dev) or chrome://tracing"},
+    {"amp", cmd_amp, "mixed precision: autocast policy per recipe, loss-scaler traces, fp16 underflow of a run"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

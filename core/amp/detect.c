@@ -1,0 +1,231 @@
+/* detect.c: inf/NaN scans in backward order, and the diagnosis that follows the course's debugging flow. */
+#include "amp/detect.h"
+
+#include "base/error.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ scanning */
+
+int amp_backward_order(const model *m, int *order) {
+    int n;
+    const model_tensor *t = model_tensors(m, &n);
+    const model_config *c = model_get_config(m);
+    int k = 0, wte = -1;
+    /* Tied: wte is the LM head too, the first matmul backward meets (model_backward starts there). */
+    if (c->tied)
+        for (int i = 0; i < n; i++)
+            if (strcmp(t[i].name, "wte") == 0) order[k++] = wte = i;
+    /* Layers from the head (L) down to the embeddings (-1); within a layer the registry is in forward order,
+     * so reversed it is the order backward computes the tensors' gradients. */
+    for (int layer = c->L; layer >= -1; layer--)
+        for (int i = n - 1; i >= 0; i--)
+            if (t[i].layer == layer && i != wte) order[k++] = i;
+    MP_ASSERT(k == n, "backward order covers %d of %d tensors", k, n);
+    return k;
+}
+
+/* Counts the non-finite values of one tensor; false when it has none. */
+static bool scan_tensor(const model_tensor *t, int index, const float *x, amp_bad_tensor *bad) {
+    uint64_t nan = 0, posinf = 0, neginf = 0, first = 0;
+    bool any = false;
+    for (size_t i = 0; i < t->size; i++) {
+        float v = x[i];
+        if (isfinite(v)) continue;
+        if (!any) first = i;
+        any = true;
+        if (isnan(v)) nan++;
+        else if (v > 0) posinf++;
+        else neginf++;
+    }
+    if (!any) return false;
+    memset(bad, 0, sizeof *bad);
+    bad->index = index;
+    snprintf(bad->name, sizeof bad->name, "%s", t->name);
+    bad->layer = t->layer;
+    bad->size = t->size;
+    bad->nan = nan;
+    bad->posinf = posinf;
+    bad->neginf = neginf;
+    bad->first_offset = first;
+    bad->first_value = x[first];
+    return true;
+}
+
+bool amp_scan_nonfinite(const model_tensor *tensors, const int *order, int n, const float *buf, amp_nonfinite *out) {
+    amp_scan_what what = out->what;
+    memset(out, 0, sizeof *out);
+    out->what = what;
+    out->ntensors = n;
+    for (int k = 0; k < n; k++) {
+        const model_tensor *t = &tensors[order[k]];
+        out->count += t->size;
+        amp_bad_tensor bad;
+        if (!scan_tensor(t, order[k], buf + t->offset, &bad)) continue;
+        out->nan += bad.nan;
+        out->posinf += bad.posinf;
+        out->neginf += bad.neginf;
+        if (out->nbad == 0) out->first = bad;
+        else if (out->nbad == 1) out->second = bad;
+        out->nbad++;
+    }
+    return out->nbad > 0;
+}
+
+bool amp_find_nonfinite(model *m, amp_scan_what what, amp_nonfinite *out) {
+    int n;
+    const model_tensor *t = model_tensors(m, &n);
+    int *order = malloc((size_t)n * sizeof *order);
+    MP_ASSERT(order, "out of memory");
+    if (what == AMP_SCAN_GRADS) amp_backward_order(m, order);
+    else
+        for (int i = 0; i < n; i++) order[i] = i;
+    out->what = what;
+    bool bad = amp_scan_nonfinite(t, order, n, what == AMP_SCAN_GRADS ? model_grads(m) : model_params(m), out);
+    out->first_is_tied =
+        bad && what == AMP_SCAN_GRADS && model_get_config(m)->tied && strcmp(out->first.name, "wte") == 0;
+    free(order);
+    return bad;
+}
+
+/* ------------------------------------------------------------------ the diagnosis */
+
+typedef struct {
+    char *buf;
+    size_t len, used;
+} text;
+
+static void say(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(text *t, const char *fmt, ...) {
+    if (t->used >= t->len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->buf + t->used, t->len - t->used, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->used += (size_t)n < t->len - t->used ? (size_t)n : t->len - t->used;
+}
+
+static const char *layer_name(int layer, char *buf, size_t len) {
+    if (layer < 0) snprintf(buf, len, "embeddings");
+    else snprintf(buf, len, "layer %d", layer);
+    return buf;
+}
+
+static void say_tensor(text *t, const amp_bad_tensor *b) {
+    char where[32];
+    say(t, "%s (%s): %llu NaN, %llu +inf, %llu -inf of %llu values; first at element %llu (%g)", b->name,
+        layer_name(b->layer, where, sizeof where), (unsigned long long)b->nan, (unsigned long long)b->posinf,
+        (unsigned long long)b->neginf, (unsigned long long)b->size, (unsigned long long)b->first_offset,
+        (double)b->first_value);
+}
+
+void amp_diagnose(const amp_nonfinite *grads, const amp_nonfinite *params, const amp_diag_context *ctx,
+                  amp_diagnosis *out) {
+    memset(out, 0, sizeof *out);
+    out->step = ctx->step;
+    out->layer = -2;
+    text t = {out->message, sizeof out->message, 0};
+    const amp_recipe_info *recipe = amp_recipe_get(ctx->recipe);
+    bool loss_bad = !isfinite(ctx->loss);
+    bool grads_bad = grads && grads->nbad > 0, params_bad = params && params->nbad > 0;
+    bool fatal_scale = ctx->update && amp_scaler_status_is_fatal(ctx->update->status);
+    const amp_bad_tensor *named = params_bad ? &params->first : grads_bad ? &grads->first : NULL;
+
+    /* What: the most upstream fact wins. A bad weight makes the loss bad, which makes every gradient bad. */
+    const char *what = params_bad ? "nonfinite_param"
+                       : loss_bad ? "nonfinite_loss"
+                       : fatal_scale ? (ctx->update->status == AMP_SCALER_AT_MINIMUM ? "scale_at_minimum"
+                                                                                      : "scale_vanished")
+                       : grads_bad ? "nonfinite_grad"
+                                   : "none";
+    snprintf(out->what, sizeof out->what, "%s", what);
+    if (named) {
+        out->layer = named->layer;
+        snprintf(out->tensor, sizeof out->tensor, "%s", named->name);
+    }
+
+    say(&t, "step %ld: ", ctx->step);
+    if (params_bad) {
+        say(&t, "weights hold inf/NaN, first ");
+        say_tensor(&t, &params->first);
+        say(&t, "; %d of %d tensors are bad. An earlier update wrote them: a step with bad gradients was not "
+                "skipped, or an update overflowed the weights' format.\n",
+            params->nbad, params->ntensors);
+    } else if (loss_bad) {
+        say(&t, "the loss is %g: the forward pass went bad before backward, so every gradient inherits it; the "
+                "gradient scan cannot say more than that.\n",
+            (double)ctx->loss);
+    } else if (fatal_scale) {
+        char buf[640];
+        say(&t, "%s.\n", amp_scaler_explain(ctx->scaler, ctx->update, buf, sizeof buf));
+    } else if (!grads_bad) {
+        say(&t, "no inf or NaN found in the %s scanned.\n", grads ? "gradients" : "tensors");
+    }
+    if (grads_bad) {
+        say(&t, "1. gradients: in backward order the first to hold inf/NaN is ");
+        say_tensor(&t, &grads->first);
+        say(&t, ". %d of %d gradient tensors are bad; those after it in backward order inherit it.", grads->nbad,
+            grads->ntensors);
+        if (grads->first_is_tied && grads->nbad > 1)
+            say(&t, " wte is tied to the LM head: it collects the head's gradient first and the embedding's last, so "
+                    "the NaN may have come in through the embedding; the next bad tensor is %s.",
+                grads->second.name);
+        say(&t, "\n");
+    } else {
+        say(&t, "1. gradients: %s.\n", grads ? "all finite" : "not scanned");
+    }
+
+    /* 2. learning rate and loss scale */
+    say(&t, "2. learning rate / loss scale: lr %g under recipe %s", ctx->lr, recipe->name);
+    if (ctx->scaler && ctx->scaler->cfg.kind != AMP_SCALER_NONE) {
+        say(&t, " with a %s loss scale of %g (%ld skipped steps in a row).",
+            amp_scaler_kind_get(ctx->scaler->cfg.kind)->name,
+            (double)(ctx->update ? ctx->update->scale : ctx->scaler->scale), ctx->scaler->consecutive_skipped);
+        if (fatal_scale || ctx->scaler->consecutive_skipped > 3)
+            say(&t, " The scale has been lowered again and again and the gradients still overflow: they are "
+                    "exploding, not just too large for fp16. Lower the learning rate, or use bf16.\n");
+        else
+            say(&t, " An occasional overflow is how a dynamic scaler probes for the largest safe scale: one skipped "
+                    "step is normal, many in a row are not.\n");
+    } else {
+        say(&t, ", no loss scale. Inf/NaN here is not an fp16 range problem; the usual cause is a learning rate "
+                "too high for this model or batch (try it 3-10x lower, or a longer warmup).\n");
+    }
+
+    /* 3. clipping */
+    if (ctx->grad_clip > 0)
+        say(&t, "3. clipping: on at a global norm of %g. It cannot repair inf/NaN (the norm itself is not finite), "
+                "but it stops finite gradients from growing into an overflow.\n",
+            ctx->grad_clip);
+    else
+        say(&t, "3. clipping: off (gradient_clipping 0). Turn it on (\"gradient_clipping\": 1.0): a spike of large "
+                "gradients then becomes a bounded step instead of an overflow.\n");
+
+    /* 4. initialisation */
+    if (ctx->step <= 1)
+        say(&t, "4. initialisation: this is the first step, so suspect the initial weights: too large a scale "
+                "(GPT-2 uses N(0, 0.02), residual projections 0.02/sqrt(2L)), norm gains not 1, or a NaN in a "
+                "loaded checkpoint.\n");
+    else
+        say(&t, "4. initialisation: %ld steps ran before this one, so the initial weights are an unlikely cause.\n",
+            ctx->step - 1);
+
+    /* 5. data */
+    say(&t, "5. data: if the above do not explain it, look at this step's batch: a corrupt shard, a sequence of "
+            "one repeated token, an extreme outlier (`mixpar data decode` shows the text); run the same batch again "
+            "in fp32 to see whether the precision or the data is at fault.\n");
+}
+
+void amp_diagnosis_emit(ev_writer *w, const amp_diagnosis *d) {
+    ev_begin(w, "diagnosis");
+    ev_int(w, "step", d->step);
+    ev_str(w, "what", d->what);
+    ev_int(w, "layer", d->layer);
+    ev_str(w, "tensor", d->tensor);
+    ev_str(w, "message", d->message);
+    ev_end(w);
+}

@@ -1,0 +1,56 @@
+/* setup.h: one AMP setup (recipe + loss scaler) from a DeepSpeed-style config, a Keras policy name or PyTorch flags. */
+#ifndef MIXPAR_AMP_SETUP_H
+#define MIXPAR_AMP_SETUP_H
+
+/* The same run can be asked for in three vocabularies; each maps onto one recipe (amp/policy.h):
+ *
+ *   recipe     DeepSpeed JSON                 Keras policy       PyTorch
+ *   fp32       no fp16/bf16 section enabled   "float32"          no autocast, no GradScaler
+ *   fp16       "fp16": {"enabled": true}      "mixed_float16"    autocast(dtype=torch.float16) + GradScaler
+ *   bf16       "bf16": {"enabled": true}      "mixed_bfloat16"   autocast(dtype=torch.bfloat16), no GradScaler
+ *   bf16-pure  -                              "bfloat16"         model.to(torch.bfloat16), no autocast
+ *
+ * The recipe agrees; the loss scaler keeps each framework's own defaults, because that is what each
+ * framework runs: DeepSpeed's section gives the deepspeed scaler (hysteresis 2, window 1000, from 2^16;
+ * a fixed "loss_scale" gives the static one), Keras's LossScaleOptimizer starts at 2^15, PyTorch's
+ * GradScaler at 2^16 (amp/scaler.h). `mixpar amp policy --keras NAME | --torch DTYPE [--scaler on|off]
+ * | --config FILE` prints what each spelling maps to.
+ *
+ * Combinations that are mistakes are rejected with a message naming the keys, not quietly "fixed":
+ *   - fp16.enabled and bf16.enabled both true;
+ *   - fp16 autocast without a GradScaler (small gradients flush to zero in fp16: lab 04);
+ *   - a GradScaler with bf16 or without autocast (nothing can underflow; the scaler only costs time);
+ *   - Keras "float16" (fp16 variables, no fp32 master copy, no loss scaling: updates smaller than half
+ *     an fp16 ulp of the weight vanish; lab 09);
+ *   - a static fp16.loss_scale that is negative or not finite. (0 is DeepSpeed's "dynamic".)
+ */
+
+#include <stdbool.h>
+
+#include "amp/policy.h"
+#include "amp/scaler.h"
+#include "data/data_err.h"
+#include "train/config.h"
+
+typedef struct {
+    amp_recipe recipe;
+    amp_scaler_config scaler;
+    char source[96];  /* how it was asked for: "DeepSpeed config: fp16.enabled, fp16.loss_scale 0" */
+} amp_setup;
+
+/* From a parsed config's "fp16" and "bf16" sections (DeepSpeed's keys). */
+bool amp_recipe_from_config(const train_config *cfg, amp_setup *out, data_err *err);
+/* From a Keras mixed-precision policy name: "float32", "mixed_float16", "mixed_bfloat16", "bfloat16"
+ * (and "float16", which is rejected with the reason). */
+bool amp_recipe_from_keras(const char *policy_name, amp_setup *out, data_err *err);
+/* From PyTorch's two switches: the autocast dtype ("float32" or "none" for no autocast, "float16" /
+ * "half", "bfloat16"; a "torch." prefix is accepted) and whether a GradScaler is enabled. */
+bool amp_recipe_from_torch(const char *autocast_dtype, bool grad_scaler, amp_setup *out, data_err *err);
+
+/* The loss scaler of an "fp16" section: not enabled -> none; loss_scale 0 -> deepspeed with the
+ * section's initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis, min_loss_scale;
+ * loss_scale > 0 -> static. Errors name the key ("fp16.loss_scale"). */
+bool amp_scaler_config_from_fp16(const config_fp16 *fp16, amp_scaler_config *out, data_err *err);
+bool amp_scaler_init_from_config(amp_scaler *s, const config_fp16 *fp16, data_err *err);
+
+#endif

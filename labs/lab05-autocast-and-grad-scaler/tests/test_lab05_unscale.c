@@ -1,0 +1,87 @@
+/* test_lab05_unscale.c: lab 05 visible tests, part A: the fused unscale and inf/NaN check (amp_scaler_unscale in
+ * core/amp/scaler.c): the gradients come back divided by the scale, and any +inf, -inf or NaN is reported. */
+#include "lab05_util.h"
+
+#include <float.h>
+#include <math.h>
+
+/* Gradients as backward leaves them under scale S = 2^16: the true gradients times S. Unscaling by a power of
+ * two is exact, so every value must come back bit for bit. */
+MPT_TEST(unscale_divides_by_the_scale) {
+    amp_scaler s = lab05_scaler(AMP_SCALER_PYTORCH);
+    MPT_REQUIRE(amp_scaler_scale(&s) == 65536.0f, "the PyTorch scaler starts at 2^16 (amp_scaler_init)");
+    enum { N = 64 };
+    float truth[N], g[N];
+    for (int i = 0; i < N; i++) {
+        truth[i] = ldexpf((float)((i * 37) % 23 + 1) / 24.0f, -(i % 30)) * (i % 3 ? 1.0f : -1.0f);
+        g[i] = truth[i] * 65536.0f;
+    }
+    g[7] = 0.0f, truth[7] = 0.0f;
+    clip_span span = {g, N};
+    bool found = amp_scaler_unscale(&s, &span, 1);
+    MPT_CHECK(!found, "all values are finite, so found_inf must be false; got true\n"
+                      "      likely mistake: testing isnan/isinf on the wrong thing, or not resetting the flag");
+    int wrong = 0;
+    for (int i = 0; i < N && wrong < 3; i++)
+        if (g[i] != truth[i]) {
+            wrong++;
+            mpt_fail(__FILE__, __LINE__,
+                     "gradient %d after unscaling\n      expected: %.9g (the scaled value %.9g / 65536)\n"
+                     "      got:      %.9g\n      likely mistake: %s",
+                     i, (double)truth[i], (double)truth[i] * 65536, (double)g[i],
+                     g[i] == truth[i] * 65536.0f ? "the gradients were not changed: multiply each by inv_scale"
+                     : g[i] == truth[i] * 65536.0f * 65536.0f ? "multiplied by the scale instead of by 1/scale"
+                                                               : "use inv_scale = (float)(1.0 / (double)scale)");
+        }
+}
+
+/* +inf, -inf and NaN each make found_inf true; the largest finite float does not. */
+MPT_TEST(unscale_finds_inf_and_nan) {
+    static const struct {
+        float bad;
+        const char *name;
+    } cases[] = {{INFINITY, "+inf"}, {-INFINITY, "-inf"}, {NAN, "NaN"}};
+    for (int c = 0; c < 3; c++) {
+        amp_scaler s = lab05_scaler(AMP_SCALER_PYTORCH);
+        float g[6] = {1.0f, -2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+        g[c + 2] = cases[c].bad;
+        clip_span span = {g, 6};
+        bool found = amp_scaler_unscale(&s, &span, 1);
+        MPT_CHECK(found, "a gradient holding %s: found_inf should be true, got false\n"
+                         "      likely mistake: %s", cases[c].name,
+                  c == 2 ? "NaN compares false with everything: x > FLT_MAX is false for NaN; use isfinite(x)"
+                         : c == 1 ? "checking only x == INFINITY misses -inf; use isfinite(x)"
+                                  : "the check must look at every value");
+        MPT_CHECK(g[5] == 6.0f / 65536.0f, "values after the %s must still be unscaled (one full pass; PyTorch "
+                  "unscales every gradient even when it finds an inf): element 5 expected %g, got %g",
+                  cases[c].name, 6.0 / 65536.0, (double)g[5]);
+        amp_scaler_update(&s, true);
+    }
+    amp_scaler s = lab05_scaler(AMP_SCALER_PYTORCH);
+    float g[4] = {FLT_MAX, -FLT_MAX, 0x1p-149f, -0.0f};
+    clip_span span = {g, 4};
+    MPT_CHECK(!amp_scaler_unscale(&s, &span, 1),
+              "FLT_MAX, -FLT_MAX, the smallest subnormal and -0 are all finite: found_inf should be false\n"
+              "      likely mistake: comparing against a threshold instead of testing isfinite");
+}
+
+/* The check and the unscale cover every span, not just the first. */
+MPT_TEST(unscale_checks_every_span) {
+    amp_scaler s = lab05_scaler(AMP_SCALER_PYTORCH);
+    float a[3] = {65536.0f, 131072.0f, -65536.0f}, b[2] = {32768.0f, 0.0f}, c[4] = {65536.0f, NAN, 1.0f, 2.0f};
+    clip_span spans[3] = {{a, 3}, {b, 2}, {c, 4}};
+    bool found = amp_scaler_unscale(&s, spans, 3);
+    MPT_CHECK(found, "the NaN is in the third span: found_inf should be true\n"
+                     "      likely mistake: looping over grads[0] only, or overwriting found_inf per span "
+                     "(found_inf = bad instead of found_inf |= bad)");
+    MPT_CHECK(a[1] == 2.0f && b[0] == 0.5f && c[0] == 1.0f,
+              "every span is unscaled: expected a[1] = 2, b[0] = 0.5, c[0] = 1; got %g, %g, %g", (double)a[1],
+              (double)b[0], (double)c[0]);
+    amp_scaler_update(&s, true);
+    amp_scaler t = lab05_scaler(AMP_SCALER_PYTORCH);
+    float d[2] = {NAN, 1.0f}, e[2] = {65536.0f, 65536.0f};
+    clip_span spans2[2] = {{d, 2}, {e, 2}};
+    MPT_CHECK(amp_scaler_unscale(&t, spans2, 2), "a NaN in the first span followed by a clean span: found_inf "
+              "should stay true (found_inf |= bad, not found_inf = bad)");
+    MPT_CHECK(e[1] == 1.0f, "the span after the bad one is unscaled too: expected 1, got %g", (double)e[1]);
+}
