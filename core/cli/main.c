@@ -12,12 +12,14 @@ static const struct {
     {"float", cmd_float, "number formats: bits, rounding error and ulp of values in fp32/tf32/fp16/bf16/fp8"},
     {"plan", cmd_plan, "memory plan of training a transformer: params, grads, optimizer, activations per rank"},
     {"data", cmd_data, "datasets: build token files (synthetic tasks, Tang/Song poetry, fortunes), inspect, encode"},
+    {"run", cmd_run, "start a program on N ranks (mpirun underneath): mixpar run -n 4 -- PROGRAM ARGS"},
+    {"comm-bench", cmd_comm_bench, "time collectives per algorithm and size: algbw, busbw, alpha-beta fit"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
 static void usage(FILE *out) {
     fprintf(out, "usage: mixpar COMMAND [ARGS]   (mixpar COMMAND --help for each)\n\ncommands:\n");
-    for (int i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
 int main(int argc, char **argv) {
