@@ -12,7 +12,11 @@
 /* ---------------------------------------------------------------- chunk arithmetic */
 
 size_t comm_chunk_offset(size_t count, int parts, int i) {
-    MP_ASSERT(parts > 0 && i >= 0 && i <= parts, "chunk %d of %d", i, parts);
+    MP_ASSERT(parts > 0, "a buffer cut into %d chunks", parts);
+    if (i < 0 || i > parts)
+        MP_FAIL_HINT("a chunk index from 0 to parts (an end index may equal parts)",
+                     "a negative index often comes from C's %, which keeps the sign (-1 % 4 == -1): use comm_mod(a, p)",
+                     "chunk %d of a buffer cut into %d chunks", i, parts);
     size_t base = count / (size_t)parts, extra = count % (size_t)parts, k = (size_t)i;
     /* The first `extra` chunks hold base + 1 elements, the rest base. */
     return k * base + (k < extra ? k : extra);

@@ -118,7 +118,8 @@ static _Noreturn void fail_timeout(comm_t *c, double waited, int peer) {
     char who[96], where[160], awaited[96];
     describe_rank(c, who, sizeof who);
     describe_context(c, where, sizeof where);
-    if (peer >= 0) snprintf(awaited, sizeof awaited, "a message from rank %d", peer);
+    if (peer == c->rank) snprintf(awaited, sizeof awaited, "a message from rank %d, itself (which never sent it)", peer);
+    else if (peer >= 0) snprintf(awaited, sizeof awaited, "a message from rank %d", peer);
     else snprintf(awaited, sizeof awaited, "the other ranks of the collective");
     fflush(stdout);
     fprintf(stderr,

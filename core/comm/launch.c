@@ -85,6 +85,7 @@ int comm_launch_argv(const comm_launch_opts *o, char *const *program_argv, char 
         ADD("--oversubscribe");
     }
     if (o->enable_recovery) ADD("--enable-recovery");
+    if (o->quiet) ADD("-q");
     for (char **e = environ; e && *e; e++)
         for (size_t k = 0; k < sizeof EXPORTED_PREFIXES / sizeof EXPORTED_PREFIXES[0]; k++)
             if (strncmp(*e, EXPORTED_PREFIXES[k], strlen(EXPORTED_PREFIXES[k])) == 0) {

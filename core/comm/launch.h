@@ -10,6 +10,7 @@ typedef struct {
     const char *hostfile; /* NULL: every rank on this machine */
     double timeout_s;     /* > 0: stop mpirun (and so its ranks) after this long; 0: wait for ever */
     bool enable_recovery; /* mpirun --enable-recovery: a dead rank does not end the job (for failure tests) */
+    bool quiet;           /* mpirun -q: leave out mpirun's own explanations of a failed job */
 } comm_launch_opts;
 
 /* mpirun's full path from PATH (or MIXPAR_MPIRUN), or NULL when there is none. */
