@@ -654,7 +654,7 @@ void comm_allgather(comm_t *c, const void *send, void *recv, size_t count, comm_
     call_scope s = call_begin(c, COMM_OP_ALLGATHER, algo, count, dt, -1, -1);
     size_t bytes = count * comm_dtype_size(dt);
     char *mine = (char *)recv + (size_t)c->rank * bytes;
-    if (algo == COMM_ALGO_NATIVE && c->size > 1 && count > 0) {
+    if (c->backend->device_buffers || (algo == COMM_ALGO_NATIVE && c->size > 1 && count > 0)) {
         native_wait(c, c->backend->iallgather(c, send == mine ? recv : send, recv, count, dt));
     } else {
         if (send != mine && bytes) memcpy(mine, send, bytes);
@@ -707,7 +707,8 @@ void comm_scatter(comm_t *c, const void *send, void *recv, size_t count, comm_dt
     comm_algo algo = resolve_algo(c, COMM_OP_SCATTER, COMM_ALGO_NATIVE);
     call_scope s = call_begin(c, COMM_OP_SCATTER, algo, count, dt, -1, root);
     size_t bytes = count * comm_dtype_size(dt);
-    if (c->size > 1 && count > 0) native_wait(c, c->backend->iscatter(c, send, recv, count, dt, root));
+    if (c->backend->device_buffers || (c->size > 1 && count > 0))
+        native_wait(c, c->backend->iscatter(c, send, recv, count, dt, root));
     else if (bytes && send != recv) memcpy(recv, send, bytes);
     call_end(c, s, bytes * (size_t)c->size, c->rank == root ? (uint64_t)bytes * (uint64_t)(c->size - 1) : 0);
 }
@@ -720,7 +721,8 @@ void comm_gather(comm_t *c, const void *send, void *recv, size_t count, comm_dty
     comm_algo algo = resolve_algo(c, COMM_OP_GATHER, COMM_ALGO_NATIVE);
     call_scope s = call_begin(c, COMM_OP_GATHER, algo, count, dt, -1, root);
     size_t bytes = count * comm_dtype_size(dt);
-    if (c->size > 1 && count > 0) native_wait(c, c->backend->igather(c, send, recv, count, dt, root));
+    if (c->backend->device_buffers || (c->size > 1 && count > 0))
+        native_wait(c, c->backend->igather(c, send, recv, count, dt, root));
     else if (bytes && send != recv) memcpy(recv, send, bytes);
     call_end(c, s, bytes * (size_t)c->size, c->rank == root ? 0 : bytes);
 }
