@@ -70,7 +70,8 @@ static void usage(FILE *out) {
             "ring allreduce overtakes tree.\n"
             "\n"
             "  --op OP        allreduce, allgather, reduce_scatter, broadcast or all (default allreduce)\n"
-            "  --algo ALGO    ring, tree, rhd, native or all (default all); ops skip algorithms they lack\n"
+            "  --algo ALGOS   ring, tree, rhd, native, all, or a list: ring,native (default all); ops skip\n"
+            "                 algorithms they lack\n"
             "  --min, --max   sizes such as 8, 64K, 16M (K/M/G are 1024-based; default 8 and 64M)\n"
             "  --iters N      timed calls per size (default 20), fewer for large sizes when --budget says so\n"
             "  --warmup N     untimed calls first (default 3, at least 1)\n"
@@ -128,12 +129,24 @@ static void parse_args(int argc, char **argv, bench_args *a) {
         any |= a->op_on[k];
     }
     if (!any) mp_usage_error("comm-bench", "--op takes allreduce, allgather, reduce_scatter, broadcast or all, not '%s'", op);
-    any = false;
-    for (int k = 0; k < NALGOS; k++) {
-        a->algo_on[k] = strcmp(algo, "all") == 0 || strcmp(algo, comm_algo_name(ALGOS[k])) == 0;
-        any |= a->algo_on[k];
+    /* --algo: all, or a comma-separated list such as ring,native */
+    for (const char *p = algo; *p;) {
+        size_t n = strcspn(p, ",");
+        bool all = n == 3 && strncmp(p, "all", 3) == 0, known = all;
+        for (int k = 0; k < NALGOS; k++) {
+            const char *name = comm_algo_name(ALGOS[k]);
+            bool match = all || (strlen(name) == n && strncmp(p, name, n) == 0);
+            a->algo_on[k] |= match;
+            known |= match;
+        }
+        if (!known)
+            mp_usage_error("comm-bench", "--algo takes ring, tree, rhd, native, all or a list such as ring,native; "
+                                         "not '%.*s'", (int)n, p);
+        p += n + (p[n] == ',');
     }
-    if (!any) mp_usage_error("comm-bench", "--algo takes ring, tree, rhd, native or all, not '%s'", algo);
+    any = false;
+    for (int k = 0; k < NALGOS; k++) any |= a->algo_on[k];
+    if (!any) mp_usage_error("comm-bench", "--algo takes ring, tree, rhd, native, all or a list such as ring,native");
 }
 
 /* ---------------------------------------------------------------- the data and its check */
@@ -279,11 +292,22 @@ static void report_fits(const series *all, int nseries, int p) {
     /* Measured: the smallest size from which ring is faster than tree at every size measured. */
     int from = -1;
     for (int i = ring->n - 1; i >= 0 && i < tree->n && ring->seconds[i] < tree->seconds[i]; i--) from = i;
-    char measured[64] = "never, in the sizes measured", fitted[64] = "none (the fitted lines do not cross)";
+    char measured[64] = "no size measured", fitted[96], at[32];
     if (from >= 0) format_bytes(ring->bytes[from], measured, sizeof measured);
-    if (b_tree > b_ring && a_ring > a_tree) format_bytes((a_ring - a_tree) / (b_tree - b_ring), fitted, sizeof fitted);
-    else if (a_ring <= a_tree && b_ring <= b_tree) snprintf(fitted, sizeof fitted, "everywhere (ring fits better at every size)");
-    printf("# ring allreduce overtakes tree from %s (measured); the fits cross at %s\n", measured, fitted);
+    /* The fitted lines a + n b cross at n* = (a_ring - a_tree) / (b_tree - b_ring) when that is positive. */
+    double cross = (a_ring - a_tree) / (b_tree - b_ring);
+    if (b_tree > b_ring && a_ring > a_tree) {
+        format_bytes(cross, at, sizeof at);
+        snprintf(fitted, sizeof fitted, "the fits cross at %s", at);
+    } else if (a_ring <= a_tree && b_ring <= b_tree) {
+        snprintf(fitted, sizeof fitted, "the ring's fit is below the tree's at every size");
+    } else if (a_ring >= a_tree && b_ring >= b_tree) {
+        snprintf(fitted, sizeof fitted, "the tree's fit is below the ring's at every size");
+    } else {
+        format_bytes(cross, at, sizeof at);
+        snprintf(fitted, sizeof fitted, "the fits cross at %s, but the tree wins above it", at);
+    }
+    printf("# ring allreduce beats tree at every size from %s up (measured); %s\n", measured, fitted);
 }
 
 /* ---------------------------------------------------------------- main */

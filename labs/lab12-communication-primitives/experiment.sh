@@ -14,15 +14,32 @@ mkdir -p "$out"
 
 section() { printf '\n==== %s\n\n' "$*"; }
 
+# 0. Which algorithms work yet? ring needs exercises 1 and 2, rhd exercise 5; tree and native are given. A quick
+#    call of each tells (an unfinished region stops the ranks with "lab 12 not done").
+algos=""
+for algo in ring tree rhd native; do
+    if "$mixpar" run -n "$ranks" -- "$mixpar" comm-bench --op allreduce --algo "$algo" --min 8 --max 8 --iters 1 \
+        --warmup 1 > /dev/null 2>&1; then
+        algos="${algos:+$algos,}$algo"
+    else
+        echo "lab12: the $algo allreduce does not run yet (its LAB 12 regions?); it is left out of the sweep"
+    fi
+done
+
 # 1. The sweep. Every rank runs comm-bench; rank 0 prints. Sizes double from 8 B to 16 MiB; each size is timed
 #    for at most about 0.25 s (fewer calls for the large ones), and checked element by element (#wrong).
-section "$mixpar run -n $ranks -- $mixpar comm-bench --op allreduce --algo all --min 8 --max 16M --budget 0.25"
-"$mixpar" run -n "$ranks" -- "$mixpar" comm-bench --op allreduce --algo all --min 8 --max 16M --iters 20 \
+section "$mixpar run -n $ranks -- $mixpar comm-bench --op allreduce --algo $algos --min 8 --max 16M --budget 0.25"
+"$mixpar" run -n "$ranks" -- "$mixpar" comm-bench --op allreduce --algo "$algos" --min 8 --max 16M --iters 20 \
     --warmup 2 --budget 0.25 | tee "$out/allreduce.txt"
 
 # 2. One table per algorithm for the plot: size (bytes) and busbw (GB/s), from the lines of the sweep.
-for algo in ring tree rhd native; do
+plots=""
+style_ring='pt 7 title "ring"' style_tree='pt 5 title "tree"' style_rhd='pt 9 title "rhd"'
+style_native='pt 13 dt 2 title "MPI (native)"'
+for algo in ${algos//,/ }; do
     awk -v a="$algo" '$1 == "allreduce" && $2 == a { print $3, $8, $6 }' "$out/allreduce.txt" > "$out/busbw_$algo.dat"
+    style=style_$algo
+    plots="${plots:+$plots, }\"$out/busbw_$algo.dat\" using 1:2 with linespoints lw 2 ${!style}"
 done
 
 if ! command -v gnuplot > /dev/null; then
@@ -41,10 +58,7 @@ set xlabel "message size (bytes)"
 set ylabel "bus bandwidth (GB/s)"
 set key top left
 set grid
-plot "$out/busbw_ring.dat" using 1:2 with linespoints lw 2 pt 7 title "ring", \\
-     "$out/busbw_tree.dat" using 1:2 with linespoints lw 2 pt 5 title "tree", \\
-     "$out/busbw_rhd.dat" using 1:2 with linespoints lw 2 pt 9 title "rhd", \\
-     "$out/busbw_native.dat" using 1:2 with linespoints lw 2 pt 13 dt 2 title "MPI (native)"
+plot $plots
 PLOT
 }
 
