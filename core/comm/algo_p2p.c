@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/parse.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,10 +14,15 @@
 
 size_t comm_chunk_offset(size_t count, int parts, int i) {
     MP_ASSERT(parts > 0, "a buffer cut into %d chunks", parts);
-    if (i < 0 || i > parts)
-        MP_FAIL_HINT("a chunk index from 0 to parts (an end index may equal parts)",
-                     "a negative index often comes from C's %, which keeps the sign (-1 % 4 == -1): use comm_mod(a, p)",
-                     "chunk %d of a buffer cut into %d chunks", i, parts);
+    if (i < 0 || i > parts) {
+        /* One fprintf, so the lines of several ranks failing at once do not interleave. */
+        fflush(stdout);
+        fprintf(stderr, "mixpar comm: chunk %d of a buffer cut into %d chunks does not exist (chunks 0..%d; an end "
+                        "index may be %d)%s\n", i, parts, parts - 1, parts,
+                i < 0 ? ": a negative index often comes from C's %, which keeps the sign (-1 % 4 == -1); use "
+                        "comm_mod(a, p)" : "");
+        exit(EXIT_BAD_INPUT);
+    }
     size_t base = count / (size_t)parts, extra = count % (size_t)parts, k = (size_t)i;
     /* The first `extra` chunks hold base + 1 elements, the rest base. */
     return k * base + (k < extra ? k : extra);

@@ -121,6 +121,7 @@ static void lab12_check(int ranks, const lab12_case *k, const size_t *counts, in
                                                         "sides of every exchange agree on who sends to whom?"
                         : strstr(output, "disagree") ? "a receive and its send disagree on the number of elements: "
                                                        "check the chunk each side names"
+                        : strstr(output, "does not exist") ? "a chunk index out of range (see the ranks' message)"
                         : rc == 139 ? "a rank crashed (segmentation fault): a chunk index out of range, or a NULL "
                                       "pointer?"
                         : rc > 128 ? "a rank was killed by a signal"
