@@ -107,6 +107,13 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* mixpar run's own signals go on to mpirun, which passes them to the ranks: stopping the launcher stops
+ * the job instead of orphaning it. */
+static volatile sig_atomic_t forward_to = 0;
+static void forward_signal(int sig) {
+    if (forward_to > 0) kill((pid_t)forward_to, sig);
+}
+
 static int exit_code(int status) {
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -132,6 +139,11 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
         fprintf(stderr, "mixpar: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    struct sigaction forward = {.sa_handler = forward_signal}, saved[3];
+    static const int FORWARDED[3] = {SIGINT, SIGTERM, SIGHUP};
+    forward_to = pid;
+    sigemptyset(&forward.sa_mask);
+    for (int i = 0; i < 3; i++) sigaction(FORWARDED[i], &forward, &saved[i]);
     size_t len = 0, cap = 0;
     const size_t keep_max = 1 << 20;
     char *text = NULL;
@@ -176,6 +188,8 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
             timed_out = true;
         }
     }
+    for (int i = 0; i < 3; i++) sigaction(FORWARDED[i], &saved[i], NULL);
+    forward_to = 0;
     if (output) {
         close(pipefd[0]);
         text[len] = '\0';
