@@ -81,6 +81,8 @@ int cmd_run(int argc, char **argv) {
             mp_usage_error("run", "unknown option '%s' (the program to run goes after --)", a);
         }
     }
+    /* Under torchrun each of its workers would start a whole mpirun job of its own. */
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) comm_launch_refuse_torchrun();
     if (o.ranks == 0) mp_usage_error("run", "say how many ranks with -n N");
     if (i >= argc) mp_usage_error("run", "missing '--' before the program to run: mixpar run -n %d -- PROGRAM ARGS", o.ranks);
     char **program = argv + i + 1;

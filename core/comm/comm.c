@@ -3,6 +3,7 @@
 #include "comm/comm.h"
 #include "comm/algo.h"
 #include "comm/comm_internal.h"
+#include "comm/launch.h"
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -206,36 +207,6 @@ static bool under_mpi_launcher(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
 }
 
-/* torchrun-style launching. torchrun starts every rank itself and describes the job with
- *     RANK        -> this process's rank in the world       (mpirun: OMPI_COMM_WORLD_RANK)
- *     WORLD_SIZE  -> the number of ranks                    (mpirun: OMPI_COMM_WORLD_SIZE)
- *     LOCAL_RANK  -> the rank on this machine, picks a GPU  (mpirun: OMPI_COMM_WORLD_LOCAL_RANK)
- *     MASTER_ADDR, MASTER_PORT -> a TCP rendezvous on rank 0, where the ranks meet and exchange what
- *                    their transport needs (for NCCL: the ncclUniqueId that mixpar broadcasts over MPI)
- * mixpar's ranks find each other through MPI's runtime, which only mpirun (or srun --mpi=pmix) starts;
- * connecting MPI processes through MASTER_ADDR would need MPI_Comm_connect/accept or a TCP bootstrap of
- * our own, which mixpar does not have. So for now a torchrun-started job with more than one rank stops
- * here with an explanation, rather than running every rank as a lonely rank 0. */
-static void refuse_torchrun_launch(void) {
-    static const char *const VARS[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
-    const char *ws = getenv("WORLD_SIZE");
-    int64_t world = 0;
-    if (!ws || !parse_i64(ws, &world) || world <= 1) return;
-    char found[512] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < sizeof VARS / sizeof VARS[0]; i++) {
-        const char *v = getenv(VARS[i]);
-        if (v) used += (size_t)snprintf(found + used, used < sizeof found ? sizeof found - used : 0, "%s%s=%s",
-                                        used ? " " : "", VARS[i], v);
-    }
-    MP_FAIL_HINT("a job started by mpirun (mixpar's ranks connect through MPI)",
-                 "launch with 'mixpar run -n N -- PROGRAM ARGS' (mpirun underneath) or 'srun --mpi=pmix'; "
-                 "torchrun-style variables map to mpirun's (RANK -> OMPI_COMM_WORLD_RANK, WORLD_SIZE -> "
-                 "OMPI_COMM_WORLD_SIZE, LOCAL_RANK -> OMPI_COMM_WORLD_LOCAL_RANK) but mixpar cannot yet "
-                 "rendezvous at MASTER_ADDR:MASTER_PORT",
-                 "torchrun-style launch variables and no mpirun: %s", found);
-}
-
 static const comm_backend *choose_backend(void) {
     const char *want = getenv("MIXPAR_COMM");
     if (want && *want) {
@@ -250,7 +221,7 @@ static const comm_backend *choose_backend(void) {
         MP_FAIL_HINT("MIXPAR_COMM=self, mpi or nccl", "unset it to choose by launcher", "MIXPAR_COMM='%s'", want);
     }
     if (under_mpi_launcher()) return &comm_backend_mpi;
-    refuse_torchrun_launch();
+    comm_launch_refuse_torchrun();
     return &comm_backend_self;
 }
 

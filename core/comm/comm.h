@@ -94,7 +94,8 @@ enum { COMM_UNDEFINED = -1 }; /* comm_split color: this rank joins no sub-commun
 /* Makes the world communicator. The backend: "mpi" when the program was started by mpirun (the variable
  * OMPI_COMM_WORLD_SIZE is set) or MIXPAR_COMM=mpi; "nccl" when MIXPAR_COMM=nccl in a build that has it;
  * else "self". A program started by torchrun-style variables (WORLD_SIZE > 1 without mpirun) stops with
- * an explanation (see comm.c). argc/argv may be NULL. Call once; comm_finalize at the end. */
+ * an explanation (comm_launch_refuse_torchrun in comm/launch.c). argc/argv may be NULL. Call once;
+ * comm_finalize at the end. */
 comm_t *comm_init(int *argc, char ***argv);
 /* Frees the world communicator (sub-communicators must have been freed) and shuts the backend down. */
 void comm_finalize(comm_t *world);

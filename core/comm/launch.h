@@ -31,4 +31,9 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
 /* The number of cores this process may run on (its CPU affinity), for the oversubscribe decision. */
 int comm_launch_cores(void);
 
+/* Stops the program (exit 2) with an explanation when it was started torchrun-style (WORLD_SIZE > 1, with
+ * RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) rather than by mpirun; does nothing otherwise. Call it only
+ * when not under mpirun. comm_init and mixpar run call it. */
+void comm_launch_refuse_torchrun(void);
+
 #endif

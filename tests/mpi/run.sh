@@ -86,6 +86,8 @@ check_output "run: --help names srun --mpi=pmix" 0 "srun --mpi=pmix" "$MIXPAR" r
 check_output "torchrun-style variables without mpirun: exit 2 naming them" 2 \
   "torchrun-style launch variables and no mpirun: RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500" \
   env RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 "$MIXPAR" comm-bench --max 8
+check_output "run: started by torchrun (WORLD_SIZE=2): exit 2, no nested mpirun jobs" 2 "torchrun-style launch variables" \
+  env RANK=0 WORLD_SIZE=2 "$MIXPAR" run -n 2 -- true
 check_output "torchrun-style WORLD_SIZE=1 runs as one rank" 0 "1 rank \(self backend\)" \
   env RANK=0 WORLD_SIZE=1 "$MIXPAR" comm-bench --max 8
 check_output "MIXPAR_COMM=mpi without mpirun: a singleton MPI job" 0 "1 rank \(mpi backend\)" \
