@@ -292,8 +292,11 @@ static void report_fits(const series *all, int nseries, int p) {
     /* Measured: the smallest size from which ring is faster than tree at every size measured. */
     int from = -1;
     for (int i = ring->n - 1; i >= 0 && i < tree->n && ring->seconds[i] < tree->seconds[i]; i--) from = i;
-    char measured[64] = "no size measured", fitted[96], at[32];
-    if (from >= 0) format_bytes(ring->bytes[from], measured, sizeof measured);
+    char measured[96] = "ring allreduce is not faster than tree at the largest size measured", fitted[96], at[32];
+    if (from >= 0) {
+        format_bytes(ring->bytes[from], at, sizeof at);
+        snprintf(measured, sizeof measured, "ring allreduce beats tree at every size from %s up (measured)", at);
+    }
     /* The fitted lines a + n b cross at n* = (a_ring - a_tree) / (b_tree - b_ring) when that is positive. */
     double cross = (a_ring - a_tree) / (b_tree - b_ring);
     if (b_tree > b_ring && a_ring > a_tree) {
@@ -307,7 +310,7 @@ static void report_fits(const series *all, int nseries, int p) {
         format_bytes(cross, at, sizeof at);
         snprintf(fitted, sizeof fitted, "the fits cross at %s, but the tree wins above it", at);
     }
-    printf("# ring allreduce beats tree at every size from %s up (measured); %s\n", measured, fitted);
+    printf("# %s; %s\n", measured, fitted);
 }
 
 /* ---------------------------------------------------------------- main */

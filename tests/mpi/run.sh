@@ -99,7 +99,7 @@ check_output "MIXPAR_COMM_TIMEOUT=-1: exit 2" 2 "a positive number of seconds" e
 
 # ---------------------------------------------------------------- mixpar comm-bench
 check_output "comm-bench: every op and algorithm on 3 ranks, no wrong element, fits printed" 0 \
-  "ring allreduce beats tree at every size from" \
+  "ring allreduce (beats tree at every size from|is not faster than tree).*fit" \
   "$MIXPAR" run -n 3 -- "$MIXPAR" comm-bench --op all --algo all --min 4 --max 64K --iters 3 --warmup 1
 check_output "comm-bench: bf16 on 4 ranks, no wrong element" 0 "# 0 wrong elements in all" \
   "$MIXPAR" run -n 4 -- "$MIXPAR" comm-bench --op all --dtype bf16 --min 8 --max 16K --iters 2 --warmup 1
