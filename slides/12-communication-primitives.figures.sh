@@ -42,7 +42,7 @@ set ylabel "bus bandwidth (GB/s) = size / time x 2(p-1)/p"
 plot "$data/ring.dat" using 1:3 with linespoints lw 2 pt 7 lc rgb ring_color title "ring", \
      "$data/tree.dat" using 1:3 with linespoints lw 2 pt 5 lc rgb tree_color title "tree", \
      "$data/rhd.dat" using 1:3 with linespoints lw 2 pt 9 lc rgb rhd_color title "recursive halving-doubling", \
-     "$data/native.dat" using 1:3 with linespoints lw 2 pt 13 dt 2 lc rgb native_color title "MPI_Allreduce (native)"
+     "$data/native.dat" using 1:3 with linespoints lw 2 pt 13 dt 2 lc rgb native_color title "MPI library (native)"
 
 set output "$outdir/12-time.png"
 set logscale y 10
