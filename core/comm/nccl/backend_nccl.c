@@ -217,6 +217,11 @@ static void *nccl_iallgather(comm_t *c, const void *send, void *recv, size_t cou
 }
 
 static void *nccl_ireduce_scatter(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_redop op) {
+    /* NCCL's in place is recvbuff = sendbuff + rank * count; mixpar's (send == recv, result at the start)
+     * would overwrite input NCCL still has to read. */
+    if (send == recv && c->size > 1 && count > 0)
+        comm_fail(c, "reduce_scatter in place (send == recv) is not possible on the nccl backend: pass recv = send + "
+                     "rank * count elements, NCCL's in-place form, or a separate buffer");
     check_nccl(c, ncclReduceScatter(send, recv, count, nccl_type(dt), nccl_op(op), state(c)->nccl, state(c)->stream),
                "ncclReduceScatter");
     return enqueued(c);
