@@ -11,9 +11,10 @@ OPT     ?= -O2
 # -fno-trapping-math: mixpar never unmasks floating-point traps, so GCC may evaluate both sides of a select;
 # without it GCC will not vectorise loops with clamps or selects (ops/fastmath.h). Results are unchanged.
 CFLAGS  := -std=gnu11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-format-truncation -fno-trapping-math \
-           -fno-math-errno -Werror=implicit-function-declaration -pthread -fopenmp -Icore -MMD -MP
-# OpenBLAS: sgemm for the linear layers (ops/matmul.c).
-LDLIBS  := -lopenblas -lcjson -lm -pthread -fopenmp
+           -fno-math-errno -Werror=implicit-function-declaration -pthread -fopenmp -Icore -MMD -MP \
+           $(shell mpicc --showme:compile 2>/dev/null)
+# OpenBLAS: sgemm for the linear layers (ops/matmul.c). MPI (comm/): flags from OpenMPI's compiler wrapper.
+LDLIBS  := -lopenblas -lcjson -lm -pthread -fopenmp $(shell mpicc --showme:link 2>/dev/null)
 SHELL   := /bin/bash
 
 # The student edition (made by `make handout`) carries this marker file: its lab regions are stubs, so
@@ -38,7 +39,7 @@ LAB_DIRS := $(sort $(wildcard labs/lab[0-9][0-9]-*))
 LAB_NUMS := $(foreach d,$(LAB_DIRS),$(patsubst lab%,%,$(firstword $(subst -, ,$(notdir $(d))))))
 
 .DEFAULT_GOAL := all
-.PHONY: all demo plots help deps test unit-tests clean handout grade submit labtests lab-tests slides bench cuda-check regions \
+.PHONY: all demo plots help deps test unit-tests mpi-tests clean handout grade submit labtests lab-tests slides bench cuda-check regions \
         $(addprefix lab,$(LAB_NUMS))
 
 all: $(MIXPAR) $(GRADER) $(VIZ)
@@ -109,11 +110,18 @@ plots: all
 
 # ---------------------------------------------------------------- labs
 # Each lab's test binary: its visible tests, plus the hidden ones where this edition has them.
+# A lab whose tests start ranks with mpirun (lab 12) also has a worker program, from tests/worker/*.c,
+# built whenever its test binary is.
 define LAB_RULES
-$(BUILD)/labs/lab$(1)_tests: $(wildcard labs/lab$(1)-*/tests/*.c) $(wildcard grader/hidden/lab$(1)/*.c) $(HARNESS) $(LIB)
+$(BUILD)/labs/lab$(1)_tests: $(wildcard labs/lab$(1)-*/tests/*.c) $(wildcard grader/hidden/lab$(1)/*.c) $(HARNESS) $(LIB) \
+    $(if $(wildcard labs/lab$(1)-*/tests/worker/*.c),| $(BUILD)/labs/lab$(1)_worker)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) -Itests/harness -MF $$@.d -o $$@ $$(filter %.c %.o,$$^) $(LIB) $$(LDLIBS)
 -include $(BUILD)/labs/lab$(1)_tests.d
+$(BUILD)/labs/lab$(1)_worker: $(wildcard labs/lab$(1)-*/tests/worker/*.c) $(LIB)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) -MF $$@.d -o $$@ $$(filter %.c,$$^) $(LIB) $$(LDLIBS)
+-include $(BUILD)/labs/lab$(1)_worker.d
 lab$(1): all
 	@$(wildcard labs/lab$(1)-*)/experiment.sh
 endef
@@ -144,7 +152,15 @@ $(BUILD)/tests/unit_tests: $(call obj,$(UNIT_SRC)) $(VIZ_OBJ) $(LIB)
 
 unit-tests: $(BUILD)/tests/unit_tests
 
-test: all lab-tests $(if $(filter instructor,$(EDITION)),unit-tests)
+# Multi-rank tests (tests/mpi/run.sh starts them under mpirun).
+MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
+$(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MF $@.d -o $@ $< $(LIB) $(LDLIBS)
+-include $(wildcard $(BUILD)/tests/mpi/*.d)
+mpi-tests: $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(MPI_TEST_SRC))
+
+test: all lab-tests $(if $(filter instructor,$(EDITION)),unit-tests mpi-tests)
 	@tests/run_all.sh $(EDITION)
 
 # ---------------------------------------------------------------- extras

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# cuda_check.sh: `make cuda-check`: compile core/cuda/*.cu and link them with NCCL and cudart into build/cuda/cuda_selftest.
-# Needs nvcc and NCCL, no GPU: it builds only. Without nvcc it says the check is skipped and exits 0.
+# cuda_check.sh: `make cuda-check`: compile core/cuda/*.cu and link them with NCCL and cudart into build/cuda/cuda_selftest,
+# and the NCCL communicator backend (core/comm/nccl/*.c, with gcc, CUDA's and NCCL's headers and MPI's flags) into
+# build/cuda/nccl_check. Needs nvcc and NCCL, no GPU: it builds only. Without nvcc it says the check is skipped and exits 0.
 #   tools/cuda_check.sh          build
-#   tools/cuda_check.sh --run    build, then run build/cuda/cuda_selftest (on a machine without a GPU it says so, exit 0)
+#   tools/cuda_check.sh --run    build, then run build/cuda/cuda_selftest and build/cuda/nccl_check on 1 rank
+#                                (on a machine without a GPU they say so, exit 0); more ranks, one per GPU:
+#                                build/mixpar run -n 2 -- build/cuda/nccl_check
 # Environment: NVCC (compiler), NCCL_HOME (where include/nccl.h and lib/ or lib64/libnccl.so are),
 #              CUDA_ARCHS (nvcc -gencode flags; default: sm_75 + sm_80 + sm_90 code and compute_75 PTX).
 set -euo pipefail
@@ -17,10 +20,11 @@ esac
 
 shopt -s nullglob
 sources=(core/cuda/*.cu)
+nccl_sources=(core/comm/nccl/*.c)
 shopt -u nullglob  # the -gencode flags below hold brackets, which nullglob would eat
-if [ ${#sources[@]} -eq 0 ]; then
+if [ ${#sources[@]} -eq 0 ] && [ ${#nccl_sources[@]} -eq 0 ]; then
   # The student edition leaves the CUDA self-test out: its device encoders are lab 03's answer.
-  echo "cuda-check: skipped: no CUDA sources in core/cuda (the student edition has none)"
+  echo "cuda-check: skipped: no CUDA sources in core/cuda or core/comm/nccl"
   exit 0
 fi
 
@@ -61,12 +65,27 @@ make -s build/libmixpar.a
 mkdir -p build/cuda
 echo "cuda-check: $("$nvcc" --version | tail -n 1)"
 echo "cuda-check: NCCL from $nccl_inc and $nccl_lib"
-# shellcheck disable=SC2086  # archs is a list of flags
-"$nvcc" -std=c++17 -O2 -Icore -I"$nccl_inc" $archs -Xcompiler -Wall,-Wextra \
-  core/cuda/*.cu build/libmixpar.a -L"$nccl_lib" -lnccl -Xlinker -rpath="$nccl_lib" -lpthread -lm \
-  -o build/cuda/cuda_selftest
-echo "cuda-check: built build/cuda/cuda_selftest (core/cuda/*.cu + libmixpar + NCCL + cudart)"
+if [ ${#sources[@]} -gt 0 ]; then
+  # shellcheck disable=SC2086  # archs is a list of flags
+  "$nvcc" -std=c++17 -O2 -Icore -I"$nccl_inc" $archs -Xcompiler -Wall,-Wextra \
+    "${sources[@]}" build/libmixpar.a -L"$nccl_lib" -lnccl -Xlinker -rpath="$nccl_lib" -lpthread -lm \
+    -o build/cuda/cuda_selftest
+  echo "cuda-check: built build/cuda/cuda_selftest (core/cuda/*.cu + libmixpar + NCCL + cudart)"
+fi
+
+# The NCCL communicator backend is plain C on CUDA's runtime API: gcc with CUDA's and NCCL's headers and MPI's
+# flags, warnings as errors, linked with libmixpar (whose weak comm_backend_nccl it fills in).
+if [ ${#nccl_sources[@]} -gt 0 ]; then
+  cc=${CC:-gcc}
+  # shellcheck disable=SC2046  # mpicc prints lists of flags
+  "$cc" -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Icore -I"$cuda_home/include" -I"$nccl_inc" \
+    $(mpicc --showme:compile) "${nccl_sources[@]}" build/libmixpar.a -L"$cuda_home/lib64" -L"$nccl_lib" \
+    -Wl,-rpath,"$nccl_lib" -Wl,-rpath,"$cuda_home/lib64" -lnccl -lcudart $(mpicc --showme:link) \
+    -lopenblas -lcjson -lm -fopenmp -pthread -o build/cuda/nccl_check
+  echo "cuda-check: built build/cuda/nccl_check (core/comm/nccl/*.c + libmixpar + NCCL + cudart + MPI)"
+fi
 
 if [ "$run" = 1 ]; then
-  build/cuda/cuda_selftest
+  [ ! -x build/cuda/cuda_selftest ] || build/cuda/cuda_selftest
+  [ ! -x build/cuda/nccl_check ] || build/cuda/nccl_check
 fi

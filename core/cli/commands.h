@@ -12,6 +12,8 @@ int cmd_checkpoint(int argc, char **argv); /* inspect checkpoints; llm.c import 
 int cmd_viz(int argc, char **argv);   /* terminal visualizer of a run's events, live or replayed */
 int cmd_plot(int argc, char **argv);  /* gnuplot figures of a run */
 int cmd_trace(int argc, char **argv); /* Chrome trace export of a run */
-int cmd_amp(int argc, char **argv);        /* autocast policy, loss-scaler traces, underflow (labs 05, 09) */
+int cmd_amp(int argc, char **argv);   /* autocast policy, loss-scaler traces, underflow (labs 05, 09) */
+int cmd_run(int argc, char **argv);   /* launcher: mpirun with what this machine needs */
+int cmd_comm_bench(int argc, char **argv); /* collective timing per algorithm and size (lab 12) */
 
 #endif

@@ -19,12 +19,14 @@ static const struct {
     {"plot", cmd_plot, "gnuplot figures of a run (PNG, SVG or --term) with their data files"},
     {"trace", cmd_trace, "export a run as a Chrome trace for Perfetto (ui.perfetto.dev) or chrome://tracing"},
     {"amp", cmd_amp, "mixed precision: autocast policy per recipe, loss-scaler traces, fp16 underflow of a run"},
+    {"run", cmd_run, "start a program on N ranks (mpirun underneath): mixpar run -n 4 -- PROGRAM ARGS"},
+    {"comm-bench", cmd_comm_bench, "time collectives per algorithm and size: algbw, busbw, alpha-beta fit"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
 static void usage(FILE *out) {
     fprintf(out, "usage: mixpar COMMAND [ARGS]   (mixpar COMMAND --help for each)\n\ncommands:\n");
-    for (int i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
 int main(int argc, char **argv) {

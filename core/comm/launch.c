@@ -1,0 +1,230 @@
+/* launch.c: builds and runs the mpirun command behind `mixpar run` and the multi-rank tests. */
+#include "comm/launch.h"
+
+#include "base/error.h"
+#include "base/parse.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Variables every rank should see even on another machine (mpirun passes the whole environment only to
+ * ranks on this one). */
+static const char *const EXPORTED_PREFIXES[] = {"MIXPAR_", "OMP_", "OPENBLAS_"};
+
+static char *strings[512]; /* the argument strings of the last comm_launch_argv */
+static int nstrings;
+
+static char *keep(const char *s) {
+    MP_ASSERT(nstrings < (int)(sizeof strings / sizeof strings[0]), "too many mpirun arguments");
+    char *copy = strdup(s);
+    MP_ASSERT(copy, "out of memory");
+    return strings[nstrings++] = copy;
+}
+
+static bool executable_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+const char *comm_launch_mpirun(void) {
+    static char found[4096];
+    const char *forced = getenv("MIXPAR_MPIRUN");
+    if (forced && *forced) return executable_file(forced) ? forced : NULL;
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        snprintf(found, sizeof found, "%.*s/mpirun", (int)n, p);
+        if (n && executable_file(found)) return found;
+        p += n + (p[n] == ':');
+    }
+    return NULL;
+}
+
+int comm_launch_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int comm_launch_argv(const comm_launch_opts *o, char *const *program_argv, char **out, int cap) {
+    for (int i = 0; i < nstrings; i++) free(strings[i]);
+    nstrings = 0;
+    const char *mpirun = comm_launch_mpirun();
+    MP_ASSERT(mpirun, "comm_launch_argv without mpirun on PATH (check comm_launch_mpirun first)");
+    int n = 0;
+#define ADD(s)                                                              \
+    do {                                                                    \
+        MP_ASSERT(n + 1 < cap, "mpirun command longer than %d arguments", cap); \
+        out[n++] = keep(s);                                                 \
+    } while (0)
+    char ranks[32];
+    snprintf(ranks, sizeof ranks, "%d", o->ranks);
+    ADD(mpirun);
+    ADD("-n");
+    ADD(ranks);
+    /* OpenMPI refuses to run as root unless told; containers and CI often are root. */
+    if (geteuid() == 0) ADD("--allow-run-as-root");
+    if (o->hostfile) {
+        ADD("--hostfile");
+        ADD(o->hostfile);
+    } else if (o->ranks > comm_launch_cores()) {
+        /* More ranks than cores: OpenMPI refuses unless told; the ranks then take turns on the cores
+         * (mixpar's waits yield the core, so this works, slowly). */
+        ADD("--oversubscribe");
+    }
+    if (o->enable_recovery) ADD("--enable-recovery");
+    if (o->quiet) ADD("-q");
+    for (char **e = environ; e && *e; e++)
+        for (size_t k = 0; k < sizeof EXPORTED_PREFIXES / sizeof EXPORTED_PREFIXES[0]; k++)
+            if (strncmp(*e, EXPORTED_PREFIXES[k], strlen(EXPORTED_PREFIXES[k])) == 0) {
+                char name[256];
+                snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+                ADD("-x");
+                ADD(name);
+                break;
+            }
+    for (int i = 0; program_argv[i]; i++) ADD(program_argv[i]);
+#undef ADD
+    out[n] = NULL;
+    return n;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* mixpar run's own signals go on to mpirun, which passes them to the ranks: stopping the launcher stops
+ * the job instead of orphaning it. */
+static volatile sig_atomic_t forward_to = 0;
+static void forward_signal(int sig) {
+    if (forward_to > 0) kill((pid_t)forward_to, sig);
+}
+
+static int exit_code(int status) {
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return 1;
+}
+
+int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char **output) {
+    char *argv[512];
+    comm_launch_argv(o, program_argv, argv, (int)(sizeof argv / sizeof argv[0]));
+    int pipefd[2] = {-1, -1};
+    if (output && pipe(pipefd) != 0) MP_FAIL("a pipe for mpirun's output", "pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) MP_FAIL("to start mpirun", "fork: %s", strerror(errno));
+    if (pid == 0) {
+        if (output) {
+            dup2(pipefd[1], 1);
+            dup2(pipefd[1], 2);
+            close(pipefd[0]);
+            close(pipefd[1]);
+        }
+        execv(argv[0], argv);
+        fprintf(stderr, "mixpar: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    struct sigaction forward = {.sa_handler = forward_signal}, saved[3];
+    static const int FORWARDED[3] = {SIGINT, SIGTERM, SIGHUP};
+    forward_to = pid;
+    sigemptyset(&forward.sa_mask);
+    for (int i = 0; i < 3; i++) sigaction(FORWARDED[i], &forward, &saved[i]);
+    size_t len = 0, cap = 0;
+    const size_t keep_max = 1 << 20;
+    char *text = NULL;
+    if (output) {
+        close(pipefd[1]);
+        cap = 4096;
+        text = malloc(cap);
+        MP_ASSERT(text, "out of memory");
+    }
+    double t0 = now_s(), t_exit = 0;
+    int status = 0, signals_sent = 0;
+    bool exited = false, pipe_open = output != NULL, timed_out = false;
+    while (!exited || pipe_open) {
+        if (pipe_open) {
+            struct pollfd pfd = {pipefd[0], POLLIN, 0};
+            if (poll(&pfd, 1, 50) > 0) {
+                char buf[4096];
+                ssize_t got = read(pipefd[0], buf, sizeof buf);
+                if (got <= 0) {
+                    pipe_open = false;
+                } else if (len + (size_t)got < keep_max) {
+                    while (len + (size_t)got + 1 > cap) cap *= 2;
+                    text = realloc(text, cap);
+                    MP_ASSERT(text, "out of memory");
+                    memcpy(text + len, buf, (size_t)got);
+                    len += (size_t)got;
+                }
+            }
+        } else {
+            usleep(20000);
+        }
+        if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
+            exited = true;
+            t_exit = now_s();
+        }
+        /* Orphaned ranks could hold the pipe open after mpirun is gone; stop reading a moment later. */
+        if (exited && pipe_open && now_s() - t_exit > 2.0) pipe_open = false;
+        if (!exited && o->timeout_s > 0 && now_s() - t0 > o->timeout_s + 3.0 * signals_sent) {
+            /* SIGTERM first: mpirun then ends its ranks; SIGKILL if it does not go. */
+            kill(pid, signals_sent == 0 ? SIGTERM : SIGKILL);
+            signals_sent++;
+            timed_out = true;
+        }
+    }
+    for (int i = 0; i < 3; i++) sigaction(FORWARDED[i], &saved[i], NULL);
+    forward_to = 0;
+    if (output) {
+        close(pipefd[0]);
+        text[len] = '\0';
+        *output = text;
+    }
+    return timed_out ? 124 : exit_code(status);
+}
+
+/* torchrun-style launching. torchrun starts every rank itself and describes the job with
+ *     RANK        -> this process's rank in the world       (mpirun: OMPI_COMM_WORLD_RANK)
+ *     WORLD_SIZE  -> the number of ranks                    (mpirun: OMPI_COMM_WORLD_SIZE)
+ *     LOCAL_RANK  -> the rank on this machine, picks a GPU  (mpirun: OMPI_COMM_WORLD_LOCAL_RANK)
+ *     MASTER_ADDR, MASTER_PORT -> a TCP rendezvous on rank 0, where the ranks meet and exchange what
+ *                    their transport needs (for NCCL: the ncclUniqueId that mixpar broadcasts over MPI)
+ * mixpar's ranks find each other through MPI's runtime, which only mpirun (or srun --mpi=pmix) starts;
+ * connecting MPI processes through MASTER_ADDR would need MPI_Comm_connect/accept or a TCP bootstrap of
+ * our own, which mixpar does not have. So for now a torchrun-started job with more than one rank stops
+ * here with an explanation, rather than running every rank as a lonely rank 0. */
+void comm_launch_refuse_torchrun(void) {
+    static const char *const VARS[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
+    const char *ws = getenv("WORLD_SIZE");
+    int64_t world = 0;
+    if (!ws || !parse_i64(ws, &world) || world <= 1) return;
+    char found[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof VARS / sizeof VARS[0]; i++) {
+        const char *v = getenv(VARS[i]);
+        if (v) used += (size_t)snprintf(found + used, used < sizeof found ? sizeof found - used : 0, "%s%s=%s",
+                                        used ? " " : "", VARS[i], v);
+    }
+    MP_FAIL_HINT("a job started by mpirun (mixpar's ranks connect through MPI)",
+                 "launch with 'mixpar run -n N -- PROGRAM ARGS' (mpirun underneath) or 'srun --mpi=pmix'; "
+                 "torchrun-style variables map to mpirun's (RANK -> OMPI_COMM_WORLD_RANK, WORLD_SIZE -> "
+                 "OMPI_COMM_WORLD_SIZE, LOCAL_RANK -> OMPI_COMM_WORLD_LOCAL_RANK) but mixpar cannot yet "
+                 "rendezvous at MASTER_ADDR:MASTER_PORT",
+                 "torchrun-style launch variables and no mpirun: %s", found);
+}

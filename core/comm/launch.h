@@ -1,0 +1,39 @@
+/* launch.h: starting a program on N ranks with mpirun: the argument list, and running it (mixpar run, tests). */
+#ifndef MIXPAR_COMM_LAUNCH_H
+#define MIXPAR_COMM_LAUNCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    int ranks;            /* -n, >= 1 */
+    const char *hostfile; /* NULL: every rank on this machine */
+    double timeout_s;     /* > 0: stop mpirun (and so its ranks) after this long; 0: wait for ever */
+    bool enable_recovery; /* mpirun --enable-recovery: a dead rank does not end the job (for failure tests) */
+    bool quiet;           /* mpirun -q: leave out mpirun's own explanations of a failed job */
+} comm_launch_opts;
+
+/* mpirun's full path from PATH (or MIXPAR_MPIRUN), or NULL when there is none. */
+const char *comm_launch_mpirun(void);
+
+/* The mpirun command that runs program_argv (NULL-terminated) on o->ranks ranks, into out (cap entries,
+ * NULL-terminated); returns the number of arguments. Adds --allow-run-as-root when run as root,
+ * --oversubscribe when the ranks outnumber this machine's cores (and no hostfile says otherwise), and
+ * -x for each MIXPAR_*, OMP_*, OPENBLAS_* variable so ranks on other machines see them too. The strings
+ * stay valid until the next call. */
+int comm_launch_argv(const comm_launch_opts *o, char *const *program_argv, char **out, int cap);
+
+/* Runs the command, waits, and returns its exit code (128 + signal when killed by one; 124 when
+ * o->timeout_s passed first, after stopping it). With output != NULL, stdout and stderr are collected
+ * into *output (malloc'd, NUL-terminated, at most 1 MiB kept); else they go to this process's. */
+int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char **output);
+
+/* The number of cores this process may run on (its CPU affinity), for the oversubscribe decision. */
+int comm_launch_cores(void);
+
+/* Stops the program (exit 2) with an explanation when it was started torchrun-style (WORLD_SIZE > 1, with
+ * RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) rather than by mpirun; does nothing otherwise. Call it only
+ * when not under mpirun. comm_init and mixpar run call it. */
+void comm_launch_refuse_torchrun(void);
+
+#endif

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# run.sh: the communicator's multi-rank suite: every algorithm against MPI's own collectives on 1..8 ranks
+# (tests/mpi/test_comm_mpi.c), the failure paths (debug-mode mismatch, a hung or killed peer, a size
+# mismatch; tests/mpi/test_comm_fail.c), and the launcher's and comm-bench's command lines.
+# Prints "ok - ..." / "not ok - ..." lines (tests/lib.sh). About a minute on 2 cores.
+source "$(dirname "$0")/../lib.sh"
+cd "$ROOT" || exit 1
+if ! make -s all mpi-tests >/dev/null 2>&1; then echo "not ok - build mixpar and tests/mpi (make mpi-tests)"; exit 1; fi
+TESTS=build/tests/mpi
+
+# ---------------------------------------------------------------- every algorithm vs MPI, 1..8 ranks
+for n in 1 2 3 4 5 6 7 8; do
+  out=$(timeout -k 5 120 "$MIXPAR" run -n "$n" -- "$TESTS/test_comm_mpi" 2>&1)
+  rc=$?
+  grep -E '^(ok|not ok) - |^    ' <<<"$out"
+  if [ "$rc" -ne 0 ] && ! grep -q '^not ok - ' <<<"$out"; then
+    echo "not ok - test_comm_mpi on $n ranks exited with $rc"
+    tail -n 15 <<<"$out" | sed 's/^/    /'
+  fi
+done
+
+# ---------------------------------------------------------------- failure paths
+# check_timed NAME EXIT PATTERN MAX_SECONDS COMMAND...: like check_output, and it must end in time.
+check_timed() {
+  local name=$1 want=$2 pattern=$3 limit=$4; shift 4
+  local t0 out rc took
+  t0=$(date +%s.%N)
+  out=$(timeout -k 5 60 "$@" 2>&1); rc=$?
+  took=$(echo "$(date +%s.%N) - $t0" | bc)
+  if [ "$rc" -eq "$want" ] && grep -Eq -- "$pattern" <<<"$out" && [ "$(echo "$took < $limit" | bc)" = 1 ]; then
+    echo "ok - $name (${took%.*} s)"
+  else
+    echo "not ok - $name (exit $rc, expected $want; ${took} s, limit $limit s; output should match /$pattern/)"
+    tail -n 15 <<<"$out" | sed 's/^/    /'
+  fi
+}
+
+check_timed "debug mode: a mismatched allreduce count stops every rank, naming the ranks and counts" 2 \
+  'rank 1: allreduce count 999 fp32 sum \(ring\) +<- differs from rank 0' 30 \
+  env MIXPAR_COMM_DEBUG=1 "$MIXPAR" run -n 3 -- "$TESTS/test_comm_fail" mismatch
+check_timed "hung peer (SIGSTOP): the others exit 2 after MIXPAR_COMM_TIMEOUT=3 s, naming rank, collective and time" 2 \
+  'rank [02] of 3 timed out after 3\.[0-9] s in allreduce \(ring, 1000 x fp32\), waiting for a message from rank [0-2]' 30 \
+  env MIXPAR_COMM_TIMEOUT=3 "$MIXPAR" run -n 3 -- "$TESTS/test_comm_fail" hang
+check_timed "killed peer (SIGKILL): mpirun ends the job, no hang" 137 'exited on signal 9' 30 \
+  env MIXPAR_COMM_TIMEOUT=3 "$MIXPAR" run -n 3 -- "$TESTS/test_comm_fail" kill
+# With --enable-recovery mpirun lets the others run on; they must give up by themselves.
+check_timed "killed peer, job kept alive (--enable-recovery): the survivors time out with the message" 0 \
+  'rank [02] of 3 timed out after 3\.[0-9] s in allreduce' 30 \
+  env MIXPAR_COMM_TIMEOUT=3 "$MIXPAR" run -n 3 --enable-recovery -- "$TESTS/test_comm_fail" kill
+check_timed "a receive shorter than the message: exit 2 naming the disagreement" 2 \
+  'rank 1 of 2, in recv: .*truncated.*disagree on the count' 30 \
+  "$MIXPAR" run -n 2 -- "$TESTS/test_comm_fail" size
+check_timed "an algorithm a collective lacks: exit 2 listing the ones it has" 2 \
+  'broadcast: mixpar has no ring algorithm for broadcast \(it has: native, tree\)' 30 \
+  "$MIXPAR" run -n 2 -- "$TESTS/test_comm_fail" bad-algo
+# mpirun may return a moment before the ranks it ended are gone; give them 10 s.
+check "no rank left running 10 s after the failure runs" bash -c \
+  'for i in $(seq 20); do pgrep -x test_comm_fail >/dev/null || exit 0; sleep 0.5; done; ps -o pid,stat,etime,args -C test_comm_fail; exit 1'
+
+# ---------------------------------------------------------------- mixpar run
+cores=$(nproc)
+over=$((cores + 1))
+check_output "run: -n N gives mpirun -n N" 0 "mpirun -n 3 " "$MIXPAR" run -n 3 --dry-run -- "$MIXPAR" comm-bench
+check_output "run: --oversubscribe when ranks ($over) exceed the cores ($cores)" 0 "--oversubscribe" \
+  "$MIXPAR" run -n "$over" --dry-run -- "$MIXPAR"
+if [ "$cores" -gt 1 ]; then
+  check "run: no --oversubscribe when the ranks fit the cores" bash -c \
+    "! '$MIXPAR' run -n $cores --dry-run -- '$MIXPAR' | grep -q -- --oversubscribe"
+fi
+if [ "$(id -u)" = 0 ]; then
+  check_output "run: --allow-run-as-root as root" 0 "--allow-run-as-root" "$MIXPAR" run -n 1 --dry-run -- "$MIXPAR"
+fi
+check_output "run: MIXPAR_* variables are exported with -x" 0 "-x MIXPAR_ALLREDUCE" \
+  env MIXPAR_ALLREDUCE=ring "$MIXPAR" run -n 2 --dry-run -- "$MIXPAR"
+check_output "run: the program's exit code comes back" 3 "" "$MIXPAR" run -n 2 -- sh -c 'exit 3'
+check_output "run: a rank's environment has MIXPAR_ variables and mpirun's" 0 "OMPI_COMM_WORLD_SIZE=2.*MIXPAR_X=7|MIXPAR_X=7.*OMPI_COMM_WORLD_SIZE=2" \
+  env MIXPAR_X=7 "$MIXPAR" run -n 2 -- sh -c 'echo "OMPI_COMM_WORLD_SIZE=$OMPI_COMM_WORLD_SIZE MIXPAR_X=$MIXPAR_X"'
+check_output "run: no -n" 2 "say how many ranks" "$MIXPAR" run -- true
+check_output "run: -n 0" 2 "whole number from 1" "$MIXPAR" run -n 0 -- true
+check_output "run: -n abc" 2 "whole number from 1" "$MIXPAR" run -n abc -- true
+check_output "run: missing --" 2 "missing '--'" "$MIXPAR" run -n 2 true
+check_output "run: nothing after --" 2 "no program after" "$MIXPAR" run -n 2 --
+check_output "run: program not found" 2 "program 'no-such-program' not found" "$MIXPAR" run -n 2 -- no-such-program
+check_output "run: unreadable hostfile" 2 "cannot read the hostfile" "$MIXPAR" run -n 2 --hostfile /nonexistent -- true
+check_output "run: --help names srun --mpi=pmix" 0 "srun --mpi=pmix" "$MIXPAR" run --help
+check_output "torchrun-style variables without mpirun: exit 2 naming them" 2 \
+  "torchrun-style launch variables and no mpirun: RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500" \
+  env RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 "$MIXPAR" comm-bench --max 8
+check_output "run: started by torchrun (WORLD_SIZE=2): exit 2, no nested mpirun jobs" 2 "torchrun-style launch variables" \
+  env RANK=0 WORLD_SIZE=2 "$MIXPAR" run -n 2 -- true
+check_output "torchrun-style WORLD_SIZE=1 runs as one rank" 0 "1 rank \(self backend\)" \
+  env RANK=0 WORLD_SIZE=1 "$MIXPAR" comm-bench --max 8
+check_output "MIXPAR_COMM=mpi without mpirun: a singleton MPI job" 0 "1 rank \(mpi backend\)" \
+  env MIXPAR_COMM=mpi "$MIXPAR" comm-bench --max 8 --algo ring
+check_output "MIXPAR_COMM=bogus: exit 2" 2 "MIXPAR_COMM=self, mpi or nccl" env MIXPAR_COMM=bogus "$MIXPAR" comm-bench
+check_output "MIXPAR_ALLREDUCE=bogus: exit 2" 2 "MIXPAR_ALLREDUCE=ring, tree, rhd or native" \
+  env MIXPAR_ALLREDUCE=bogus "$MIXPAR" comm-bench
+check_output "MIXPAR_COMM_TIMEOUT=-1: exit 2" 2 "a positive number of seconds" env MIXPAR_COMM_TIMEOUT=-1 "$MIXPAR" comm-bench
+
+# ---------------------------------------------------------------- mixpar comm-bench
+check_output "comm-bench: every op and algorithm on 3 ranks, no wrong element, fits printed" 0 \
+  "ring allreduce (beats tree at every size from|is not faster than tree).*fit" \
+  "$MIXPAR" run -n 3 -- "$MIXPAR" comm-bench --op all --algo all --min 4 --max 64K --iters 3 --warmup 1
+check_output "comm-bench: bf16 on 4 ranks, no wrong element" 0 "# 0 wrong elements in all" \
+  "$MIXPAR" run -n 4 -- "$MIXPAR" comm-bench --op all --dtype bf16 --min 8 --max 16K --iters 2 --warmup 1
+check_output "comm-bench: busbw = algbw x 2(p-1)/p for allreduce on 4 ranks" 0 "factors for p = 4: allreduce 2\(p-1\)/p = 1.5" \
+  "$MIXPAR" run -n 4 -- "$MIXPAR" comm-bench --max 64 --iters 2
+check_output "comm-bench: unknown op" 2 "--op takes allreduce" "$MIXPAR" comm-bench --op alltoall
+check_output "comm-bench: unknown algo" 2 "--algo takes ring" "$MIXPAR" comm-bench --algo butterfly
+check_output "comm-bench: bad size" 2 "--max takes a size" "$MIXPAR" comm-bench --max 12Q
+check_output "comm-bench: min above max" 2 "larger than --max" "$MIXPAR" comm-bench --min 1M --max 1K
+check_output "comm-bench: bad dtype" 2 "--dtype takes" "$MIXPAR" comm-bench --dtype fp64
+check_output "comm-bench: --iters 0" 2 "--iters takes a whole number" "$MIXPAR" comm-bench --iters 0

@@ -1,0 +1,37 @@
+/* test_comm_fail.c: the communicator's failure paths under mpirun, one per run (tests/mpi/run.sh checks the
+ * exit code, the message and the time taken):
+ *   mismatch   rank 1 calls allreduce with one element fewer (run with MIXPAR_COMM_DEBUG=1)
+ *   hang       rank 1 stops itself (SIGSTOP) before an allreduce; the others must time out
+ *   kill       rank 1 kills itself (SIGKILL) before an allreduce
+ *   size       rank 0 sends 10 elements, rank 1 receives 8
+ *   bad-algo   an algorithm mixpar does not have for broadcast */
+#include "comm/comm.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    comm_t *world = comm_init(&argc, &argv);
+    const int rank = comm_rank(world);
+    const char *mode = argc > 1 ? argv[1] : "";
+    float x[1000] = {0};
+    if (strcmp(mode, "mismatch") == 0) {
+        comm_allreduce(world, x, x, rank == 1 ? 999 : 1000, COMM_FP32, COMM_SUM, COMM_ALGO_RING);
+    } else if (strcmp(mode, "hang") == 0 || strcmp(mode, "kill") == 0) {
+        comm_barrier(world);
+        if (rank == 1) raise(strcmp(mode, "hang") == 0 ? SIGSTOP : SIGKILL);
+        comm_allreduce(world, x, x, 1000, COMM_FP32, COMM_SUM, COMM_ALGO_RING);
+    } else if (strcmp(mode, "size") == 0) {
+        if (rank == 0) comm_send(world, x, 10, COMM_FP32, 1, 0);
+        if (rank == 1) comm_recv(world, x, 8, COMM_FP32, 0, 0);
+    } else if (strcmp(mode, "bad-algo") == 0) {
+        comm_broadcast(world, x, 10, COMM_FP32, 0, COMM_ALGO_RING);
+    } else {
+        fprintf(stderr, "usage: test_comm_fail mismatch|hang|kill|size|bad-algo\n");
+        return 2;
+    }
+    printf("rank %d: the call returned\n", rank);
+    comm_finalize(world);
+    return 0;
+}
