@@ -1,6 +1,7 @@
 /* cmd_train.c: `mixpar train --config FILE [--set key.path=value ...] [--resume PATH|auto] [--quiet]`. */
 #include "base/error.h"
 #include "cli/commands.h"
+#include "comm/comm.h"
 #include "train/trainer.h"
 
 #include <stdio.h>
@@ -49,9 +50,12 @@ int cmd_train(int argc, char **argv) {
         }
     }
     if (!config) mp_usage_error("train", "--config FILE is required (for example configs/tiny-poetry.json)");
+    /* Under mpirun (or mixpar run) this is one of several ranks; alone it is the only one. */
+    comm_t *world = comm_init(&argc, &argv);
     train_config cfg;
-    config_load(config, sets, nsets, 1, &cfg, NULL);
-    trainer_options opt = {.resume = resume, .quiet = quiet};
+    config_load(config, sets, nsets, comm_size(world), &cfg, NULL);
+    trainer_options opt = {.resume = resume, .quiet = quiet, .comm = world};
     trainer_run(&cfg, &opt);
+    comm_finalize(world);
     return 0;
 }

@@ -66,10 +66,16 @@ static void mpi_init_world(comm_t *c, int *argc, char ***argv) {
     MPI_Initialized(&already);
     if (!already) {
         int provided = 0;
-        /* FUNNELED: OpenMP threads compute, only the main thread calls MPI. */
-        if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        /* SERIALIZED: OpenMP threads compute and never call MPI; MPI is called by one thread at a time,
+         * which may be DDP's communication thread while the main thread runs backward (dist/ddp.c). */
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
             MP_FAIL_HINT("MPI to start", "is this program started by mpirun or 'mixpar run'?", "MPI_Init_thread failed");
         s->initialized_mpi = true;
+        c->serialized_threads = provided >= MPI_THREAD_SERIALIZED;
+    } else {
+        int provided = 0;
+        MPI_Query_thread(&provided);
+        c->serialized_threads = provided >= MPI_THREAD_SERIALIZED;
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_dup(MPI_COMM_WORLD, &s->user);

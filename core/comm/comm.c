@@ -229,6 +229,7 @@ static comm_t *comm_new(const comm_backend *backend) {
     comm_t *c = calloc(1, sizeof *c);
     MP_ASSERT(c, "out of memory for a communicator");
     c->backend = backend;
+    c->event_bucket = -1;
     return c;
 }
 
@@ -270,6 +271,7 @@ comm_t *comm_split(comm_t *c, int color, int key) {
     child->timeout_s = c->timeout_s;
     child->debug = c->debug;
     child->events = c->events;
+    child->serialized_threads = c->serialized_threads;
     memcpy(child->defaults, c->defaults, sizeof child->defaults);
     if (!c->backend->split(c, child, color, key)) {
         free(child);
@@ -301,6 +303,8 @@ void comm_set_timeout(comm_t *c, double seconds) {
 }
 void comm_set_debug(comm_t *c, bool check_collectives) { c->debug = check_collectives; }
 void comm_set_events(comm_t *c, ev_writer *w) { c->events = w; }
+void comm_set_event_bucket(comm_t *c, int bucket) { c->event_bucket = bucket; }
+bool comm_thread_safe_serialized(const comm_t *c) { return c->size == 1 || c->serialized_threads; }
 
 void comm_stats(const comm_t *c, comm_stats_t *out) { *out = c->stats; }
 void comm_stats_reset(comm_t *c) { memset(&c->stats, 0, sizeof c->stats); }
@@ -322,6 +326,7 @@ static void emit_event(comm_t *c, comm_op op, comm_algo algo, size_t bytes, uint
     ev_num(c->events, "t0", t0);
     ev_num(c->events, "t1", t1);
     ev_int(c->events, "ranks", c->size);
+    if (c->event_bucket >= 0) ev_int(c->events, "bucket", c->event_bucket);
     ev_end(c->events);
 }
 

@@ -64,6 +64,8 @@ struct comm {
     bool debug;
     comm_algo defaults[COMM_NOPS];
     ev_writer *events;
+    int event_bucket;        /* written as "bucket" in comm events when >= 0 (DDP's bucket index) */
+    bool serialized_threads; /* another thread may make the calls, one thread at a time (MPI_THREAD_SERIALIZED) */
     comm_stats_t stats;
     comm_context ctx;
     uint64_t ctx_bytes_sent; /* bytes the running collective has sent so far */

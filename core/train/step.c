@@ -11,6 +11,7 @@ void train_step_init(train_step *s, model *m, const optim_config *opt, double gr
     s->m = m;
     s->opt = *opt;
     s->grad_clip = grad_clip;
+    s->ddp = NULL;
     int n;
     const model_tensor *t = model_tensors(m, &n);
     s->nspans = n;
@@ -42,10 +43,12 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
         double t0 = mp_now();
         loss_sum += model_forward(s->m, inputs + k * per_micro, targets + k * per_micro, B, T);
         double t1 = mp_now();
+        if (s->ddp) ddp_set_sync(s->ddp, k == accum - 1); /* no_sync on the micro-batches before the last */
         model_backward(s->m, 1.0f / (float)accum);
         r.t_forward += t1 - t0;
         r.t_backward += mp_now() - t1;
     }
+    if (s->ddp) ddp_finish(s->ddp);
     r.loss = (float)(loss_sum / accum);
     double t0 = mp_now();
     r.grad_norm = s->grad_clip > 0 ? clip_grad_norm(s->clips, s->nspans, s->grad_clip)

@@ -2,6 +2,7 @@
 #ifndef MIXPAR_TRAIN_STEP_H
 #define MIXPAR_TRAIN_STEP_H
 
+#include "dist/ddp.h"
 #include "model/model.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
@@ -16,6 +17,7 @@ typedef struct {
     clip_span *clips;
     int nspans;
     double grad_clip;    /* max global norm; 0 = no clipping */
+    ddp *ddp;            /* data parallel across ranks, or NULL for one rank */
 } train_step;
 
 typedef struct {
@@ -29,7 +31,8 @@ void train_step_init(train_step *s, model *m, const optim_config *opt, double gr
 void train_step_free(train_step *s);
 
 /* One step: zero the gradients; for each of `accum` micro-batches (inputs + k*B*T, targets likewise) run
- * forward and backward with the loss scaled by 1/accum, so the gradients are the mean over all of them;
+ * forward and backward with the loss scaled by 1/accum, so the gradients are the mean over all of them
+ * (with DDP: averaged over the ranks too, reduced during the last micro-batch's backward only);
  * clip to grad_clip; update with learning rate lr. A non-finite gradient norm skips the update (and says
  * so in the result), leaving the weights and the optimizer state untouched. */
 train_step_result train_step_run(train_step *s, const int *inputs, const int *targets, int B, int T, int accum,

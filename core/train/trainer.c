@@ -10,6 +10,7 @@
 #include "data/textbuf.h"
 #include "data/tokenizer.h"
 #include "data/tokens.h"
+#include "dist/ddp.h"
 #include "fp/hist.h"
 #include "plan/plan.h"
 #include "train/checkpoint.h"
@@ -53,6 +54,32 @@ static tokfile *open_tokens(const train_config *cfg, const char *name) {
     char path[4096];
     config_data_path(cfg, name, path, sizeof path);
     return tokfile_open(path, NULL);
+}
+
+/* Ranks on one machine split its cores, so OpenMP threads do not oversubscribe them. */
+static void share_cores_between_local_ranks(void) {
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int ranks = local ? atoi(local) : 1;
+    if (ranks <= 1) return;
+    int cores = omp_get_num_procs() / ranks;
+    omp_set_num_threads(cores > 0 ? cores : 1);
+}
+
+/* FNV-1a over the resolved config: ranks compare it to be sure they build the same model. */
+static uint64_t config_hash(const train_config *cfg) {
+    char *text = config_dump(cfg);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *p = text; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    free(text);
+    return h;
+}
+
+/* FNV-1a over the parameters' bytes (MIXPAR_PARAM_HASH=1 writes it in every step event). */
+static uint64_t params_hash(model *m) {
+    const unsigned char *p = (const unsigned char *)model_params(m);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0, n = model_num_params(m) * sizeof(float); i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
 }
 
 /* ------------------------------------------------------------------ memory plan */
@@ -256,7 +283,13 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                      "'mixpar amp scaler-trace' show the scaler and the autocast table meanwhile",
                      "%s.enabled = true", cfg->fp16.enabled ? "fp16" : "bf16");
     if (cfg->train.threads > 0) omp_set_num_threads(cfg->train.threads);
-    ensure_dataset(cfg, quiet);
+    else share_cores_between_local_ranks();
+    comm_t *comm = opt ? opt->comm : NULL;
+    int rank = comm ? comm_rank(comm) : 0, world = comm ? comm_size(comm) : 1;
+    MP_ASSERT(cfg->world == world, "config resolved for %d ranks, running on %d", cfg->world, world);
+    if (rank != 0) quiet = true; /* one voice: rank 0 prints, samples and checkpoints */
+    if (rank == 0) ensure_dataset(cfg, quiet);
+    if (comm) comm_barrier(comm); /* the others wait for the dataset rank 0 may be building */
     config_load_vocab(cfg, NULL);
     model_config mc = cfg->model.model;
     model_config_complete(&mc);
@@ -269,7 +302,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     tokenizer tok;
     tokenizer_load(&tok, vocab_path, NULL);
     loader tl, vl;
-    loader_init(&tl, train_tokens, 0, train_tokens->token_count, B, T, cfg->data.order, cfg->train.seed, NULL);
+    /* Every rank reads the same global batch of B x world sequences and keeps its own B rows, so N ranks
+     * see exactly the data one rank with batch N*B would. */
+    loader_init(&tl, train_tokens, 0, train_tokens->token_count, B * world, T, cfg->data.order, cfg->train.seed, NULL);
     loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
 
     model *m = model_create(&mc);
@@ -286,7 +321,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         if (!quiet) printf("resumed from %s at step %ld\n", from, step);
     }
 
-    ev_writer *ev = step > 0 ? ev_open_append(cfg->train.run_dir, 0) : ev_open(cfg->train.run_dir, 0);
+    ev_writer *ev = step > 0 ? ev_open_append(cfg->train.run_dir, rank) : ev_open(cfg->train.run_dir, rank);
     cJSON *config_tree = config_to_json(cfg);
     char *config_json = cJSON_PrintUnformatted(config_tree);
     cJSON_Delete(config_tree);
@@ -297,9 +332,24 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     ev_int(ev, "params", (long long)model_num_params_unpadded(m));
     ev_int(ev, "resumed_at", step);
     emit_plan(ev, cfg, &mc);
+    if (world > 1) {
+        ev_object_begin(ev, "data_parallel");
+        ev_int(ev, "bucket_elems", (long long)cfg->zero.reduce_bucket_size);
+        ev_bool(ev, "overlap", cfg->zero.overlap_comm && comm_thread_safe_serialized(comm));
+        ev_str(ev, "backend", comm_backend_name(comm));
+        ev_object_end(ev);
+    }
     ev_json(ev, "config", config_json);
     ev_end(ev);
     free(config_json);
+    /* After the run header, so it stays the first line; DDP's comm events go to the same file. */
+    ddp *dp = NULL;
+    if (world > 1) {
+        ddp_options dopt = {.bucket_elems = (size_t)cfg->zero.reduce_bucket_size, .algo = COMM_ALGO_DEFAULT,
+                            .overlap = cfg->zero.overlap_comm, .events_dir = cfg->train.run_dir};
+        dp = ddp_create(m, comm, &dopt, config_hash(cfg));
+        ts.ddp = dp;
+    }
     ev_mem(ev, step);
 
     char summary_line[256];
@@ -310,8 +360,11 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         printf("data: %s, %llu training tokens, %llu validation; batch %d x %d tokens x %d accumulation = %d tokens "
                "per step\n", cfg->data.dataset, (unsigned long long)train_tokens->token_count,
                (unsigned long long)val_tokens->token_count, B, T, accum, B * T * accum);
-        printf("optimizer: %s; gradient clipping %g; %d threads\n", summary_line, cfg->gradient_clipping,
-               omp_get_max_threads());
+        printf("optimizer: %s; gradient clipping %g; %d threads%s\n", summary_line, cfg->gradient_clipping,
+               omp_get_max_threads(), world > 1 ? " per rank" : "");
+        if (world > 1)
+            printf("data parallel: %d ranks (%s), buckets of %zu elements, overlap %s\n", world,
+                   comm_backend_name(comm), (size_t)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off");
         printf("run: %s (events, checkpoint)\n", cfg->train.run_dir);
         if (cfg->train.sample_interval > 0 && step == 0) print_sample(m, &tok, cfg, 0);
     }
@@ -320,16 +373,20 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     int *inputs = malloc(per_step * sizeof(int)), *targets = malloc(per_step * sizeof(int));
     MP_ASSERT(inputs && targets, "out of memory");
     double t_start = mp_now(), recent = 0;
+    bool hash_params = getenv("MIXPAR_PARAM_HASH") != NULL;
     long first = step;
     for (; step < cfg->train.steps; step++) {
         for (int k = 0; k < accum; k++) {
             loader_next(&tl);
-            memcpy(inputs + k * B * T, tl.inputs, (size_t)B * T * sizeof(int));
-            memcpy(targets + k * B * T, tl.targets, (size_t)B * T * sizeof(int));
+            size_t mine = (size_t)rank * B * T;
+            memcpy(inputs + k * B * T, tl.inputs + mine, (size_t)B * T * sizeof(int));
+            memcpy(targets + k * B * T, tl.targets + mine, (size_t)B * T * sizeof(int));
         }
         double lr = lr_schedule_at(&cfg->scheduler, step);
         double t0 = mp_elapsed();
         train_step_result r = train_step_run(&ts, inputs, targets, B, T, accum, lr);
+        if (comm && world > 1) /* report the loss of the global batch: the mean of the ranks' means */
+            comm_allreduce(comm, &r.loss, &r.loss, 1, COMM_FP32, COMM_AVG, COMM_ALGO_NATIVE);
         double t1 = mp_elapsed(), dt = t1 - t0;
         recent = step == first ? dt : 0.9 * recent + 0.1 * dt;
         bool skipped = !isfinite(r.grad_norm);
@@ -344,6 +401,11 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         ev_num(ev, "scale", 1);
         ev_bool(ev, "skipped", skipped);
         ev_num(ev, "tokens_per_s", per_step / dt);
+        if (hash_params) { /* replicas must stay bit-identical: tests compare this across ranks */
+            char hex[24];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)params_hash(m));
+            ev_str(ev, "param_hash", hex);
+        }
         ev_end(ev);
         const struct { const char *name; double a, b; } spans[] = {
             {"forward", t0, t0 + r.t_forward}, {"backward", t0 + r.t_forward, t0 + r.t_forward + r.t_backward},
@@ -383,9 +445,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         if (!quiet && cfg->train.sample_interval > 0 &&
             (done % cfg->train.sample_interval == 0 || done == cfg->train.steps))
             print_sample(m, &tok, cfg, done);
-        if ((cfg->train.checkpoint_interval > 0 && done % cfg->train.checkpoint_interval == 0) ||
-            (done == cfg->train.steps && cfg->train.checkpoint_interval > 0))
-            save_checkpoint(checkpoint_path, &ts, cfg, done, &tl, ev);
+        bool checkpoint_now = cfg->train.checkpoint_interval > 0 &&
+                              (done % cfg->train.checkpoint_interval == 0 || done == cfg->train.steps);
+        if (rank == 0 && checkpoint_now) save_checkpoint(checkpoint_path, &ts, cfg, done, &tl, ev);
     }
     sum.steps_done = step - first;
     sum.seconds = mp_now() - t_start;
@@ -394,6 +456,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         printf("trained %ld steps in %.1f s: loss %.4f -> %.4f%s\n", sum.steps_done, sum.seconds, sum.first_loss,
                sum.last_loss, cfg->train.checkpoint_interval > 0 ? "; checkpoint in the run folder" : "");
 
+    ddp_free(dp);
     ev_close(ev);
     free(inputs);
     free(targets);

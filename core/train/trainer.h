@@ -2,6 +2,7 @@
 #ifndef MIXPAR_TRAIN_TRAINER_H
 #define MIXPAR_TRAIN_TRAINER_H
 
+#include "comm/comm.h"
 #include "train/config.h"
 
 #include <stdbool.h>
@@ -9,6 +10,7 @@
 typedef struct {
     const char *resume;  /* a checkpoint to continue from; "auto" = <run_dir>/checkpoint.safetensors; NULL */
     bool quiet;          /* no progress lines (events are still written) */
+    comm_t *comm;        /* the ranks to train on together (data parallel); NULL = this process alone */
 } trainer_options;
 
 /* What a finished run measured, for callers that compare runs (lab experiments, tests). */
@@ -19,7 +21,9 @@ typedef struct {
     double seconds;
 } trainer_summary;
 
-/* Runs the training the config describes, from scratch or from a checkpoint. The dataset is built on
+/* Runs the training the config describes, from scratch or from a checkpoint. With several ranks each takes
+ * its share of every global batch (train_batch_size = micro-batch x accumulation x ranks), DDP averages
+ * the gradients, rank 0 prints, samples and writes the checkpoint, and every rank writes its own events. The dataset is built on
  * first use (cached under data.dir), the memory a run needs is checked against train.max_memory before
  * anything large is allocated, events go to <run_dir>/events.rank0.jsonl, the checkpoint to
  * <run_dir>/checkpoint.safetensors (atomically replaced). Bad input stops with a message, exit 2.

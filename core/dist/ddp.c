@@ -1,0 +1,201 @@
+/* ddp.c: data parallel training: parameter broadcast, config agreement, bucketed gradient averaging on a comm thread. */
+#include "dist/ddp.h"
+
+#include "base/clock.h"
+#include "base/error.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_BUCKETS = 64, NO_SPAN = -1 };
+
+typedef struct {
+    size_t lo, hi;
+    int index;
+} bucket_job;
+
+struct ddp {
+    model *m;
+    comm_t *c;
+    ddp_options opt;
+    bool sync;
+    float *grads;
+    long open_lo, open_hi;      /* the bucket being filled: [open_lo, open_hi) of the gradient buffer */
+    int launched;               /* buckets launched in this backward */
+    ev_writer *ev;
+    ddp_stats stats;
+    /* the communication thread and its queue */
+    bool threaded;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work, idle;
+    bucket_job queue[MAX_BUCKETS];
+    int head, tail;             /* jobs queue[head..tail) are waiting */
+    bool busy, stop;
+};
+
+/* ------------------------------------------------------------------ reducing one bucket */
+
+static void reduce_bucket(ddp *d, const bucket_job *job) {
+    double t0 = mp_elapsed();
+    if (job->index == 0) d->stats.first_comm_start = t0;
+    comm_set_event_bucket(d->c, job->index);
+    comm_allreduce(d->c, d->grads + job->lo, d->grads + job->lo, job->hi - job->lo, COMM_FP32, COMM_AVG,
+                   d->opt.algo);
+    comm_set_event_bucket(d->c, -1);
+    d->stats.comm_end = mp_elapsed();
+}
+
+static void *comm_thread(void *arg) {
+    ddp *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (d->head == d->tail && !d->stop) pthread_cond_wait(&d->work, &d->mu);
+        if (d->head == d->tail && d->stop) break;
+        bucket_job job = d->queue[d->head++];
+        d->busy = true;
+        pthread_mutex_unlock(&d->mu);
+        reduce_bucket(d, &job);
+        pthread_mutex_lock(&d->mu);
+        d->busy = false;
+        pthread_cond_broadcast(&d->idle);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+static void launch(ddp *d, size_t lo, size_t hi) {
+    MP_ASSERT(d->launched < MAX_BUCKETS, "more than %d buckets: raise bucket_elems", MAX_BUCKETS);
+    bucket_job job = {lo, hi, d->launched};
+    d->stats.bucket_lo[d->launched] = lo;
+    d->stats.bucket_hi[d->launched] = hi;
+    d->launched++;
+    d->stats.buckets = d->launched;
+    if (!d->threaded) {
+        reduce_bucket(d, &job);
+        return;
+    }
+    pthread_mutex_lock(&d->mu);
+    MP_ASSERT(d->tail < MAX_BUCKETS, "bucket queue overflow");
+    d->queue[d->tail++] = job;
+    pthread_cond_signal(&d->work);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* ------------------------------------------------------------------ the model's hooks */
+
+static void on_before_backward(void *ctx, int layer) {
+    ddp *d = ctx;
+    if (layer != model_get_config(d->m)->L) return; /* the head comes first: a new backward begins */
+    d->open_lo = d->open_hi = NO_SPAN;
+    d->launched = 0;
+    if (d->threaded) pthread_mutex_lock(&d->mu); /* the queue is drained (ddp_finish ran), but it is shared */
+    d->head = d->tail = 0;
+    if (d->threaded) pthread_mutex_unlock(&d->mu);
+}
+
+static void on_grads_ready(void *ctx, int layer) {
+    ddp *d = ctx;
+    if (!d->sync) return;
+    size_t off, n;
+    model_layer_span(d->m, layer, &off, &n);
+    if (d->open_hi == NO_SPAN) {
+        d->open_lo = (long)off;
+        d->open_hi = (long)(off + n);
+    } else {
+        /* Layers finish from the end of the buffer towards its start, each one just below the last. */
+        MP_ASSERT((long)(off + n) == d->open_lo, "layer %d's gradients [%zu, %zu) do not end where the bucket starts (%ld)",
+                  layer, off, off + n, d->open_lo);
+        d->open_lo = (long)off;
+    }
+    size_t filled = (size_t)(d->open_hi - d->open_lo);
+    if (layer == -1 || (d->opt.bucket_elems && filled >= d->opt.bucket_elems)) {
+        launch(d, (size_t)d->open_lo, (size_t)d->open_hi);
+        d->open_hi = d->open_lo;
+    }
+    if (layer == -1) d->stats.backward_end = mp_elapsed();
+}
+
+/* ------------------------------------------------------------------ set-up */
+
+/* Every rank must build the same model: compare a hash of the config and the parameter count. */
+static void check_replicas_agree(comm_t *c, uint64_t hash) {
+    int size = comm_size(c);
+    int64_t mine = (int64_t)hash, *all = malloc((size_t)size * sizeof *all);
+    MP_ASSERT(all, "out of memory");
+    comm_allgather(c, &mine, all, 1, COMM_INT64, COMM_ALGO_NATIVE);
+    char differ[256] = "";
+    for (int r = 1; r < size; r++)
+        if (all[r] != all[0] && strlen(differ) < sizeof differ - 16)
+            snprintf(differ + strlen(differ), sizeof differ - strlen(differ), "%s%d", differ[0] ? ", " : "", r);
+    free(all);
+    if (differ[0])
+        MP_FAIL_HINT("the same model config and parameter count on every rank",
+                     "start every rank with the same config and --set overrides (mixpar run passes them to all)",
+                     "rank(s) %s differ from rank 0 (config hash)", differ);
+}
+
+ddp *ddp_create(model *m, comm_t *c, const ddp_options *opt, uint64_t config_hash) {
+    ddp *d = calloc(1, sizeof *d);
+    MP_ASSERT(d, "out of memory");
+    d->m = m;
+    d->c = c;
+    d->opt = *opt;
+    d->sync = true;
+    d->grads = model_grads(m);
+    d->open_lo = d->open_hi = NO_SPAN;
+    check_replicas_agree(c, config_hash ^ (uint64_t)model_num_params(m) * 0x9e3779b97f4a7c15ULL);
+    /* Rank 0's initial weights for everyone, so the replicas start identical whatever their seeds. */
+    comm_broadcast(c, model_params(m), model_num_params(m), COMM_FP32, 0, COMM_ALGO_DEFAULT);
+    if (opt->events_dir) {
+        d->ev = ev_open_append(opt->events_dir, comm_rank(c));
+        comm_set_events(c, d->ev);
+    }
+    d->threaded = opt->overlap && comm_thread_safe_serialized(c) && comm_size(c) > 1;
+    d->stats.overlapping = d->threaded;
+    if (d->threaded) {
+        pthread_mutex_init(&d->mu, NULL);
+        pthread_cond_init(&d->work, NULL);
+        pthread_cond_init(&d->idle, NULL);
+        if (pthread_create(&d->thread, NULL, comm_thread, d) != 0) {
+            d->threaded = d->stats.overlapping = false;
+        }
+    }
+    model_hooks hooks = {.before_backward = on_before_backward, .grads_ready = on_grads_ready, .ctx = d};
+    model_set_hooks(m, &hooks);
+    return d;
+}
+
+void ddp_set_sync(ddp *d, bool sync) { d->sync = sync; }
+
+void ddp_finish(ddp *d) {
+    if (!d->threaded) return;
+    pthread_mutex_lock(&d->mu);
+    while (d->head != d->tail || d->busy) pthread_cond_wait(&d->idle, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+}
+
+void ddp_get_stats(const ddp *d, ddp_stats *out) { *out = d->stats; }
+
+void ddp_free(ddp *d) {
+    if (!d) return;
+    if (d->threaded) {
+        pthread_mutex_lock(&d->mu);
+        d->stop = true;
+        pthread_cond_signal(&d->work);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->thread, NULL);
+        pthread_mutex_destroy(&d->mu);
+        pthread_cond_destroy(&d->work);
+        pthread_cond_destroy(&d->idle);
+    }
+    model_hooks none = {0};
+    model_set_hooks(d->m, &none);
+    if (d->ev) {
+        comm_set_events(d->c, NULL);
+        ev_close(d->ev);
+    }
+    free(d);
+}

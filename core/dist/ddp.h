@@ -1,0 +1,65 @@
+/* ddp.h: distributed data parallel: replicas in step, gradients averaged in buckets that overlap backward. */
+#ifndef MIXPAR_DIST_DDP_H
+#define MIXPAR_DIST_DDP_H
+
+#include "base/events.h"
+#include "comm/comm.h"
+#include "model/model.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Every rank holds the whole model and trains on its own share of each global batch. After backward the
+ * gradients are averaged over the ranks, so every replica applies the same update and the replicas stay
+ * bit-identical.
+ *
+ * Buckets. The model calls grads_ready(layer) as each layer's gradients become final, from the head (L)
+ * down to the embeddings (-1). The parameter buffer is layer-major, so the layers finished so far are
+ * always one contiguous span at the end of the gradient buffer: a bucket is a span [lo, hi) grown
+ * downwards until it holds bucket_elems elements, then its allreduce starts, in place, while backward
+ * goes on with the layers below (PyTorch DDP's bucket_cap_mb, DeepSpeed's reduce_bucket_size). The last
+ * bucket is flushed when the embeddings are done.
+ *
+ * Overlap. With overlap on, a communication thread runs the allreduces while the main thread computes
+ * (this needs MPI_THREAD_SERIALIZED, which comm_init asks for; without it DDP falls back to reducing each
+ * bucket on the main thread). ddp_finish waits for the last one before the optimizer reads gradients.
+ *
+ *     ddp *d = ddp_create(m, world, &opts);   // broadcasts rank 0's weights, checks the configs match
+ *     for each step:
+ *         for each micro-batch k:
+ *             ddp_set_sync(d, k == accum - 1);  // no_sync: reduce only on the last micro-batch
+ *             model_forward(...); model_backward(...);
+ *         ddp_finish(d);                        // gradients are now the average over ranks
+ *         optimizer step
+ */
+typedef struct {
+    size_t bucket_elems;   /* elements per bucket; 0 = one bucket for the whole model */
+    comm_algo algo;        /* allreduce algorithm (COMM_ALGO_DEFAULT: the communicator's) */
+    bool overlap;          /* reduce on a communication thread while backward runs */
+    const char *events_dir;/* when set, comm events of this rank go to <dir>/events.rank<R>.jsonl (appended) */
+} ddp_options;
+
+typedef struct ddp ddp;
+
+/* Installs the model hooks, broadcasts rank 0's parameters, and stops with a message naming the ranks if
+ * the replicas' configs or parameter counts differ (a hash compared across ranks), exit 2. */
+ddp *ddp_create(model *m, comm_t *c, const ddp_options *opt, uint64_t config_hash);
+void ddp_free(ddp *d);
+/* Whether the coming backward reduces (true) or only accumulates locally (false: gradient accumulation's
+ * no_sync micro-steps). Default true. */
+void ddp_set_sync(ddp *d, bool sync);
+/* Waits until every bucket of the last backward has been reduced. */
+void ddp_finish(ddp *d);
+
+typedef struct {
+    int buckets;              /* buckets in the last synchronised backward */
+    size_t bucket_lo[64];     /* their spans, in launch order (the first is the head's) */
+    size_t bucket_hi[64];
+    double backward_end;      /* mp_elapsed() when backward finished (grads_ready(-1)) */
+    double first_comm_start;  /* mp_elapsed() when the first bucket's allreduce started */
+    double comm_end;          /* when the last allreduce finished */
+    bool overlapping;         /* the communication thread is in use */
+} ddp_stats;
+void ddp_get_stats(const ddp *d, ddp_stats *out);
+
+#endif

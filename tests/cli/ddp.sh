@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# ddp.sh: data parallel training on real MPI ranks: N ranks with micro-batch b train like one rank with
+# batch N*b, replicas stay bit-identical, buckets are what their size says, communication overlaps
+# backward (seen in the events), accumulation with no_sync, and a mismatched launch fails with a message.
+source "$(dirname "$0")/../lib.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$ROOT" || exit 1
+cfg=configs/synthetic-addition.json
+base=(--config "$cfg" --quiet --set train.steps=60 --set scheduler.params.total_steps=60 --set train.eval_interval=0
+      --set train.sample_interval=0 --set train.checkpoint_interval=0)
+losses() { grep '"kind":"step"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+max_diff() { paste <(losses "$1") <(losses "$2") | awk '$1 != $3 {bad=1} {d=$2-$4; if (d<0) d=-d; if (d>m) m=d} END {if (bad || NR == 0) print 1e9; else print m}'; }
+
+"$MIXPAR" train "${base[@]}" --set train_micro_batch_size_per_gpu=64 --set train.run_dir="$work/one" >/dev/null 2>&1
+MIXPAR_PARAM_HASH=1 "$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set train_micro_batch_size_per_gpu=32 \
+  --set train.run_dir="$work/two" --set zero_optimization.overlap_comm=true \
+  --set zero_optimization.reduce_bucket_size=20000 >"$work/two.log" 2>&1
+check "ddp: 2 ranks trained" test -s "$work/two/events.rank1.jsonl"
+d=$(max_diff "$work/one/events.rank0.jsonl" "$work/two/events.rank0.jsonl")
+check "ddp: 2 ranks x 32 give the losses of 1 rank x 64 (max |diff| $d <= 1e-4)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-4)}'
+hashes() { grep -o '"param_hash":"[0-9a-f]*"' "$1"; }
+check "ddp: the parameter hashes were written on both ranks (60 steps)" test \
+  "$(hashes "$work/two/events.rank0.jsonl" | wc -l)$(hashes "$work/two/events.rank1.jsonl" | wc -l)" = 6060
+check "ddp: replicas stay bit-identical after every step" diff <(hashes "$work/two/events.rank0.jsonl") \
+  <(hashes "$work/two/events.rank1.jsonl")
+buckets() { grep '"kind":"comm"' "$1" | grep -o '"bucket":[0-9]*' | sort -u | wc -l; }
+check "ddp: 20000-element buckets split this model into 3" test "$(buckets "$work/two/events.rank0.jsonl")" -eq 3
+# Overlap: in some step, bucket 0's allreduce starts before that step's backward span ends.
+overlap=$(awk -F'"step":' '
+  /"kind":"span"/ && /"name":"backward"/ { split($2, a, ","); s=a[1]; match($0, /"t1":[0-9.e+-]+/); bend[s]=substr($0, RSTART+5, RLENGTH-5) }
+  /"kind":"comm"/ && /"bucket":0/ { match($0, /"t0":[0-9.e+-]+/); c0[++n]=substr($0, RSTART+5, RLENGTH-5) }
+  END { k=0; for (i=1; i<=n; i++) if (c0[i] < bend[i]) k++; print k }' "$work/two/events.rank0.jsonl")
+check_output "ddp: the overlapped run reduces on a communication thread" 0 '"overlap":true' head -n 1 "$work/two/events.rank0.jsonl"
+check "ddp: bucket 0's allreduce starts before backward ends (in $overlap of 60 steps)" test "${overlap:-0}" -ge 30
+
+for spec in "1:100000000" "2:60000"; do
+  n=${spec%%:*}; size=${spec##*:}
+  "$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set train_micro_batch_size_per_gpu=32 --set train.run_dir="$work/b$n" \
+    --set zero_optimization.reduce_bucket_size="$size" >/dev/null 2>&1
+  check "ddp: buckets of $size elements make $n bucket(s)" test "$(buckets "$work/b$n/events.rank0.jsonl")" -eq "$n"
+  d=$(max_diff "$work/one/events.rank0.jsonl" "$work/b$n/events.rank0.jsonl")
+  check "ddp: with $n bucket(s) the losses still match 1 rank (max |diff| $d)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-4)}'
+done
+
+# Accumulation: 2 ranks x 16 x 2 micro-batches (no_sync on the first) = 1 rank x 64.
+"$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set train_micro_batch_size_per_gpu=16 \
+  --set gradient_accumulation_steps=2 --set train.run_dir="$work/acc" >/dev/null 2>&1
+d=$(max_diff "$work/one/events.rank0.jsonl" "$work/acc/events.rank0.jsonl")
+check "ddp: 2 ranks x 16 x 2 accumulation steps match 1 rank x 64 (max |diff| $d)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-4)}'
+check "ddp: accumulation reduces once per step (one allreduce of gradients per step)" test \
+  "$(grep '"kind":"comm"' "$work/acc/events.rank0.jsonl" | grep -c '"bucket":0')" -eq 60
+
+# The classic mistake: ranks started with different models. A message naming them, exit 2, no hang.
+check_output "ddp: ranks with different configs are refused" 2 "rank\(s\) 1 differ from rank 0" timeout 60 \
+  "$MIXPAR" run -n 2 -- bash -c "exec '$MIXPAR' train ${base[*]} --set train.run_dir='$work/bad' --set model.layers=\$((2 + OMPI_COMM_WORLD_RANK))"
