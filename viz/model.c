@@ -218,8 +218,11 @@ static void apply_comm(vz_model *m, int rank, const cJSON *ev) {
     o->bytes += c->bytes;
     o->seconds += c->t1 - c->t0;
     o->bus_bytes += c->bytes * vz_busbw_factor(c->op, n);
-    o->last_bytes = c->bytes;
-    o->last_seconds = c->t1 - c->t0;
+    /* The ring view shows the newest of the largest calls: gradient buckets, not the loss's 4 bytes. */
+    if (c->bytes >= o->largest_bytes) {
+        o->largest_bytes = c->bytes;
+        o->largest_seconds = c->t1 - c->t0;
+    }
     o->ranks = n;
 }
 

@@ -62,7 +62,7 @@ typedef struct {
     char op[24], algorithm[16];
     long long calls;
     double bytes, seconds, bus_bytes; /* sums; bus_bytes = bytes * the op's factor */
-    double last_bytes, last_seconds;
+    double largest_bytes, largest_seconds; /* the newest call among the largest (what the ring view draws) */
     int ranks;
 } vz_opstat;
 

@@ -174,12 +174,12 @@ static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int
     char b1[24], b2[24], b3[24];
     double bytes, step_s;
     if (real) {
-        bytes = real->last_bytes;
-        step_s = real->last_seconds / steps;
+        bytes = real->largest_bytes;
+        step_s = real->largest_seconds / steps;
         vz_text(w, y, 0, cols, A_BOLD,
                 "ring allreduce from comm events: %s over %d ranks took %s (busbw %.2f GB/s)  [m: model]", 
-                vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->last_seconds, b2, sizeof b2),
-                real->last_seconds > 0 ? bytes * vz_busbw_factor("allreduce", n) / real->last_seconds / 1e9 : 0);
+                vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->largest_seconds, b2, sizeof b2),
+                real->largest_seconds > 0 ? bytes * vz_busbw_factor("allreduce", n) / real->largest_seconds / 1e9 : 0);
     } else {
         bytes = v->ring_bytes > 0 ? v->ring_bytes : m->params > 0 ? 4 * m->params : 100e6;
         double total = vz_allreduce_model_seconds(n, bytes, v->ring_alpha, v->ring_beta);
