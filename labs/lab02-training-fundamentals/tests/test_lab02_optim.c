@@ -67,7 +67,7 @@ MPT_TEST(adam_first_step_moves_by_lr_times_sign) {
     CHECK_ARRAY(want_v, v, N, 1e-4, 0, "second moment v after step 1 (0.001 * g^2)",
                 "v = beta2*v + (1 - beta2)*g*g: the square of the gradient, not |g| or g");
     CHECK_ARRAY(want_p, p, N, 0, 2e-7, "parameter after Adam's first step (p0 - lr*sign(g))",
-                "a move of lr*sqrt(1000)/10 = 0.316*lr... means no bias correction; use step_size (lr/(1-beta1^t)) "
+                "a move of lr*0.1/sqrt(0.001) = 3.16*lr means no bias correction; use step_size (lr/(1-beta1^t)) "
                 "and inv_sqrt_bc2 (1/sqrt(1-beta2^t)), and add eps after the square root");
 }
 
