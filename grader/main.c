@@ -128,7 +128,8 @@ static int cmd_regions(int argc, char **argv) {
 /* What the student edition leaves out: the solutions, the hidden tests, the core's own test suite (it
  * checks the reference code and would give answers away), CI, and anything built. */
 static const char *const HANDOUT_SKIP[] = {
-    ".git", "build", "dist", "runs", "solutions", "grader/hidden", "tests/unit", "tests/cli", "tests/reference",
+    ".git", "build", "dist", "runs", "solutions", "grader/hidden", "tests/unit", "tests/cli", "tests/mpi",
+    "tests/reference",
     ".ci", "submit-lab*", "results.json",
     "core/cuda/convert.cu", /* its device fp16/bf16 encoders are lab 03's answer, written out for the GPU */
     NULL};

@@ -3,14 +3,8 @@
 #   lab01-zero-stages.png     memory per rank by category for ZeRO stages 0-3 (llama-1b, 8 ranks)
 #   lab01-presets.png         model states vs activations per preset (one rank, log scale)
 #   lab01-act-vs-seq.png      activation bytes of llama-1b against sequence length, per recompute policy
-set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
-mkdir -p "$1"
-out=$(cd "$1" && pwd)
-cd "$(dirname "$0")/.."
-mixpar=build/mixpar
-[ -x "$mixpar" ] || { echo "$0: $mixpar is missing; run 'make' first" >&2; exit 2; }
-command -v gnuplot >/dev/null || { echo "$0: gnuplot is missing; run 'make deps'" >&2; exit 2; }
+source "$(dirname "$0")/figures_lib.sh"
+out=$outdir
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -6,14 +6,7 @@
 #   02-grad-norm.png    the global gradient norm before clipping, per step, with the clipping threshold
 #   02-lr.png           the learning rate of every step (warmup, then cosine decay), relative to the peak
 # Usage: slides/02-training-fundamentals.figures.sh OUTDIR   (needs build/mixpar with lab 02 done: `make`)
-set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
-mkdir -p "$1"
-outdir=$(cd "$1" && pwd)
-cd "$(dirname "$0")/.."
-mixpar=build/mixpar
-[ -x "$mixpar" ] || { echo "$0: $mixpar is missing; run 'make' first" >&2; exit 2; }
-command -v gnuplot > /dev/null || { echo "$0: gnuplot is not installed (make deps)" >&2; exit 2; }
+source "$(dirname "$0")/figures_lib.sh"
 
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT

@@ -4,14 +4,7 @@
 #   03-range.png       every positive finite value of each format on one log axis (dynamic range)
 #   03-numberline.png  the e4m3 and e5m2 values in [0, 4] on a linear axis (steps double at each power of two)
 # Usage: slides/03-float-formats.figures.sh OUTDIR   (run from anywhere; needs build/mixpar: `make`)
-set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
-mkdir -p "$1"
-outdir=$(cd "$1" && pwd)
-cd "$(dirname "$0")/.."
-mixpar=build/mixpar
-[ -x "$mixpar" ] || { echo "$0: $mixpar is missing; run 'make' first" >&2; exit 2; }
-command -v gnuplot > /dev/null || { echo "$0: gnuplot is not installed (make deps)" >&2; exit 2; }
+source "$(dirname "$0")/figures_lib.sh"
 
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT

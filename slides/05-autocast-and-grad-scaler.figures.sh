@@ -5,14 +5,7 @@
 #                          loss scale of 2^16, with fp16's limits (hist events of an fp32 run, mixpar amp underflow)
 # Usage: slides/05-autocast-and-grad-scaler.figures.sh OUTDIR   (needs build/mixpar: `make`). Uses the run of
 # `make lab05` when there is one; otherwise trains the tiny GPT for 10 steps (about 10 s) to get histograms.
-set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
-mkdir -p "$1"
-outdir=$(cd "$1" && pwd)
-cd "$(dirname "$0")/.."
-mixpar=build/mixpar
-[ -x "$mixpar" ] || { echo "$0: $mixpar is missing; run 'make' first" >&2; exit 2; }
-command -v gnuplot > /dev/null || { echo "$0: gnuplot is not installed (make deps)" >&2; exit 2; }
+source "$(dirname "$0")/figures_lib.sh"
 
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT

@@ -4,14 +4,7 @@
 #   12-busbw.png  bus bandwidth of each allreduce algorithm (ring, tree, rhd, MPI's own) against message size
 #   12-time.png   time per allreduce against size, log-log, with each algorithm's fitted alpha + n/beta line
 # Usage: slides/12-communication-primitives.figures.sh OUTDIR   (needs build/mixpar and mpirun; `make` first)
-set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
-mkdir -p "$1"
-outdir=$(cd "$1" && pwd)
-cd "$(dirname "$0")/.."
-mixpar=build/mixpar
-[ -x "$mixpar" ] || { echo "$0: $mixpar is missing; run 'make' first" >&2; exit 2; }
-command -v gnuplot > /dev/null || { echo "$0: gnuplot is not installed (make deps)" >&2; exit 2; }
+source "$(dirname "$0")/figures_lib.sh"
 
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
