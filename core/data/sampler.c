@@ -29,7 +29,7 @@ void dist_sampler_set_epoch(dist_sampler *s, uint64_t epoch) { s->epoch = epoch;
 void dist_sampler_sizes(uint64_t n, int world, bool drop_last, uint64_t *num_samples, uint64_t *total_size) {
     const uint64_t w = (uint64_t)world;
     /* LAB 15 BEGIN equal shares: ceil(N/world) per rank with padding, floor(N/world) with drop_last */
-    *num_samples = drop_last ? n / w : (n + w - 1) / w;
+    *num_samples = n / w + (!drop_last && n % w != 0); /* not (n + w - 1) / w: that overflows near 2^64 */
     *total_size = *num_samples * w;
     /* LAB 15 END */
 }
