@@ -45,7 +45,7 @@ plot for [r=0:2] "$data/mode2.dat" using (\$2 == r ? \$1 + (r - 1) * 0.18 : 1/0)
 unset multiplot
 
 set output "$outdir/15-loader.png"
-set title "prefetching loader: preparing a batch = tokenising 256 KiB of text (mixpar loader_bench, 2 cores)"
+set title "prefetching loader: preparing a batch = tokenising 256 KiB of text (mixpar loader_bench, $(nproc) cores)"
 set xrange [-0.5:2.5]; set yrange [0:*]; set ytics autofreq; set grid; set xtics ("0 workers" 0, "1 worker" 1, "2 workers" 2)
 set xlabel ""; set ylabel "batches / s"; set key top left
 plot "$data/loader_256K.dat" using 1:2 with linespoints lw 2 pt 7 ps 1.5 title "step = tokenising 256 KiB", \
