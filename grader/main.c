@@ -128,7 +128,7 @@ static int cmd_regions(int argc, char **argv) {
 /* What the student edition leaves out: the solutions, the hidden tests, the core's own test suite (it
  * checks the reference code and would give answers away), CI, and anything built. */
 static const char *const HANDOUT_SKIP[] = {
-    ".git", "build", "dist", "runs", "solutions", "grader/hidden", "tests/unit", "tests/cli", "tests/mpi",
+    ".git", "build", "dist", "runs", "data", "solutions", "grader/hidden", "tests/unit", "tests/cli", "tests/mpi",
     "tests/reference",
     ".ci", "submit-lab*", "results.json",
     "core/cuda/convert.cu", /* its device fp16/bf16 encoders are lab 03's answer, written out for the GPU */
@@ -237,7 +237,7 @@ static int cmd_submit(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- grade */
 
-static const char *const GRADING_SKIP[] = {".git", "build", "dist", "runs", "submit-lab*", "results.json", NULL};
+static const char *const GRADING_SKIP[] = {".git", "build", "dist", "runs", "data", "submit-lab*", "results.json", NULL};
 
 /* Builds a grading folder build/grading/labNN: a copy of this tree with the submission's lab regions
  * spliced in. Only region bodies are taken from the archive; nothing from it is written elsewhere. */
