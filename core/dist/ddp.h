@@ -4,6 +4,7 @@
 
 #include "base/events.h"
 #include "comm/comm.h"
+#include "dist/hooks.h"
 #include "model/model.h"
 
 #include <stdbool.h>
@@ -37,6 +38,7 @@ typedef struct {
     comm_algo algo;        /* allreduce algorithm (COMM_ALGO_DEFAULT: the communicator's) */
     bool overlap;          /* reduce on a communication thread while backward runs */
     const char *events_dir;/* when set, comm events of this rank go to <dir>/events.rank<R>.jsonl (appended) */
+    ddp_hook_options hook; /* how each bucket is averaged (dist/hooks.h); zeroed: the plain fp32 allreduce */
 } ddp_options;
 
 typedef struct ddp ddp;
@@ -59,6 +61,8 @@ typedef struct {
     double first_comm_start;  /* mp_elapsed() when the first bucket's allreduce started */
     double comm_end;          /* when the last allreduce finished */
     bool overlapping;         /* the communication thread is in use */
+    uint64_t bytes_sent;      /* bytes this rank sent reducing the last synchronised backward's buckets
+                               * (comm_stats' count, all operations the hook used) */
 } ddp_stats;
 void ddp_get_stats(const ddp *d, ddp_stats *out);
 
