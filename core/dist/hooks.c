@@ -246,6 +246,8 @@ static void topk_reduce(ddp_hook *h, comm_t *c, float *g, size_t lo, size_t n) {
 
 void hooks_orthonormalize(float *P, size_t m, size_t r) {
     for (size_t j = 0; j < r; j++) {
+        double before = 0;
+        for (size_t i = 0; i < m; i++) before += (double)P[i * r + j] * P[i * r + j];
         /* Subtract the projections on the columns before (modified Gram-Schmidt: one at a time). */
         for (size_t q = 0; q < j; q++) {
             double dot = 0;
@@ -254,9 +256,10 @@ void hooks_orthonormalize(float *P, size_t m, size_t r) {
         }
         double norm = 0;
         for (size_t i = 0; i < m; i++) norm += (double)P[i * r + j] * P[i * r + j];
-        norm = sqrt(norm);
-        /* A column in the span of the others (or zero): zero it rather than blow it up to noise. */
-        float inv = norm > 1e-30 ? (float)(1.0 / norm) : 0.0f;
+        /* A column (numerically) in the span of the ones before: what is left is rounding noise, which
+         * normalising would blow up into a direction that is not orthogonal to them. Zero it instead (the
+         * matrix has lower rank than r; the approximation loses nothing). */
+        float inv = norm > 1e-10 * before && norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
         for (size_t i = 0; i < m; i++) P[i * r + j] *= inv;
     }
 }
