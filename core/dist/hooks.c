@@ -48,6 +48,11 @@ static void *scratch(ddp_hook *h, size_t bytes) {
     return h->scratch;
 }
 
+static int by_offset(const void *a, const void *b) {
+    size_t x = ((const psgd_matrix *)a)->offset, y = ((const psgd_matrix *)b)->offset;
+    return (x > y) - (x < y);
+}
+
 ddp_hook *ddp_hook_create(const ddp_hook_options *opt, const model_tensor *tensors, int ntensors, size_t nparams) {
     ddp_hook *h = calloc(1, sizeof *h);
     MP_ASSERT(h, "out of memory");
@@ -78,6 +83,7 @@ ddp_hook *ddp_hook_create(const ddp_hook_options *opt, const model_tensor *tenso
                 pm->Q[j] = (float)mp_hash32(opt->seed ^ 0x51ed27u, t->offset + j) / 4294967296.0f * 2.0f - 1.0f;
             if (m > max_rows) max_rows = m;
         }
+        qsort(h->mats, (size_t)h->nmats, sizeof *h->mats, by_offset); /* powersgd_reduce walks them in order */
         if (max_rows) h->P = mem_alloc(max_rows * r * sizeof(float), MEM_COMM, "PowerSGD P");
     }
     return h;
