@@ -25,6 +25,12 @@
  * (this needs MPI_THREAD_SERIALIZED, which comm_init asks for; without it DDP falls back to reducing each
  * bucket on the main thread). ddp_finish waits for the last one before the optimizer reads gradients.
  *
+ * Hooks. Each bucket is averaged through a communication hook (dist/hooks.h, options.hook; the config's
+ * "communication" section): the plain fp32 allreduce, fp16/bf16 compression, top-k or PowerSGD with error
+ * feedback. ddp_stats.bytes_sent says what the last synchronised backward sent (the step event's comm_bytes).
+ * The lossy hooks' residuals and PowerSGD's Q live in the hook only: checkpoints do not save them, so a
+ * resumed run restarts error feedback from zero (as PyTorch's PowerSGDState is not in the state dict).
+ *
  *     ddp *d = ddp_create(m, world, &opts);   // broadcasts rank 0's weights, checks the configs match
  *     for each step:
  *         for each micro-batch k:
