@@ -29,7 +29,7 @@
  * "communication" section): the plain fp32 allreduce, fp16/bf16 compression, top-k or PowerSGD with error
  * feedback. ddp_stats.bytes_sent says what the last synchronised backward sent (the step event's comm_bytes).
  * The lossy hooks' residuals and PowerSGD's Q live in the hook only: checkpoints do not save them, so a
- * resumed run restarts error feedback from zero (as PyTorch's PowerSGDState is not in the state dict).
+ * resumed run restarts error feedback (and Q's warm start) from zero.
  *
  *     ddp *d = ddp_create(m, world, &opts);   // broadcasts rank 0's weights, checks the configs match
  *     for each step:
