@@ -25,6 +25,7 @@ struct ddp {
     long open_lo, open_hi;      /* the bucket being filled: [open_lo, open_hi) of the gradient buffer */
     int launched;               /* buckets launched in this backward */
     ev_writer *ev;
+    ddp_hook *hook;             /* how a bucket is averaged (dist/hooks.h) */
     ddp_stats stats;
     /* the communication thread and its queue */
     bool threaded;
@@ -42,8 +43,12 @@ static void reduce_bucket(ddp *d, const bucket_job *job) {
     double t0 = mp_elapsed();
     if (job->index == 0) d->stats.first_comm_start = t0;
     comm_set_event_bucket(d->c, job->index);
-    comm_allreduce(d->c, d->grads + job->lo, d->grads + job->lo, job->hi - job->lo, COMM_FP32, COMM_AVG,
-                   d->opt.algo);
+    /* Bytes sent: what comm_stats counted during the hook (only this thread communicates in backward). */
+    comm_stats_t before, after;
+    comm_stats(d->c, &before);
+    ddp_hook_reduce(d->hook, d->c, d->grads, job->lo, job->hi, d->opt.algo);
+    comm_stats(d->c, &after);
+    for (int op = 0; op < COMM_NOPS; op++) d->stats.bytes_sent += after.bytes_sent[op] - before.bytes_sent[op];
     comm_set_event_bucket(d->c, -1);
     d->stats.comm_end = mp_elapsed();
 }
@@ -91,6 +96,7 @@ static void on_before_backward(void *ctx, int layer) {
     if (layer != model_get_config(d->m)->L) return; /* the head comes first: a new backward begins */
     d->open_lo = d->open_hi = NO_SPAN;
     d->launched = 0;
+    if (d->sync) d->stats.bytes_sent = 0; /* no_sync backwards send nothing: keep the count for the step */
     if (d->threaded) pthread_mutex_lock(&d->mu); /* the queue is drained (ddp_finish ran), but it is shared */
     d->head = d->tail = 0;
     if (d->threaded) pthread_mutex_unlock(&d->mu);
@@ -146,6 +152,9 @@ ddp *ddp_create(model *m, comm_t *c, const ddp_options *opt, uint64_t config_has
     d->sync = true;
     d->grads = model_grads(m);
     d->open_lo = d->open_hi = NO_SPAN;
+    int ntensors = 0;
+    const model_tensor *tensors = model_tensors(m, &ntensors);
+    d->hook = ddp_hook_create(&opt->hook, tensors, ntensors, model_num_params(m));
     check_replicas_agree(c, config_hash ^ (uint64_t)model_num_params(m) * 0x9e3779b97f4a7c15ULL);
     /* Rank 0's initial weights for everyone, so the replicas start identical whatever their seeds. */
     comm_broadcast(c, model_params(m), model_num_params(m), COMM_FP32, 0, COMM_ALGO_DEFAULT);
@@ -191,6 +200,7 @@ void ddp_free(ddp *d) {
         pthread_cond_destroy(&d->work);
         pthread_cond_destroy(&d->idle);
     }
+    ddp_hook_free(d->hook);
     model_hooks none = {0};
     model_set_hooks(d->m, &none);
     if (d->ev) {

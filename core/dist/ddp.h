@@ -4,6 +4,7 @@
 
 #include "base/events.h"
 #include "comm/comm.h"
+#include "dist/hooks.h"
 #include "model/model.h"
 
 #include <stdbool.h>
@@ -24,6 +25,12 @@
  * (this needs MPI_THREAD_SERIALIZED, which comm_init asks for; without it DDP falls back to reducing each
  * bucket on the main thread). ddp_finish waits for the last one before the optimizer reads gradients.
  *
+ * Hooks. Each bucket is averaged through a communication hook (dist/hooks.h, options.hook; the config's
+ * "communication" section): the plain fp32 allreduce, fp16/bf16 compression, top-k or PowerSGD with error
+ * feedback. ddp_stats.bytes_sent says what the last synchronised backward sent (the step event's comm_bytes).
+ * The lossy hooks' residuals and PowerSGD's Q live in the hook only: checkpoints do not save them, so a
+ * resumed run restarts error feedback (and Q's warm start) from zero.
+ *
  *     ddp *d = ddp_create(m, world, &opts);   // broadcasts rank 0's weights, checks the configs match
  *     for each step:
  *         for each micro-batch k:
@@ -37,6 +44,7 @@ typedef struct {
     comm_algo algo;        /* allreduce algorithm (COMM_ALGO_DEFAULT: the communicator's) */
     bool overlap;          /* reduce on a communication thread while backward runs */
     const char *events_dir;/* when set, comm events of this rank go to <dir>/events.rank<R>.jsonl (appended) */
+    ddp_hook_options hook; /* how each bucket is averaged (dist/hooks.h); zeroed: the plain fp32 allreduce */
 } ddp_options;
 
 typedef struct ddp ddp;
@@ -59,6 +67,8 @@ typedef struct {
     double first_comm_start;  /* mp_elapsed() when the first bucket's allreduce started */
     double comm_end;          /* when the last allreduce finished */
     bool overlapping;         /* the communication thread is in use */
+    uint64_t bytes_sent;      /* bytes this rank sent reducing the last synchronised backward's buckets
+                               * (comm_stats' count, all operations the hook used) */
 } ddp_stats;
 void ddp_get_stats(const ddp *d, ddp_stats *out);
 

@@ -16,6 +16,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "dist/hooks.h"
 #include "plan/plan.h"
 
 /* Enums are written through int pointers by the table-driven parser below. */
@@ -106,6 +107,12 @@ static const field_spec zero_fields[] = {
      .hi = NO_LIMIT, .about = "elements"},
     {.key = "offload_optimizer", .kind = FK_SECTION, .sub = &offload_section},
 };
+static const field_spec comm_fields[] = {
+    {.key = "hook", .kind = FK_ENUM, .offset = OFF(comm.hook), .names = ddp_hook_names},
+    {.key = "topk_ratio", .kind = FK_DOUBLE, .offset = OFF(comm.topk_ratio), .lo = 0, .lo_open = true, .hi = 1,
+     .about = "the share of each bucket's entries top-k sends"},
+    {.key = "powersgd_rank", .kind = FK_INT, .offset = OFF(comm.powersgd_rank), .lo = 1, .hi = 64},
+};
 static const field_spec model_fields[] = {
     {.key = "preset", .kind = FK_STRING, .offset = OFF(model.preset), .size = SIZE(model.preset), .about = "a model of `mixpar plan --list`"},
     {.key = "arch", .kind = FK_ENUM, .offset = OFF(model.model.arch), .names = arch_names},
@@ -149,6 +156,7 @@ static const field_spec train_fields[] = {
 static const section_spec fp16_section = {"fp16", fp16_fields, COUNT(fp16_fields)};
 static const section_spec bf16_section = {"bf16", bf16_fields, COUNT(bf16_fields)};
 static const section_spec zero_section = {"zero_optimization", zero_fields, COUNT(zero_fields)};
+static const section_spec comm_section = {"communication", comm_fields, COUNT(comm_fields)};
 static const section_spec model_section = {"model", model_fields, COUNT(model_fields)};
 static const section_spec data_section = {"data", data_fields, COUNT(data_fields)};
 static const section_spec train_section = {"train", train_fields, COUNT(train_fields)};
@@ -163,6 +171,7 @@ static const field_spec top_fields[] = {
     {.key = "fp16", .kind = FK_SECTION, .sub = &fp16_section},
     {.key = "bf16", .kind = FK_SECTION, .sub = &bf16_section},
     {.key = "zero_optimization", .kind = FK_SECTION, .sub = &zero_section},
+    {.key = "communication", .kind = FK_SECTION, .sub = &comm_section},
     {.key = "model", .kind = FK_SECTION, .sub = &model_section},
     {.key = "data", .kind = FK_SECTION, .sub = &data_section},
     {.key = "train", .kind = FK_SECTION, .sub = &train_section},
@@ -434,6 +443,7 @@ static void set_defaults(train_config *cfg, int world) {
                               .contiguous_gradients = true, .reduce_scatter = true,
                               .stage3_prefetch_bucket_size = 50000000, .stage3_param_persistence_threshold = 100000,
                               .offload_optimizer = OFFLOAD_NONE};
+    cfg->comm = (config_comm){.hook = DDP_HOOK_ALLREDUCE, .topk_ratio = 0.01, .powersgd_rank = 1};
     snprintf(cfg->data.dir, sizeof cfg->data.dir, "data");
     cfg->data.order = LOADER_SHUFFLE;
     cfg->train.eval_batches = 8;

@@ -91,6 +91,17 @@ typedef struct {
     bool offload_pin_memory;                 /* "offload_optimizer": {"pin_memory": ...} [false] */
 } config_zero;
 
+/* "communication": mixpar's own section (DeepSpeed has no such key): how data parallel averages the
+ * gradients, a DDP communication hook (dist/hooks.h). Unknown hook names are an error naming
+ * communication.hook and listing the known ones.
+ *     "communication": {"hook": "topk", "topk_ratio": 0.01, "powersgd_rank": 2} */
+typedef struct {
+    int hook;                                /* ddp_hook_kind: "allreduce" [default], "fp16", "bf16", "topk",
+                                              * "powersgd" */
+    double topk_ratio;                       /* topk: share of each bucket's entries sent, (0, 1] [0.01] */
+    int powersgd_rank;                       /* powersgd: rank r of the approximation, 1..64 [1, PyTorch's] */
+} config_comm;
+
 /* "model": either every field, or {"preset": "gpt2-124m"} (the planner's presets, plan/plan.h) with any
  * field overridden. model_config's fields are filled as far as the file says; Vp stays 0 unless
  * padded_vocab is given (model_config_complete pads it); V stays 0 when "vocab" is absent, until
@@ -140,6 +151,7 @@ typedef struct {
     config_fp16 fp16;
     config_bf16 bf16;
     config_zero zero;
+    config_comm comm;                        /* "communication" */
     config_model model;
     config_data data;
     config_train train;

@@ -336,6 +336,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         ev_object_begin(ev, "data_parallel");
         ev_int(ev, "bucket_elems", (long long)cfg->zero.reduce_bucket_size);
         ev_bool(ev, "overlap", cfg->zero.overlap_comm && comm_thread_safe_serialized(comm));
+        ev_str(ev, "hook", ddp_hook_names[cfg->comm.hook]);
         ev_str(ev, "backend", comm_backend_name(comm));
         ev_object_end(ev);
     }
@@ -346,7 +347,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     ddp *dp = NULL;
     if (world > 1) {
         ddp_options dopt = {.bucket_elems = (size_t)cfg->zero.reduce_bucket_size, .algo = COMM_ALGO_DEFAULT,
-                            .overlap = cfg->zero.overlap_comm, .events_dir = cfg->train.run_dir};
+                            .overlap = cfg->zero.overlap_comm, .events_dir = cfg->train.run_dir,
+                            .hook = {.kind = (ddp_hook_kind)cfg->comm.hook, .topk_ratio = cfg->comm.topk_ratio,
+                                     .powersgd_rank = cfg->comm.powersgd_rank, .seed = cfg->train.seed}};
         dp = ddp_create(m, comm, &dopt, config_hash(cfg));
         ts.ddp = dp;
     }
@@ -363,8 +366,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         printf("optimizer: %s; gradient clipping %g; %d threads%s\n", summary_line, cfg->gradient_clipping,
                omp_get_max_threads(), world > 1 ? " per rank" : "");
         if (world > 1)
-            printf("data parallel: %d ranks (%s), buckets of %zu elements, overlap %s\n", world,
-                   comm_backend_name(comm), (size_t)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off");
+            printf("data parallel: %d ranks (%s), buckets of %zu elements, overlap %s, hook %s\n", world,
+                   comm_backend_name(comm), (size_t)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off",
+                   ddp_hook_names[cfg->comm.hook]);
         printf("run: %s (events, checkpoint)\n", cfg->train.run_dir);
         if (cfg->train.sample_interval > 0 && step == 0) print_sample(m, &tok, cfg, 0);
     }
@@ -401,6 +405,11 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         ev_num(ev, "scale", 1);
         ev_bool(ev, "skipped", skipped);
         ev_num(ev, "tokens_per_s", per_step / dt);
+        if (dp) { /* bytes this rank sent averaging this step's gradients (the hook's, from comm_stats) */
+            ddp_stats ds;
+            ddp_get_stats(dp, &ds);
+            ev_int(ev, "comm_bytes", (long long)ds.bytes_sent);
+        }
         if (hash_params) { /* replicas must stay bit-identical: tests compare this across ranks */
             char hex[24];
             snprintf(hex, sizeof hex, "%016llx", (unsigned long long)params_hash(m));
