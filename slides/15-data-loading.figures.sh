@@ -5,12 +5,7 @@
 #   15-loader.png   batches/s of the prefetching loader with 0, 1, 2 workers, for an expensive and a cheap
 #                   step (bench/loader_bench)
 # Usage: slides/15-data-loading.figures.sh OUTDIR   (builds the two bench programs with make)
-set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
-mkdir -p "$1"
-outdir=$(cd "$1" && pwd)
-cd "$(dirname "$0")/.."
-command -v gnuplot > /dev/null || { echo "$0: gnuplot is not installed (make deps)" >&2; exit 2; }
+source "$(dirname "$0")/figures_lib.sh"
 make -s build/bench/sampler_show build/bench/loader_bench
 
 data=$(mktemp -d)

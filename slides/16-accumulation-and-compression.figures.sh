@@ -4,14 +4,7 @@
 #   16-bytes-vs-loss.png  bytes each rank sends per step against the final loss, one point per hook
 #   16-loss-curves.png    the loss curves of allreduce, fp16, top-k 1% and PowerSGD rank 2
 # Usage: slides/16-accumulation-and-compression.figures.sh OUTDIR   (needs build/mixpar and mpirun; `make` first)
-set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
-mkdir -p "$1"
-outdir=$(cd "$1" && pwd)
-cd "$(dirname "$0")/.."
-mixpar=build/mixpar
-[ -x "$mixpar" ] || { echo "$0: $mixpar is missing; run 'make' first" >&2; exit 2; }
-command -v gnuplot > /dev/null || { echo "$0: gnuplot is not installed (make deps)" >&2; exit 2; }
+source "$(dirname "$0")/figures_lib.sh"
 
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
