@@ -46,7 +46,8 @@ static void reduce_bucket(ddp *d, const bucket_job *job) {
     /* Bytes sent: what comm_stats counted during the hook (only this thread communicates in backward). */
     comm_stats_t before, after;
     comm_stats(d->c, &before);
-    ddp_hook_reduce(d->hook, d->c, d->grads, job->lo, job->hi, d->opt.algo);
+    if (d->opt.reduce_bucket) d->opt.reduce_bucket(d->opt.reduce_ctx, d->c, d->grads, job->lo, job->hi, d->opt.algo);
+    else ddp_hook_reduce(d->hook, d->c, d->grads, job->lo, job->hi, d->opt.algo);
     comm_stats(d->c, &after);
     for (int op = 0; op < COMM_NOPS; op++) d->stats.bytes_sent += after.bytes_sent[op] - before.bytes_sent[op];
     comm_set_event_bucket(d->c, -1);

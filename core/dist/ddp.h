@@ -45,6 +45,10 @@ typedef struct {
     bool overlap;          /* reduce on a communication thread while backward runs */
     const char *events_dir;/* when set, comm events of this rank go to <dir>/events.rank<R>.jsonl (appended) */
     ddp_hook_options hook; /* how each bucket is averaged (dist/hooks.h); zeroed: the plain fp32 allreduce */
+    /* When set, called instead of the hook to reduce the bucket grads[lo, hi): ZeRO (dist/zero.h)
+     * reduce-scatters each bucket so that every rank keeps only its shard's averaged gradients. */
+    void (*reduce_bucket)(void *ctx, comm_t *c, float *grads, size_t lo, size_t hi, comm_algo algo);
+    void *reduce_ctx;
 } ddp_options;
 
 typedef struct ddp ddp;

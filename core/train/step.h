@@ -3,6 +3,7 @@
 #define MIXPAR_TRAIN_STEP_H
 
 #include "dist/ddp.h"
+#include "dist/zero.h"
 #include "model/model.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
@@ -18,6 +19,7 @@ typedef struct {
     int nspans;
     double grad_clip;    /* max global norm; 0 = no clipping */
     ddp *ddp;            /* data parallel across ranks, or NULL for one rank */
+    zero *zero;          /* ZeRO stage 1 or 2: spans, clips and state cover this rank's shard only; or NULL */
 } train_step;
 
 typedef struct {
@@ -28,6 +30,10 @@ typedef struct {
 } train_step_result;
 
 void train_step_init(train_step *s, model *m, const optim_config *opt, double grad_clip);
+/* The same for ZeRO: the spans, the clip spans and the optimizer state cover this rank's shard (about
+ * Psi/N parameters); the step clips with a norm summed across ranks and all-gathers the parameters after
+ * the update. s->ddp must be set, with zero_reduce_bucket as its bucket reduction, before the first step. */
+void train_step_init_zero(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z);
 void train_step_free(train_step *s);
 
 /* One step: zero the gradients; for each of `accum` micro-batches (inputs + k*B*T, targets likewise) run

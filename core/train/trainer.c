@@ -11,6 +11,7 @@
 #include "data/tokenizer.h"
 #include "data/tokens.h"
 #include "dist/ddp.h"
+#include "dist/zero.h"
 #include "fp/hist.h"
 #include "plan/plan.h"
 #include "train/checkpoint.h"
@@ -168,6 +169,10 @@ static void emit_plan(ev_writer *ev, const train_config *cfg, const model_config
     pr.batch = (uint64_t)cfg->micro_batch;
     pr.seq = (uint64_t)cfg->data.seq_len;
     pr.dropout = false;
+    if (cfg->world > 1 && cfg->zero.stage > 0) { /* the planner's ZeRO: model states split over the ranks */
+        pr.zero_stage = cfg->zero.stage;
+        pr.world = (uint64_t)cfg->world;
+    }
     plan_result r;
     plan_compute(&pm, &pr, &r);
     ev_object_begin(ev, "plan");
@@ -182,17 +187,35 @@ typedef struct {
     int nbuffers;
 } state_buffers;
 
-static state_buffers state_of(train_step *ts) {
+/* The parameters and the optimizer state, whole: m and v are the state's own arrays, or under ZeRO
+ * full-size buffers the shards are gathered into (or read into) around the checkpoint. */
+static state_buffers state_of(train_step *ts, float *m, float *v) {
     state_buffers s = {.nbuffers = 1};
     size_t n = model_num_params(ts->m);
     s.buffers[0] = (ckpt_buffer){"", model_params(ts->m), n};
-    if (ts->state.m) s.buffers[s.nbuffers++] = (ckpt_buffer){"optim.m.", ts->state.m, n};
-    if (ts->state.v) s.buffers[s.nbuffers++] = (ckpt_buffer){"optim.v.", ts->state.v, n};
+    if (m) s.buffers[s.nbuffers++] = (ckpt_buffer){"optim.m.", m, n};
+    if (v) s.buffers[s.nbuffers++] = (ckpt_buffer){"optim.v.", v, n};
     return s;
 }
 
+/* Under ZeRO: full-size buffers for the state the optimizer keeps (transient, MEM_OTHER), else NULL. */
+static void full_state_buffers(train_step *ts, float **m, float **v) {
+    size_t bytes = model_num_params(ts->m) * sizeof(float);
+    *m = ts->state.m ? mem_alloc(bytes, MEM_OTHER, "zero.checkpoint.m") : NULL;
+    *v = ts->state.v ? mem_alloc(bytes, MEM_OTHER, "zero.checkpoint.v") : NULL;
+}
+
+/* Every rank calls it (under ZeRO the optimizer shards are gathered to rank 0 first); rank 0 writes one
+ * complete checkpoint, the same file an unsharded run writes. */
 static void save_checkpoint(const char *path, train_step *ts, const train_config *cfg, long step, const loader *tl,
-                            ev_writer *ev) {
+                            ev_writer *ev, int rank) {
+    float *m = ts->state.m, *v = ts->state.v;
+    if (ts->zero) {
+        if (rank == 0) full_state_buffers(ts, &m, &v);
+        else m = v = NULL;
+        zero_gather_state(ts->zero, &ts->state, m, v);
+    }
+    if (rank != 0) return;
     char *config_json = config_dump(cfg);
     char step_s[32], optim_step_s[32], epoch_s[32], batch_s[32];
     snprintf(step_s, sizeof step_s, "%ld", step);
@@ -203,9 +226,13 @@ static void save_checkpoint(const char *path, train_step *ts, const train_config
                         {"loader_epoch", epoch_s}, {"loader_batch", batch_s}};
     int ntensors;
     const model_tensor *tensors = model_tensors(ts->m, &ntensors);
-    state_buffers sb = state_of(ts);
+    state_buffers sb = state_of(ts, m, v);
     ckpt_save(path, tensors, ntensors, sb.buffers, sb.nbuffers, meta, sizeof meta / sizeof meta[0], NULL);
     free(config_json);
+    if (ts->zero) {
+        mem_free(m);
+        mem_free(v);
+    }
     struct stat st;
     ev_begin(ev, "checkpoint");
     ev_int(ev, "step", step);
@@ -219,8 +246,15 @@ static long load_checkpoint(const char *path, train_step *ts, loader *tl) {
     ckpt_file *f = ckpt_open(path, NULL);
     int ntensors;
     const model_tensor *tensors = model_tensors(ts->m, &ntensors);
-    state_buffers sb = state_of(ts);
+    float *m = ts->state.m, *v = ts->state.v;
+    if (ts->zero) full_state_buffers(ts, &m, &v); /* every rank reads the whole file and keeps its shard */
+    state_buffers sb = state_of(ts, m, v);
     ckpt_read(f, tensors, ntensors, sb.buffers, sb.nbuffers, CKPT_STRICT, NULL);
+    if (ts->zero) {
+        zero_load_state(ts->zero, &ts->state, m, v);
+        mem_free(m);
+        mem_free(v);
+    }
     uint64_t step, optim_step, epoch, batch;
     ckpt_meta_u64(f, "step", &step, NULL);
     ckpt_meta_u64(f, "optim_step", &optim_step, NULL);
@@ -282,6 +316,16 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                      "the precision recipes come with the model's low-precision paths; 'mixpar amp policy' and "
                      "'mixpar amp scaler-trace' show the scaler and the autocast table meanwhile",
                      "%s.enabled = true", cfg->fp16.enabled ? "fp16" : "bf16");
+    if (cfg->zero.stage > 0) {
+        zero_check_stage(cfg->zero.stage); /* stage 3: a message and exit 2 */
+        if (cfg->comm.hook != 0)
+            MP_FAIL_HINT("communication.hook \"allreduce\" with zero_optimization.stage 1 or 2",
+                         "ZeRO reduce-scatters the fp32 gradients itself; the compression hooks are for stage 0",
+                         "communication.hook \"%s\" with stage %d", ddp_hook_names[cfg->comm.hook], cfg->zero.stage);
+        if (cfg->zero.offload_optimizer != OFFLOAD_NONE)
+            MP_FAIL_HINT("offload_optimizer.device \"none\"", "optimizer offload is not implemented in this trainer",
+                         "offload_optimizer with zero_optimization.stage %d", cfg->zero.stage);
+    }
     if (cfg->train.threads > 0) omp_set_num_threads(cfg->train.threads);
     else share_cores_between_local_ranks();
     comm_t *comm = opt ? opt->comm : NULL;
@@ -310,7 +354,12 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     model *m = model_create(&mc);
     model_init(m, cfg->train.seed);
     train_step ts;
-    train_step_init(&ts, m, &cfg->optimizer, cfg->gradient_clipping);
+    /* ZeRO shards over the data-parallel ranks; on one rank there is nothing to shard. */
+    zero *zr = world > 1 && cfg->zero.stage > 0
+                   ? zero_create(m, comm, cfg->zero.stage, (size_t)cfg->zero.reduce_bucket_size)
+                   : NULL;
+    if (zr) train_step_init_zero(&ts, m, &cfg->optimizer, cfg->gradient_clipping, zr);
+    else train_step_init(&ts, m, &cfg->optimizer, cfg->gradient_clipping);
 
     char checkpoint_path[4200];
     snprintf(checkpoint_path, sizeof checkpoint_path, "%s/checkpoint.safetensors", cfg->train.run_dir);
@@ -337,6 +386,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         ev_int(ev, "bucket_elems", (long long)cfg->zero.reduce_bucket_size);
         ev_bool(ev, "overlap", cfg->zero.overlap_comm && comm_thread_safe_serialized(comm));
         ev_str(ev, "hook", ddp_hook_names[cfg->comm.hook]);
+        ev_int(ev, "zero_stage", zr ? zero_stage(zr) : 0);
         ev_str(ev, "backend", comm_backend_name(comm));
         ev_object_end(ev);
     }
@@ -350,6 +400,11 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                             .overlap = cfg->zero.overlap_comm, .events_dir = cfg->train.run_dir,
                             .hook = {.kind = (ddp_hook_kind)cfg->comm.hook, .topk_ratio = cfg->comm.topk_ratio,
                                      .powersgd_rank = cfg->comm.powersgd_rank, .seed = cfg->train.seed}};
+        if (zr) { /* DDP's buckets, reduce-scattered into shards instead of allreduced */
+            dopt.bucket_elems = zero_bucket_elems(zr);
+            dopt.reduce_bucket = zero_reduce_bucket;
+            dopt.reduce_ctx = zr;
+        }
         dp = ddp_create(m, comm, &dopt, config_hash(cfg));
         ts.ddp = dp;
     }
@@ -366,9 +421,12 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         printf("optimizer: %s; gradient clipping %g; %d threads%s\n", summary_line, cfg->gradient_clipping,
                omp_get_max_threads(), world > 1 ? " per rank" : "");
         if (world > 1)
-            printf("data parallel: %d ranks (%s), buckets of %zu elements, overlap %s, hook %s\n", world,
-                   comm_backend_name(comm), (size_t)cfg->zero.reduce_bucket_size, cfg->zero.overlap_comm ? "on" : "off",
-                   ddp_hook_names[cfg->comm.hook]);
+            printf("data parallel: %d ranks (%s), buckets of %zu elements, overlap %s, hook %s, ZeRO stage %d%s\n",
+                   world, comm_backend_name(comm), (size_t)cfg->zero.reduce_bucket_size,
+                   cfg->zero.overlap_comm ? "on" : "off", zr ? "reduce-scatter" : ddp_hook_names[cfg->comm.hook],
+                   cfg->zero.stage, zr ? " (optimizer state sharded)" : "");
+        else if (cfg->zero.stage > 0)
+            printf("ZeRO stage %d on one rank: nothing to shard, plain training\n", cfg->zero.stage);
         printf("run: %s (events, checkpoint)\n", cfg->train.run_dir);
         if (cfg->train.sample_interval > 0 && step == 0) print_sample(m, &tok, cfg, 0);
     }
@@ -408,7 +466,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         if (dp) { /* bytes this rank sent averaging this step's gradients (the hook's, from comm_stats) */
             ddp_stats ds;
             ddp_get_stats(dp, &ds);
-            ev_int(ev, "comm_bytes", (long long)ds.bytes_sent);
+            /* ZeRO adds the parameters' all-gather after the update */
+            ev_int(ev, "comm_bytes", (long long)(ds.bytes_sent + (zr && !skipped ? zero_allgather_bytes(zr) : 0)));
         }
         if (hash_params) { /* replicas must stay bit-identical: tests compare this across ranks */
             char hex[24];
@@ -441,7 +500,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             fflush(stdout);
         }
         if (cfg->train.log_interval > 0 && done % cfg->train.log_interval == 0) ev_mem(ev, done);
-        if (cfg->train.hist_interval > 0 && (done % cfg->train.hist_interval == 0 || done == first + 1))
+        /* Under ZeRO only this rank's shard of the gradient buffer is averaged: no histograms of the rest. */
+        if (!zr && cfg->train.hist_interval > 0 && (done % cfg->train.hist_interval == 0 || done == first + 1))
             emit_gradient_histograms(ev, m, done);
         if (cfg->train.eval_interval > 0 && (done % cfg->train.eval_interval == 0 || done == cfg->train.steps)) {
             sum.last_val_loss = evaluate(m, &vl, cfg->train.eval_batches);
@@ -456,7 +516,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             print_sample(m, &tok, cfg, done);
         bool checkpoint_now = cfg->train.checkpoint_interval > 0 &&
                               (done % cfg->train.checkpoint_interval == 0 || done == cfg->train.steps);
-        if (rank == 0 && checkpoint_now) save_checkpoint(checkpoint_path, &ts, cfg, done, &tl, ev);
+        if (checkpoint_now && (rank == 0 || zr)) save_checkpoint(checkpoint_path, &ts, cfg, done, &tl, ev, rank);
     }
     sum.steps_done = step - first;
     sum.seconds = mp_now() - t_start;
@@ -466,6 +526,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                sum.last_loss, cfg->train.checkpoint_interval > 0 ? "; checkpoint in the run folder" : "");
 
     ddp_free(dp);
+    zero_free(zr);
     ev_close(ev);
     free(inputs);
     free(targets);
