@@ -108,7 +108,7 @@ static void on_grads_ready(void *ctx, int layer) {
     if (!d->sync) return;
     size_t off, n;
     model_layer_span(d->m, layer, &off, &n);
-    /* LAB 13 BEGIN bucket bookkeeping: grow the open span down by this layer; launch it when full or at the embeddings */
+    /* LAB 13 BEGIN bucket bookkeeping: grow the span down by this layer, launch when full or at the embeddings */
     if (d->open_hi == NO_SPAN) {
         d->open_lo = (long)off;
         d->open_hi = (long)(off + n);
