@@ -183,6 +183,8 @@ ddp *ddp_create(model *m, comm_t *c, const ddp_options *opt, uint64_t config_has
 }
 
 void ddp_set_sync(ddp *d, bool sync) { d->sync = sync; }
+void ddp_before_backward(ddp *d, int layer) { on_before_backward(d, layer); }
+void ddp_grads_ready(ddp *d, int layer) { on_grads_ready(d, layer); }
 
 void ddp_finish(ddp *d) {
     if (!d->threaded) return;

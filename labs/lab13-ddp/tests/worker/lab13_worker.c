@@ -1,12 +1,14 @@
 /* lab13_worker.c: the program lab 13's tests start on N ranks (build/labs/lab13_worker), and the experiment's
  * timing runs. Modes:
  *
- *   lab13_worker check DIR BUCKET_ELEMS OVERLAP SEEDS STEPS MICRO_B
+ *   lab13_worker check DIR BUCKET_ELEMS OVERLAP SEEDS STEPS MICRO_B [model]
  *     (under mpirun) each rank builds the test model, seeded 100 (SEEDS=same) or 100+rank (SEEDS=differ),
  *     wraps it in DDP (buckets of BUCKET_ELEMS, OVERLAP 0|1 for the communication thread), and trains
  *     STEPS steps of plain SGD on its MICRO_B rows of a global batch of world*MICRO_B rows. Every step it
  *     also computes, with no communication, the gradient one model gets from the whole global batch, and
- *     compares. It writes DIR/rank<R>.txt:
+ *     compares. The loss is the quadratic one below, its backward written here and reporting each layer to
+ *     DDP in model_backward's order (head first), so the tests need no other lab's code; with "model" it is
+ *     the model's own cross-entropy (model_forward, model_backward: lab 02's regions). It writes DIR/rank<R>.txt:
  *       params=N world=W
  *       init=HASH rank0_init=HASH after_create=HASH     (own weights, rank 0's seed's weights, after ddp_create)
  *       step=S buckets=K spans=LO:HI,LO:HI,... grad=HASH maxdiff=X gscale=Y params=HASH
@@ -32,7 +34,7 @@ enum { SEED = 100 };
 static const float LR = 0.05f;
 
 static _Noreturn void usage(const char *why) {
-    fprintf(stderr, "lab13_worker: %s\nusage: lab13_worker check DIR BUCKET_ELEMS OVERLAP same|differ STEPS MICRO_B\n"
+    fprintf(stderr, "lab13_worker: %s\nusage: lab13_worker check DIR BUCKET_ELEMS OVERLAP same|differ STEPS MICRO_B [model]\n"
                     "       lab13_worker ddp-bench STEPS MICRO_B BUCKET_ELEMS\n"
                     "       lab13_worker dp-bench K STEPS MICRO_B\n", why);
     exit(2);
@@ -46,13 +48,40 @@ static long arg_long(const char *s, long lo) {
     return v;
 }
 
+/* The quadratic loss: row j of the batch pulls every parameter towards its own target a(step, j, i):
+ *     loss = mean over rows j of  0.5 * sum_i (p_i - a(step, j, i))^2,   dloss/dp_i = p_i - mean_j a(step, j, i)
+ * so the gradient of a batch depends on the weights and on which rows it holds, like a real loss, and the
+ * mean over N ranks of their b-row gradients is the gradient of the N*b-row batch. */
+static float target(int step, int row, size_t i) {
+    return (float)(mp_hash32((uint64_t)step * 7919u + (uint64_t)row, i) % 2001u) / 1000.0f - 1.0f; /* [-1, 1] */
+}
+
+/* Backward of the quadratic loss over rows [row0, row0 + rows), ADDED into m's gradients layer by layer from
+ * the head (L) down to the embeddings (-1); with d, each layer is handed to DDP as model_backward would. */
+static void quadratic_backward(model *m, ddp *d, int step, int row0, int rows) {
+    const float *p = model_params(m);
+    float *g = model_grads(m);
+    for (int layer = model_get_config(m)->L; layer >= -1; layer--) {
+        if (d) ddp_before_backward(d, layer);
+        size_t off, n;
+        model_layer_span(m, layer, &off, &n);
+        for (size_t i = off; i < off + n; i++) {
+            float mean = 0;
+            for (int j = row0; j < row0 + rows; j++) mean += target(step, j, i);
+            g[i] += p[i] - mean / (float)rows;
+        }
+        if (d) ddp_grads_ready(d, layer);
+    }
+}
+
 static void sgd(model *m) {
     float *p = model_params(m), *g = model_grads(m);
     for (size_t i = 0, n = model_num_params(m); i < n; i++) p[i] -= LR * g[i];
 }
 
 static int check(comm_t *c, int argc, char **argv) {
-    if (argc != 8) usage("check takes 6 arguments");
+    if (argc != 8 && !(argc == 9 && strcmp(argv[8], "model") == 0)) usage("check takes 6 arguments (and 'model')");
+    const bool real_model = argc == 9;
     const char *dir = argv[2];
     size_t bucket_elems = (size_t)arg_long(argv[3], 0);
     bool overlap = arg_long(argv[4], 0) != 0;
@@ -90,12 +119,17 @@ static int check(comm_t *c, int argc, char **argv) {
         /* The whole-batch reference, from this rank's own weights (no hooks on this model). */
         memcpy(model_params(whole), model_params(m), P * sizeof(float));
         model_zero_grad(whole);
-        model_forward(whole, inputs, targets, rows, T);
-        model_backward(whole, 1.0f);
-        /* DDP: this rank's share only; the hooks average the gradients over the ranks during backward. */
         model_zero_grad(m);
-        model_forward(m, inputs + (size_t)rank * b * T, targets + (size_t)rank * b * T, b, T);
-        model_backward(m, 1.0f);
+        if (real_model) {
+            model_forward(whole, inputs, targets, rows, T);
+            model_backward(whole, 1.0f);
+            /* DDP: this rank's share only; the hooks average the gradients over the ranks during backward. */
+            model_forward(m, inputs + (size_t)rank * b * T, targets + (size_t)rank * b * T, b, T);
+            model_backward(m, 1.0f);
+        } else {
+            quadratic_backward(whole, NULL, s, 0, rows);
+            quadratic_backward(m, d, s, rank * b, b);
+        }
         ddp_finish(d);
         ddp_stats st;
         ddp_get_stats(d, &st);
