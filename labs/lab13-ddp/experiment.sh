@@ -26,7 +26,7 @@ section() { printf '\n==== %s\n\n' "$*"; }
 section "1. DDP (2 ranks) vs DataParallel (1 process), $steps steps, mean per step"
 if ! "$mixpar" run -n 2 -- "$worker" ddp-bench "$steps" "$micro" "$bucket" > "$out/ddp.txt" 2> "$out/ddp.err"; then
     grep -m1 "not done" "$out/ddp.err" || tail -n 5 "$out/ddp.err"
-    echo "lab13: DDP does not run yet: finish the LAB 13 regions in core/dist/ddp.c (the baseline still runs)"
+    echo "lab13: DDP does not run yet (the line above names the unfinished region; the baseline still runs)"
     : > "$out/ddp.txt"
 fi
 "$worker" dp-bench 2 "$steps" "$micro" > "$out/dp2.txt"
@@ -71,7 +71,7 @@ if "$mixpar" run -n 2 -- "$mixpar" train --config configs/synthetic-addition.jso
       "$run/events.rank0.jsonl"
 else
     if grep -m1 "not done" "$out/train.log"; then
-        echo "lab13: the 2-rank training run stops until the LAB 13 regions are done"
+        echo "lab13: the 2-rank training run stops until that region is done"
     else
         echo "lab13: the 2-rank training run failed:"; head -n 8 "$out/train.log"; exit 1
     fi
