@@ -3,6 +3,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/lab.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -108,6 +109,7 @@ static void on_grads_ready(void *ctx, int layer) {
     if (!d->sync) return;
     size_t off, n;
     model_layer_span(d->m, layer, &off, &n);
+    /* LAB 13 BEGIN bucket bookkeeping: grow the span down by this layer, launch when full or at the embeddings */
     if (d->open_hi == NO_SPAN) {
         d->open_lo = (long)off;
         d->open_hi = (long)(off + n);
@@ -122,6 +124,7 @@ static void on_grads_ready(void *ctx, int layer) {
         launch(d, (size_t)d->open_lo, (size_t)d->open_hi);
         d->open_hi = d->open_lo;
     }
+    /* LAB 13 END */
     if (layer == -1) d->stats.backward_end = mp_elapsed();
 }
 
@@ -158,7 +161,9 @@ ddp *ddp_create(model *m, comm_t *c, const ddp_options *opt, uint64_t config_has
     d->hook = ddp_hook_create(&opt->hook, tensors, ntensors, model_num_params(m));
     check_replicas_agree(c, config_hash ^ (uint64_t)model_num_params(m) * 0x9e3779b97f4a7c15ULL);
     /* Rank 0's initial weights for everyone, so the replicas start identical whatever their seeds. */
+    /* LAB 13 BEGIN parameter broadcast: every replica starts from rank 0's weights */
     comm_broadcast(c, model_params(m), model_num_params(m), COMM_FP32, 0, COMM_ALGO_DEFAULT);
+    /* LAB 13 END */
     if (opt->events_dir) {
         d->ev = ev_open_append(opt->events_dir, comm_rank(c));
         comm_set_events(c, d->ev);
@@ -179,6 +184,8 @@ ddp *ddp_create(model *m, comm_t *c, const ddp_options *opt, uint64_t config_has
 }
 
 void ddp_set_sync(ddp *d, bool sync) { d->sync = sync; }
+void ddp_before_backward(ddp *d, int layer) { on_before_backward(d, layer); }
+void ddp_grads_ready(ddp *d, int layer) { on_grads_ready(d, layer); }
 
 void ddp_finish(ddp *d) {
     if (!d->threaded) return;

@@ -62,6 +62,11 @@ void ddp_free(ddp *d);
 void ddp_set_sync(ddp *d, bool sync);
 /* Waits until every bucket of the last backward has been reduced. */
 void ddp_finish(ddp *d);
+/* The two model hooks DDP installs, for a backward pass that is not model_backward (a hand-written loss, as
+ * lab 13's tests use): call ddp_before_backward(d, layer) before computing a layer's gradients and
+ * ddp_grads_ready(d, layer) once they are final, for layer = L, L-1, ..., -1, the order model_backward uses. */
+void ddp_before_backward(ddp *d, int layer);
+void ddp_grads_ready(ddp *d, int layer);
 
 typedef struct {
     int buckets;              /* buckets in the last synchronised backward */
