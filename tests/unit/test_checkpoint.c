@@ -1,5 +1,6 @@
 /* test_checkpoint.c: Criterion tests of core/train/checkpoint: bit-exact round trips, the safetensors layout, every
  * corruption (with its message), atomic saves under failure, and llm.c GPT-2 export/import. */
+#include "unit_files.h"
 #include "train/checkpoint.h"
 
 #include <cjson/cJSON.h>
@@ -93,51 +94,6 @@ static bool all_sentinel(const float *p, size_t n) {
     return true;
 }
 
-static char *make_tmpdir(void) {
-    char tmpl[] = "/tmp/mixpar-test-ckpt-XXXXXX";
-    cr_assert_not_null(mkdtemp(tmpl), "mkdtemp");
-    return strdup(tmpl);
-}
-
-static void remove_tree(char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-    free(dir);
-}
-
-/* Tests that end in exit(2) cannot clean up after themselves: this removes their files at exit. */
-static char exit_cleanup_path[600];
-static void cleanup_at_exit(void) {
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", exit_cleanup_path);
-    if (exit_cleanup_path[0] && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", exit_cleanup_path);
-}
-static void remove_when_exiting(const char *path) {
-    snprintf(exit_cleanup_path, sizeof exit_cleanup_path, "%s", path);
-    atexit(cleanup_at_exit);
-}
-
-static uint8_t *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "open %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)len + 1);
-    cr_assert_eq(fread(p, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return p;
-}
-
-static void write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "create %s", path);
-    cr_assert_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 /* Files in dir whose name contains ".tmp.": what a failed atomic write must not leave behind. */
 static int temp_files_in(const char *dir) {
     DIR *d = opendir(dir);
@@ -192,7 +148,7 @@ enum { NMETA = sizeof sample_meta / sizeof sample_meta[0] };
 /* ---------------------------------------------------------------- round trips */
 
 Test(ckpt, round_trip_is_bit_identical_with_metadata) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
     fixture fx = make_fixture(2, 16, 40, 8, 7);
@@ -233,18 +189,18 @@ Test(ckpt, round_trip_is_bit_identical_with_metadata) {
     cr_expect_eq(memcmp(p, fx.params, fx.reg.floats * 4), 0);
     free(p), free(m), free(v);
     free_fixture(&fx);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(ckpt, file_is_standard_safetensors_in_registry_order) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/c.safetensors", dir);
     fixture fx = make_fixture(1, 8, 16, 4, 3);
     cr_assert(ckpt_save(path, fx.reg.t, fx.reg.n, fx.buffers, 2, sample_meta, 2, NULL));
     /* Read it back here with nothing but the format's definition. */
     size_t size;
-    uint8_t *bytes = read_file(path, &size);
+    uint8_t *bytes = unit_read_file(path, &size);
     uint64_t n;
     memcpy(&n, bytes, 8);
     cr_assert_leq(8 + n, size);
@@ -278,11 +234,11 @@ Test(ckpt, file_is_standard_safetensors_in_registry_order) {
     cJSON_Delete(h);
     free(bytes);
     free_fixture(&fx);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(ckpt, allow_extra_loads_parameters_alone) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/c.safetensors", dir);
     fixture fx = make_fixture(1, 8, 16, 4, 5);
@@ -299,11 +255,11 @@ Test(ckpt, allow_extra_loads_parameters_alone) {
     ckpt_close(f);
     free(p);
     free_fixture(&fx);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(ckpt, bad_metadata_is_refused_before_writing) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/c.safetensors", dir);
     fixture fx = make_fixture(1, 8, 16, 4, 5);
@@ -316,7 +272,7 @@ Test(ckpt, bad_metadata_is_refused_before_writing) {
     cr_expect(strstr(err.found, "'step' given twice"), "%s", err.found);
     cr_expect_neq(access(path, F_OK), 0, "nothing written");
     free_fixture(&fx);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 /* ---------------------------------------------------------------- corruptions */
@@ -333,11 +289,11 @@ typedef struct {
 
 static saved save_good(void) {
     saved s;
-    s.dir = make_tmpdir();
+    s.dir = unit_tmpdir("ckpt");
     snprintf(s.path, sizeof s.path, "%s/c.safetensors", s.dir);
     s.fx = make_fixture(2, 8, 16, 4, 11);
     cr_assert(ckpt_save(s.path, s.fx.reg.t, s.fx.reg.n, s.fx.buffers, 3, sample_meta, NMETA, NULL));
-    s.bytes = read_file(s.path, &s.size);
+    s.bytes = unit_read_file(s.path, &s.size);
     memcpy(&s.n, s.bytes, 8);
     return s;
 }
@@ -345,7 +301,7 @@ static saved save_good(void) {
 static void free_saved(saved *s) {
     free(s->bytes);
     free_fixture(&s->fx);
-    remove_tree(s->dir);
+    unit_remove_tree(s->dir);
 }
 
 /* Writes `header` (padded) + data bytes as a safetensors file. */
@@ -358,7 +314,7 @@ static void write_safetensors(const char *path, const char *header, const void *
     memcpy(buf + 8, header, n);
     memset(buf + 8 + n, ' ', padded - n);
     if (data_len) memcpy(buf + 8 + padded, data, data_len);
-    write_file(path, buf, 8 + padded + data_len);
+    unit_write_file(path, buf, 8 + padded + data_len);
     free(buf);
 }
 
@@ -384,7 +340,7 @@ static void expect_cut_refused(const char *path, size_t len, size_t size, uint64
 }
 
 Test(ckpt, truncation_anywhere_is_refused) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/c.safetensors", dir);
     /* A tiny model: every length short of the whole file, so each region is cut at every byte: the
@@ -392,7 +348,7 @@ Test(ckpt, truncation_anywhere_is_refused) {
     fixture tiny = make_fixture(1, 2, 4, 2, 17);
     cr_assert(ckpt_save(path, tiny.reg.t, tiny.reg.n, tiny.buffers, 1, sample_meta, 1, NULL));
     size_t size;
-    uint8_t *bytes = read_file(path, &size);
+    uint8_t *bytes = unit_read_file(path, &size);
     uint64_t n;
     memcpy(&n, bytes, 8);
     for (size_t len = size; len-- > 0;) expect_cut_refused(path, len, size, n);
@@ -411,31 +367,31 @@ Test(ckpt, truncation_anywhere_is_refused) {
     }
     ckpt_close(f);
     for (int i = 0; i < 2 * entries; i++) {
-        write_file(s.path, s.bytes, s.size);
+        unit_write_file(s.path, s.bytes, s.size);
         expect_cut_refused(s.path, cuts[i], s.size, s.n);
     }
     free(cuts);
     /* Cut inside the last tensor: the message names it and the byte offset where the file ends. */
-    write_file(s.path, s.bytes, s.size - 2);
+    unit_write_file(s.path, s.bytes, s.size - 2);
     expect_open_fails(s.path, "tensor 'optim.v.lnfb' data_offsets", "cut inside optim.v.lnfb");
     char want[128];
     snprintf(want, sizeof want, "the file ends at byte offset %zu", s.size - 2);
     expect_open_fails(s.path, want, "cut inside optim.v.lnfb");
     free_saved(&s);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(ckpt, header_length_too_large_or_zero) {
     saved s = save_good();
     uint64_t big = s.size; /* more than the bytes after the length */
     memcpy(s.bytes, &big, 8);
-    write_file(s.path, s.bytes, s.size);
+    unit_write_file(s.path, s.bytes, s.size);
     char want[128];
     snprintf(want, sizeof want, "header length %zu at byte offset 0, but only %zu bytes follow", s.size, s.size - 8);
     expect_open_fails(s.path, want, "length too large");
     uint64_t zero = 0;
     memcpy(s.bytes, &zero, 8);
-    write_file(s.path, s.bytes, s.size);
+    unit_write_file(s.path, s.bytes, s.size);
     expect_open_fails(s.path, "header length 0", "length zero");
     free_saved(&s);
 }
@@ -446,18 +402,18 @@ Test(ckpt, bad_json_names_the_byte_offset) {
     size_t at = 8 + s.n / 2;
     while (s.bytes[at] != ':') at++;
     s.bytes[at] = ',';
-    write_file(s.path, s.bytes, s.size);
+    unit_write_file(s.path, s.bytes, s.size);
     expect_open_fails(s.path, "invalid JSON at byte offset", "broken JSON");
     expect_open_fails(s.path, "header", "broken JSON");
     /* Not an object at all. */
     s.bytes[8] = '[';
-    write_file(s.path, s.bytes, s.size);
+    unit_write_file(s.path, s.bytes, s.size);
     expect_open_fails(s.path, "byte 0x5b at byte offset 8", "an array header");
     free_saved(&s);
 }
 
 Test(ckpt, dtype_problems_are_named) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/x.safetensors", dir);
     float data[4] = {1, 2, 3, 4};
@@ -479,7 +435,7 @@ Test(ckpt, dtype_problems_are_named) {
     write_safetensors(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,16]}}", data, 16);
     expect_open_fails(path, "data_offsets [0, 16] span 16 bytes, but F32 [3] needs 12", "shape vs offsets");
     free(into);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(ckpt, shape_mismatch_with_the_model_is_named) {
@@ -498,7 +454,7 @@ Test(ckpt, shape_mismatch_with_the_model_is_named) {
 }
 
 Test(ckpt, overlapping_and_gapped_offsets_are_refused) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/x.safetensors", dir);
     float data[9] = {0};
@@ -548,11 +504,11 @@ Test(ckpt, overlapping_and_gapped_offsets_are_refused) {
     cr_expect_eq(ckpt_entry_find(f, "a")->shape[1], 2);
     cr_expect_null(ckpt_entry_find(f, "b"));
     ckpt_close(f);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(ckpt, missing_tensor_is_named) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/c.safetensors", dir);
     fixture fx = make_fixture(2, 8, 16, 4, 13);
@@ -572,7 +528,7 @@ Test(ckpt, missing_tensor_is_named) {
     cr_expect(all_sentinel(p, fx.reg.floats));
     free(p);
     free_fixture(&fx);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 /* Each corruption also stops a command (err == NULL) with exit code 2. */
@@ -590,17 +546,17 @@ ParameterizedTestParameters(ckpt, every_corruption_exits_2) {
 
 ParameterizedTest(const corruption *c, ckpt, every_corruption_exits_2, .exit_code = 2) {
     saved s = save_good();
-    remove_when_exiting(s.dir);
+    unit_remove_when_exiting(s.dir);
     registry reg = s.fx.reg;
     switch (c->how) {
-    case 0: write_file(s.path, s.bytes, s.size - 5); break;
+    case 0: unit_write_file(s.path, s.bytes, s.size - 5); break;
     case 1: {
         uint64_t big = s.size;
         memcpy(s.bytes, &big, 8);
-        write_file(s.path, s.bytes, s.size);
+        unit_write_file(s.path, s.bytes, s.size);
         break;
     }
-    case 2: s.bytes[9] = '#'; write_file(s.path, s.bytes, s.size); break;
+    case 2: s.bytes[9] = '#'; unit_write_file(s.path, s.bytes, s.size); break;
     case 3: reg_add(&reg, "extra.tensor", 0, 2, 0); break;
     case 4: reg.t[0].shape[0] = 8; reg.t[0].size = 8 * 8; break;
     case 5: {
@@ -609,7 +565,7 @@ ParameterizedTest(const corruption *c, ckpt, every_corruption_exits_2, .exit_cod
                                   "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", data, 16);
         break;
     }
-    case 6: write_file(s.path, "", 0); break;
+    case 6: unit_write_file(s.path, "", 0); break;
     }
     float *p = sentinel_buffer(reg.floats), *m = sentinel_buffer(reg.floats), *v = sentinel_buffer(reg.floats);
     ckpt_buffer b[3] = {{"", p, reg.floats}, {"optim.m.", m, reg.floats}, {"optim.v.", v, reg.floats}};
@@ -627,20 +583,20 @@ Test(ckpt, missing_file_is_named) {
 
 /* Saves v1, then tries v2 with a failure; the file must still be v1, with no temporary left. */
 static void expect_failed_save_keeps_old(ckpt_fail_stage stage, const char *want) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/c.safetensors", dir);
     fixture v1 = make_fixture(1, 8, 16, 4, 21), v2 = make_fixture(1, 8, 16, 4, 22);
     cr_assert(ckpt_save(path, v1.reg.t, v1.reg.n, v1.buffers, 3, sample_meta, 1, NULL));
     size_t n1;
-    uint8_t *before = read_file(path, &n1);
+    uint8_t *before = unit_read_file(path, &n1);
     ckpt_inject_failure(stage);
     data_err err;
     cr_assert(!ckpt_save(path, v2.reg.t, v2.reg.n, v2.buffers, 3, sample_meta, 2, &err), "stage %d: save succeeded",
               (int)stage);
     cr_expect(strstr(line_of(&err), want), "stage %d: message lacks '%s': %s", (int)stage, want, line_of(&err));
     size_t n2;
-    uint8_t *after = read_file(path, &n2);
+    uint8_t *after = unit_read_file(path, &n2);
     cr_expect(n1 == n2 && memcmp(before, after, n1) == 0, "stage %d: the old checkpoint changed", (int)stage);
     cr_expect_eq(temp_files_in(dir), 0, "stage %d: a temporary file was left behind", (int)stage);
     /* The injection is used once: the next save works and replaces the file. */
@@ -654,7 +610,7 @@ static void expect_failed_save_keeps_old(ckpt_fail_stage stage, const char *want
     free(after);
     free_fixture(&v1);
     free_fixture(&v2);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(ckpt, failure_at_any_stage_keeps_the_old_file) {
@@ -666,13 +622,13 @@ Test(ckpt, failure_at_any_stage_keeps_the_old_file) {
 
 /* A real full disk: the file-size limit makes write() fail part-way, as ENOSPC would (EFBIG here). */
 Test(ckpt, disk_full_mid_write_keeps_the_old_file) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/c.safetensors", dir);
     fixture v1 = make_fixture(2, 32, 64, 16, 31), v2 = make_fixture(2, 32, 64, 16, 32);
     cr_assert(ckpt_save(path, v1.reg.t, v1.reg.n, v1.buffers, 3, NULL, 0, NULL));
     size_t n1;
-    uint8_t *before = read_file(path, &n1);
+    uint8_t *before = unit_read_file(path, &n1);
     signal(SIGXFSZ, SIG_IGN); /* get EFBIG from write() instead of the signal */
     struct rlimit old, lim;
     cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
@@ -685,18 +641,18 @@ Test(ckpt, disk_full_mid_write_keeps_the_old_file) {
     cr_assert(!ok, "the save passed a file-size limit of %zu bytes", n1 / 2);
     cr_expect(strstr(err.found, "File too large"), "%s", err.found);
     size_t n2;
-    uint8_t *after = read_file(path, &n2);
+    uint8_t *after = unit_read_file(path, &n2);
     cr_expect(n1 == n2 && memcmp(before, after, n1) == 0, "the old checkpoint changed");
     cr_expect_eq(temp_files_in(dir), 0, "a temporary file was left behind");
     free(before);
     free(after);
     free_fixture(&v1);
     free_fixture(&v2);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(ckpt, rename_over_a_directory_fails_cleanly) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/taken", dir);
     cr_assert_eq(mkdir(path, 0755), 0);
@@ -708,7 +664,7 @@ Test(ckpt, rename_over_a_directory_fails_cleanly) {
     cr_expect(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "the directory is still there");
     cr_expect_eq(temp_files_in(dir), 0);
     free_fixture(&fx);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(ckpt, missing_directory_is_named) {
@@ -729,7 +685,7 @@ Test(ckpt, failed_save_exits_2_without_err, .exit_code = 2) {
 static const ckpt_llmc_dims small_dims = {.maxT = 8, .V = 30, .L = 3, .NH = 2, .C = 8, .Vp = 32};
 
 Test(llmc, export_then_import_gives_identical_tensors) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/model.bin", dir);
     registry r = gpt2_registry(small_dims.L, small_dims.C, small_dims.Vp, small_dims.maxT);
@@ -744,13 +700,13 @@ Test(llmc, export_then_import_gives_identical_tensors) {
     cr_expect_eq(memcmp(back, params, r.floats * 4), 0, "tensors differ after export and import");
     free(back);
     free(params);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 /* The file llm.c reads: the header ints, then each tensor for all layers, tensor-major. Checked here
  * from the format's definition, independently of the code's table. */
 Test(llmc, export_writes_llmc_layout) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/model.bin", dir);
     const ckpt_llmc_dims d = small_dims;
@@ -758,7 +714,7 @@ Test(llmc, export_writes_llmc_layout) {
     float *params = pattern_buffer(r.floats, 43);
     cr_assert(ckpt_llmc_export(path, r.t, r.n, params, r.floats, &d, NULL));
     size_t size;
-    uint8_t *bytes = read_file(path, &size);
+    uint8_t *bytes = unit_read_file(path, &size);
     int32_t h[256];
     memcpy(h, bytes, sizeof h);
     cr_expect_eq(h[0], 20240326);
@@ -782,7 +738,7 @@ Test(llmc, export_writes_llmc_layout) {
     cr_expect_eq(memcmp(bytes + size - 4 * C, params + r.t[lnfb].offset, C * 4), 0, "lnfb last");
     free(bytes);
     free(params);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 static void write_llmc_header(const char *path, int32_t magic, int32_t version, size_t extra_bytes) {
@@ -791,12 +747,12 @@ static void write_llmc_header(const char *path, int32_t magic, int32_t version, 
     size_t n = sizeof h + extra_bytes;
     uint8_t *buf = calloc(1, n);
     memcpy(buf, h, sizeof h);
-    write_file(path, buf, n);
+    unit_write_file(path, buf, n);
     free(buf);
 }
 
 Test(llmc, bf16_version_and_wrong_magic_are_refused) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/model.bin", dir);
     ckpt_llmc_dims dims;
@@ -812,10 +768,10 @@ Test(llmc, bf16_version_and_wrong_magic_are_refused) {
     cr_assert(!ckpt_llmc_read_dims(path, &dims, &err));
     cr_expect(strstr(err.found, "magic 20240520"), "%s", err.found);
     cr_expect(strstr(err.hint, "token file"), "%s", err.hint);
-    write_file(path, "short", 5);
+    unit_write_file(path, "short", 5);
     cr_assert(!ckpt_llmc_read_dims(path, &dims, &err));
     cr_expect(strstr(err.found, "ends at byte offset 5, inside the header"), "%s", err.found);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(llmc, bf16_checkpoint_exits_2, .exit_code = 2) {
@@ -823,25 +779,25 @@ Test(llmc, bf16_checkpoint_exits_2, .exit_code = 2) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    remove_when_exiting(path);
+    unit_remove_when_exiting(path);
     write_llmc_header(path, 20240326, 5, 64);
     ckpt_llmc_dims dims;
     ckpt_llmc_read_dims(path, &dims, NULL);
 }
 
 Test(llmc, truncated_file_names_the_tensor_and_offset) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/model.bin", dir);
     registry r = gpt2_registry(small_dims.L, small_dims.C, small_dims.Vp, small_dims.maxT);
     float *params = pattern_buffer(r.floats, 47);
     cr_assert(ckpt_llmc_export(path, r.t, r.n, params, r.floats, &small_dims, NULL));
     size_t size;
-    uint8_t *bytes = read_file(path, &size);
+    uint8_t *bytes = unit_read_file(path, &size);
     float *into = sentinel_buffer(r.floats);
     /* Every cut is refused and leaves the parameters alone. */
     for (size_t len = 0; len < size; len += 4) {
-        write_file(path, bytes, len);
+        unit_write_file(path, bytes, len);
         data_err err;
         cr_assert(!ckpt_llmc_import(path, r.t, r.n, into, r.floats, NULL, &err), "cut at %zu accepted", len);
     }
@@ -849,7 +805,7 @@ Test(llmc, truncated_file_names_the_tensor_and_offset) {
     /* Cut inside the last layer's fcprojw: named, with the offset where the file ends. */
     size_t C = 8;
     size_t fcprojw_last_end = size - 4 * (2 * C + 3 * C); /* before fcprojb (L*C), lnfw, lnfb */
-    write_file(path, bytes, fcprojw_last_end - 8);
+    unit_write_file(path, bytes, fcprojw_last_end - 8);
     data_err err;
     cr_assert(!ckpt_llmc_import(path, r.t, r.n, into, r.floats, NULL, &err));
     char want[200];
@@ -859,18 +815,18 @@ Test(llmc, truncated_file_names_the_tensor_and_offset) {
     /* Extra bytes at the end are refused too. */
     uint8_t *longer = calloc(1, size + 8);
     memcpy(longer, bytes, size);
-    write_file(path, longer, size + 8);
+    unit_write_file(path, longer, size + 8);
     cr_assert(!ckpt_llmc_import(path, r.t, r.n, into, r.floats, NULL, &err));
     cr_expect(strstr(err.found, "8 bytes after byte offset"), "%s", err.found);
     free(longer);
     free(into);
     free(bytes);
     free(params);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(llmc, registry_must_be_gpt2_with_the_files_shapes) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("ckpt");
     char path[600];
     snprintf(path, sizeof path, "%s/model.bin", dir);
     registry r = gpt2_registry(small_dims.L, small_dims.C, small_dims.Vp, small_dims.maxT);
@@ -906,5 +862,5 @@ Test(llmc, registry_must_be_gpt2_with_the_files_shapes) {
     cr_expect(strstr(err.found, "C 8, NH 3"), "%s", err.found);
     free(big);
     free(params);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }

@@ -1,5 +1,6 @@
 /* test_config.c: Criterion tests of core/train/config: the ready configs, the batch rule, presets, every kind of bad
  * key or value (with its message), --set overrides and the resolved dump. */
+#include "unit_files.h"
 #include "data/tokenizer.h"
 #include "train/config.h"
 
@@ -55,31 +56,6 @@ static void expect_error(const char *json, const char *const *sets, int world, c
 static void expect_set_error(const char *set, const char *want1, const char *want2) {
     const char *sets[] = {set, NULL};
     expect_error(base_json, sets, 1, want1, want2);
-}
-
-static char *make_tmpdir(void) {
-    char tmpl[] = "/tmp/mixpar-test-config-XXXXXX";
-    cr_assert_not_null(mkdtemp(tmpl), "mkdtemp");
-    return strdup(tmpl);
-}
-
-static void remove_tree(char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-    free(dir);
-}
-
-/* Tests that end in exit(2) cannot clean up after themselves: this removes their files at exit. */
-static char exit_cleanup_path[600];
-static void cleanup_at_exit(void) {
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", exit_cleanup_path);
-    if (exit_cleanup_path[0] && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", exit_cleanup_path);
-}
-static void remove_when_exiting(const char *path) {
-    snprintf(exit_cleanup_path, sizeof exit_cleanup_path, "%s", path);
-    atexit(cleanup_at_exit);
 }
 
 static void write_text(const char *path, const char *text) {
@@ -431,7 +407,7 @@ Test(config, bad_scheduler_name_exits_2, .exit_code = 2) {
 /* ---------------------------------------------------------------- files */
 
 Test(config, invalid_json_file_names_line_and_column) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("config");
     char path[600];
     snprintf(path, sizeof path, "%s/bad.json", dir);
     write_text(path, "{\n  \"train\": {\"steps\": 10,}\n}\n");
@@ -443,7 +419,7 @@ Test(config, invalid_json_file_names_line_and_column) {
     write_text(path, "{\"train\": {}} trailing");
     cr_assert(!config_load(path, NULL, 0, 1, &cfg, &err));
     cr_expect(strstr(err.found, "invalid JSON at line 1"), "found: %s", err.found);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(config, missing_file_is_named) {
@@ -459,13 +435,13 @@ Test(config, invalid_json_file_exits_2, .exit_code = 2) {
     cr_assert(fd >= 0);
     cr_assert_eq(write(fd, "{,}", 3), 3);
     close(fd);
-    remove_when_exiting(path);
+    unit_remove_when_exiting(path);
     train_config cfg;
     config_load(path, NULL, 0, 1, &cfg, NULL);
 }
 
 Test(config, vocab_comes_from_the_dataset) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("config");
     char ds[700], vocab[800];
     snprintf(ds, sizeof ds, "%s/addition", dir);
     mkdir(ds, 0755);
@@ -498,7 +474,7 @@ Test(config, vocab_comes_from_the_dataset) {
     cr_assert(parse_base(large, &cfg, NULL));
     cr_assert(config_load_vocab(&cfg, NULL));
     cr_expect_eq(cfg.model.model.V, 50257);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(config, data_path_joins_dir_dataset_and_file) {

@@ -1,5 +1,6 @@
 /* test_data.c: Criterion tests of core/data: tokenizers, token files (and every corruption), llm.c shards,
  * the split, the loader's order and resume, corpus cleaning, the generators and dataset builds. */
+#include "unit_files.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -20,43 +21,9 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static char *make_tmpdir(void) {
-    char tmpl[] = "/tmp/mixpar-test-data-XXXXXX";
-    cr_assert_not_null(mkdtemp(tmpl), "mkdtemp");
-    return strdup(tmpl);
-}
-
-static void remove_tree(char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-    free(dir);
-}
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "create %s", path);
-    cr_assert_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "open %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)len + 1);
-    cr_assert_eq(fread(p, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    p[len] = 0;
-    *n = (size_t)len;
-    return p;
-}
-
 static bool same_file(const char *a, const char *b) {
     size_t na, nb;
-    uint8_t *pa = read_bytes(a, &na), *pb = read_bytes(b, &nb);
+    uint8_t *pa = unit_read_file(a, &na), *pb = unit_read_file(b, &nb);
     bool same = na == nb && memcmp(pa, pb, na) == 0;
     free(pa);
     free(pb);
@@ -247,7 +214,7 @@ Test(tokenizer, invalid_utf8_is_an_error_with_its_byte_offset) {
 /* ---------------------------------------------------------------- vocab.json */
 
 Test(vocab, char_and_byte_vocabularies_round_trip_through_json) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char path[600];
     snprintf(path, sizeof path, "%s/vocab.json", dir);
     tokenizer a, b;
@@ -266,7 +233,7 @@ Test(vocab, char_and_byte_vocabularies_round_trip_through_json) {
     cr_expect_eq(b.kind, TOKENIZER_BYTE);
     cr_expect_eq(b.vocab_size, 256);
     cr_expect_eq(count_dir_entries(dir), 1, "no temporary file left behind");
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(vocab, every_broken_field_is_named) {
@@ -287,17 +254,17 @@ Test(vocab, every_broken_field_is_named) {
         {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"char\", \"vocab_size\": 2, \"unk_id\": 1, \"tokens\": [7]}",
          "not a string"},
     };
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char path[600];
     snprintf(path, sizeof path, "%s/vocab.json", dir);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_bytes(path, cases[i].json, strlen(cases[i].json));
+        unit_write_file(path, cases[i].json, strlen(cases[i].json));
         tokenizer t;
         data_err e;
         cr_expect(!tokenizer_load(&t, path, &e), "case %zu must be rejected: %s", i, cases[i].json);
         EXPECT_MESSAGE(&e, cases[i].json, cases[i].needle);
     }
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(vocab, missing_file_exits_with_code_2, .exit_code = 2) {
@@ -319,13 +286,13 @@ static const char *write_test_tokens(const char *dir, const char *name, uint64_t
 }
 
 Test(tokfile, write_then_open_round_trips_with_the_documented_header) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char path[600];
     uint32_t tokens[] = {0, 1, 2, 65535, 300, 7};
     snprintf(path, sizeof path, "%s/a.tokens", dir);
     cr_assert(tokfile_write(path, tokens, 6, 65536, NULL));
     size_t n;
-    uint8_t *raw = read_bytes(path, &n);
+    uint8_t *raw = unit_read_file(path, &n);
     cr_expect_eq(n, 64 + 6 * 2, "header + N * 2 bytes");
     cr_expect(memcmp(raw, "MXPTOK01", 8) == 0, "magic at offset 0");
     cr_expect_eq(raw[8], 2, "token_width at offset 8");
@@ -347,11 +314,11 @@ Test(tokfile, write_then_open_round_trips_with_the_documented_header) {
     tokfile_read(f, 2, 3, out);
     cr_expect(out[0] == 2 && out[1] == 65535 && out[2] == 300, "tokfile_read copies a range as int32");
     tokfile_close(f);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(tokfile, large_vocabularies_use_four_byte_tokens) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char path[600];
     uint32_t tokens[] = {69999, 0, 65536};
     snprintf(path, sizeof path, "%s/wide.tokens", dir);
@@ -362,21 +329,21 @@ Test(tokfile, large_vocabularies_use_four_byte_tokens) {
     cr_expect_eq(tokfile_get(f, 0), 69999);
     cr_expect_eq(tokfile_get(f, 2), 65536);
     tokfile_close(f);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(tokfile, a_failed_write_leaves_the_old_file_and_no_temporary) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char path[600];
     write_test_tokens(dir, "d.tokens", 100, 50, path, sizeof path);
     size_t n_before;
-    uint8_t *before = read_bytes(path, &n_before);
+    uint8_t *before = unit_read_file(path, &n_before);
     uint32_t bad[] = {1, 2, 99};
     data_err e;
     cr_expect(!tokfile_write(path, bad, 3, 50, &e), "token 99 >= vocab 50 is refused");
     EXPECT_MESSAGE(&e, "bad token on write", "token 99 at index 2");
     size_t n_after;
-    uint8_t *after = read_bytes(path, &n_after);
+    uint8_t *after = unit_read_file(path, &n_after);
     cr_expect(n_before == n_after && memcmp(before, after, n_after) == 0, "the old file is untouched");
     cr_expect_eq(count_dir_entries(dir), 1, "no temporary file left behind");
     char nowhere[700];
@@ -385,7 +352,7 @@ Test(tokfile, a_failed_write_leaves_the_old_file_and_no_temporary) {
     EXPECT_MESSAGE(&e, "unwritable directory", "cannot create");
     free(before);
     free(after);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 /* A corruption of a good 10-token file (vocab 50, 2-byte tokens): bytes patched at an offset and/or the
@@ -419,11 +386,11 @@ static const corruption corruptions[] = {
 };
 
 Test(tokfile, every_corruption_is_rejected_with_its_byte_offset) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char good[600], bad[600];
     write_test_tokens(dir, "good.tokens", 10, 50, good, sizeof good);
     size_t n;
-    uint8_t *raw = read_bytes(good, &n);
+    uint8_t *raw = unit_read_file(good, &n);
     cr_assert_eq(n, 84);
     snprintf(bad, sizeof bad, "%s/bad.tokens", dir);
     for (size_t c = 0; c < sizeof corruptions / sizeof corruptions[0]; c++) {
@@ -434,7 +401,7 @@ Test(tokfile, every_corruption_is_rejected_with_its_byte_offset) {
         if (k->offset >= 0) memcpy(buf + k->offset, k->patch, (size_t)k->patch_len);
         if (k->truncate_to >= 0) len = (size_t)k->truncate_to;
         for (long i = 0; i < k->append; i++) buf[len++] = 0;
-        write_bytes(bad, buf, len);
+        unit_write_file(bad, buf, len);
         data_err e;
         tokfile *f = tokfile_open(bad, &e);
         cr_expect_null(f, "%s: must be rejected", k->name);
@@ -442,7 +409,7 @@ Test(tokfile, every_corruption_is_rejected_with_its_byte_offset) {
         for (int i = 0; i < 4 && k->needles[i]; i++) EXPECT_MESSAGE(&e, k->name, k->needles[i]);
     }
     free(raw);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(tokfile, missing_file_and_directory_are_rejected) {
@@ -456,10 +423,10 @@ Test(tokfile, missing_file_and_directory_are_rejected) {
 /* Tests that end in exit(2) clean up their directory from an atexit handler. */
 static char *dir_to_remove_at_exit;
 static void remove_dir_at_exit(void) {
-    if (dir_to_remove_at_exit) remove_tree(dir_to_remove_at_exit);
+    if (dir_to_remove_at_exit) unit_remove_tree(dir_to_remove_at_exit);
 }
 static char *make_tmpdir_removed_at_exit(void) {
-    dir_to_remove_at_exit = make_tmpdir();
+    dir_to_remove_at_exit = unit_tmpdir("data");
     atexit(remove_dir_at_exit);
     return dir_to_remove_at_exit;
 }
@@ -494,12 +461,12 @@ static void write_llmc_shard(const char *path, int32_t magic, int32_t version, i
     put_le(buf + 4, (uint32_t)version, 4);
     put_le(buf + 8, (uint32_t)count, 4);
     for (int i = 0; i < n; i++) put_le(buf + 1024 + (size_t)i * width, tokens[i], width);
-    write_bytes(path, buf, len);
+    unit_write_file(path, buf, len);
     free(buf);
 }
 
 Test(llmc, gpt2_and_llama3_shards_are_read) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char path[600];
     uint32_t gpt2[] = {50256, 464, 2068, 7586, 0};
     snprintf(path, sizeof path, "%s/fineweb_val_000000.bin", dir);
@@ -520,11 +487,11 @@ Test(llmc, gpt2_and_llama3_shards_are_read) {
     cr_expect_eq(f->token_width, 4);
     cr_expect_eq(tokfile_get(f, 2), 128255);
     tokfile_close(f);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(llmc, bad_shards_are_rejected_with_offsets) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char path[600];
     snprintf(path, sizeof path, "%s/shard.bin", dir);
     uint32_t tokens[] = {1, 2, 3, 4};
@@ -544,10 +511,10 @@ Test(llmc, bad_shards_are_rejected_with_offsets) {
     EXPECT_MESSAGE(&e, "token beyond GPT-2", "token 50257 at index 1 (byte offset 1026)");
     uint8_t header[500] = {0};
     put_le(header, 20240520, 4);
-    write_bytes(path, header, sizeof header);
+    unit_write_file(path, header, sizeof header);
     cr_expect_null(tokfile_open(path, &e));
     EXPECT_MESSAGE(&e, "truncated llm.c header", "1024-byte", "byte offset 500");
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 /* ---------------------------------------------------------------- split */
@@ -584,7 +551,7 @@ static tokfile *identity_tokens(const char *dir, uint64_t n) {
 }
 
 Test(loader, sequential_batches_are_contiguous_and_targets_shifted_by_one) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     tokfile *f = identity_tokens(dir, 101); /* W = 100 / 4 = 25 windows, 12 batches of B=2 */
     loader l;
     cr_assert(loader_init(&l, f, 0, 101, 2, 4, LOADER_SEQUENTIAL, 0, NULL));
@@ -602,11 +569,11 @@ Test(loader, sequential_batches_are_contiguous_and_targets_shifted_by_one) {
     cr_expect_eq(l.inputs[0], 0, "... from the beginning again");
     loader_free(&l);
     tokfile_close(f);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(loader, reads_only_inside_its_range) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     tokfile *f = identity_tokens(dir, 1000);
     data_split s;
     data_split_tokens(1000, 0.1, &s, NULL);
@@ -621,11 +588,11 @@ Test(loader, reads_only_inside_its_range) {
     }
     loader_free(&l);
     tokfile_close(f);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(loader, shuffle_is_seeded_covers_every_window_once_and_changes_per_epoch) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     tokfile *f = identity_tokens(dir, 8 * 40 + 1); /* 40 windows of T=8, B=4: 10 batches */
     loader a, b, c;
     cr_assert(loader_init(&a, f, 0, f->token_count, 4, 8, LOADER_SHUFFLE, 42, NULL));
@@ -659,12 +626,12 @@ Test(loader, shuffle_is_seeded_covers_every_window_once_and_changes_per_epoch) {
     loader_free(&b);
     loader_free(&c);
     tokfile_close(f);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 /* Takes k batches, saves, takes m more (recorded); a fresh loader restored to the save must repeat them. */
 static void check_resume(loader_order order, int k, int m) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     tokfile *f = identity_tokens(dir, 5 * 16 + 3); /* 5 windows of T=16, B=2: 2 batches per epoch */
     loader a, b;
     cr_assert(loader_init(&a, f, 0, f->token_count, 2, 16, order, 7, NULL));
@@ -690,7 +657,7 @@ static void check_resume(loader_order order, int k, int m) {
     loader_free(&a);
     loader_free(&b);
     tokfile_close(f);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(loader, resume_from_a_saved_state_is_bit_identical) {
@@ -701,7 +668,7 @@ Test(loader, resume_from_a_saved_state_is_bit_identical) {
 }
 
 Test(loader, too_little_data_and_bad_states_are_explained) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     tokfile *f = identity_tokens(dir, 64);
     loader l;
     data_err e;
@@ -715,7 +682,7 @@ Test(loader, too_little_data_and_bad_states_are_explained) {
     EXPECT_MESSAGE(&e, "state beyond the epoch", "batch 4 of epoch 0", "3 batches");
     loader_free(&l);
     tokfile_close(f);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 /* ---------------------------------------------------------------- corpus cleaning */
@@ -761,7 +728,7 @@ Test(corpus, shuffled_join_is_a_seeded_permutation_of_entries) {
 }
 
 Test(corpus, missing_package_file_names_the_package_to_install) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     setenv("MIXPAR_FORTUNES_DIR", dir, 1);
     corpus_entries entries = {0};
     corpus_stats stats = {0};
@@ -770,7 +737,7 @@ Test(corpus, missing_package_file_names_the_package_to_install) {
     cr_expect(!corpus_load(files, 1, &entries, &stats, NULL, &e));
     EXPECT_MESSAGE(&e, "missing corpus", "fortunes-zh", "make deps", "tang300");
     corpus_entries_free(&entries);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 /* ---------------------------------------------------------------- generators */
@@ -859,7 +826,7 @@ static void expect_tokens_decode_to_text(const char *out, const char *name, data
 }
 
 Test(dataset, synthetic_builds_are_identical_twice_and_decode_to_their_text) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char a[600], b[600];
     dataset_options opt = dataset_default_options();
     opt.examples = 2000;
@@ -879,11 +846,11 @@ Test(dataset, synthetic_builds_are_identical_twice_and_decode_to_their_text) {
     build_into("addition", a, opt, &res);
     cr_expect_eq(res.vocab_size, 256);
     expect_tokens_decode_to_text(a, "addition", opt);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(dataset, second_build_is_cached_until_options_files_or_force_change) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char out[600], path[700];
     snprintf(out, sizeof out, "%s/nested/copy", dir);
     dataset_options opt = dataset_default_options();
@@ -905,11 +872,11 @@ Test(dataset, second_build_is_cached_until_options_files_or_force_change) {
     build_into("copy", out, opt, &res);
     cr_expect(res.built && strstr(res.reason, "val.tokens"), "a missing file rebuilds (%s)", res.reason);
     cr_expect_eq(count_dir_entries(out), 4, "train.tokens, val.tokens, vocab.json, info.json and nothing else");
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(dataset, info_json_records_sizes_and_the_sha256_of_each_file) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char path[700];
     dataset_options opt = dataset_default_options();
     opt.examples = 400;
@@ -917,7 +884,7 @@ Test(dataset, info_json_records_sizes_and_the_sha256_of_each_file) {
     build_into("addition", dir, opt, &res);
     size_t n;
     snprintf(path, sizeof path, "%s/info.json", dir);
-    char *text = (char *)read_bytes(path, &n);
+    char *text = (char *)unit_read_file(path, &n);
     cJSON *info = cJSON_Parse(text);
     cr_assert_not_null(info, "info.json is JSON");
     cJSON *tokens = cJSON_GetObjectItem(info, "tokens");
@@ -939,19 +906,19 @@ Test(dataset, info_json_records_sizes_and_the_sha256_of_each_file) {
     }
     cJSON_Delete(info);
     free(text);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 /* A stand-in fortunes directory (MIXPAR_FORTUNES_DIR) with a tiny tang300, so corpus builds are tested
  * the same way on machines without the Debian packages. */
 Test(dataset, corpus_build_from_fortune_files_is_deterministic) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char path[700], a[700], b[700];
     snprintf(path, sizeof path, "%s/tang300", dir);
     const char tang[] = "\x1b[32m《静夜思》\x1b[m\n\x1b[33m作者：李白\x1b[m\n床前明月光，疑是地上霜。\n举头望明月，低头思故乡。\n%\n"
                         "\x1b[32m《春晓》\x1b[m\n\x1b[33m作者：孟浩然\x1b[m\n春眠不觉晓，处处闻啼鸟。\n夜来风雨声，花落知多少。\n%\n"
                         "\x1b[32m《登鹳雀楼》\x1b[m\n\x1b[33m作者：王之涣\x1b[m\n白日依山尽，黄河入海流。\n欲穷千里目，更上一层楼。\n";
-    write_bytes(path, tang, sizeof tang - 1);
+    unit_write_file(path, tang, sizeof tang - 1);
     setenv("MIXPAR_FORTUNES_DIR", dir, 1);
     snprintf(a, sizeof a, "%s/out-a", dir);
     snprintf(b, sizeof b, "%s/out-b", dir);
@@ -969,14 +936,14 @@ Test(dataset, corpus_build_from_fortune_files_is_deterministic) {
     fclose(f);
     build_into("tang", a, opt, &res);
     cr_expect(res.built && strstr(res.reason, "tang300"), "a changed source rebuilds (%s)", res.reason);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(dataset, real_tang_poems_build_identically_twice) {
     unsetenv("MIXPAR_FORTUNES_DIR");
     if (access("/usr/share/games/fortunes/tang300", R_OK) != 0)
         cr_skip_test("the Debian package fortunes-zh is not installed (make deps installs it)");
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     char a[700], b[700];
     snprintf(a, sizeof a, "%s/a", dir);
     snprintf(b, sizeof b, "%s/b", dir);
@@ -988,11 +955,11 @@ Test(dataset, real_tang_poems_build_identically_twice) {
     cr_expect_gt(res.vocab_size, 2000, "Tang poems use thousands of distinct characters (got %llu)",
                  (unsigned long long)res.vocab_size);
     expect_tokens_decode_to_text(a, "tang", opt);
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
 
 Test(dataset, bad_options_are_explained) {
-    char *dir = make_tmpdir();
+    char *dir = unit_tmpdir("data");
     dataset_options opt = dataset_default_options();
     dataset_result res;
     data_err e;
@@ -1006,10 +973,10 @@ Test(dataset, bad_options_are_explained) {
     EXPECT_MESSAGE(&e, "tiny dataset", "at least one training and one validation token");
     char file[700];
     snprintf(file, sizeof file, "%s/plainfile", dir);
-    write_bytes(file, "x", 1);
+    unit_write_file(file, "x", 1);
     opt = dataset_default_options();
     cr_expect(!dataset_build(dataset_find("copy"), file, &opt, &res, &e));
     EXPECT_MESSAGE(&e, "out is a file", "not a directory");
     cr_expect_null(dataset_find("wikipedia"));
-    remove_tree(dir);
+    unit_remove_tree(dir);
 }
