@@ -12,6 +12,8 @@
 /* ---------------------------------------------------------------- synchronous */
 
 void ps_average_gradients(comm_t *c, float *grad, size_t n, comm_algo algo) {
+    MP_ASSERT(c != NULL && (grad != NULL || n == 0), "ps_average_gradients needs a communicator and a buffer");
+    MP_ASSERT(comm_algo_supported(COMM_OP_ALLREDUCE, algo), "allreduce has no %s algorithm", comm_algo_name(algo));
     /* LAB 11 BEGIN gradient averaging: sum over the ranks, then divide by the rank count */
     comm_allreduce(c, grad, grad, n, COMM_FP32, COMM_SUM, algo);
     const float ranks = (float)comm_size(c);
@@ -40,6 +42,7 @@ void ps_server_free(ps_server *s) {
 uint64_t ps_server_apply(ps_server *s, const float *grad, uint64_t pulled_version) {
     MP_ASSERT(pulled_version <= s->version, "a push from version %llu, but the server is only at %llu",
               (unsigned long long)pulled_version, (unsigned long long)s->version);
+    MP_ASSERT(grad != NULL || s->n == 0, "a push without a gradient");
     uint64_t staleness = 0;
     /* LAB 11 BEGIN apply a push: staleness = version now - version pulled; the SGD step; version and counters */
     staleness = s->version - pulled_version;
