@@ -214,6 +214,10 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
  * (launch_env.c checks them) stop it with a message naming the variable. WORLD_SIZE=1 runs as one process. */
 void comm_launch_refuse_torchrun(void) {
     if (!launch_env_has_torchrun(environ)) return;
+    /* WORLD_SIZE=1 (RANK unset or 0): one process with nothing to connect, as a script run outside torchrun
+     * with WORLD_SIZE=1 exported; it runs as it always has, whatever else is (not) set. */
+    const char *ws = getenv("WORLD_SIZE"), *rank = getenv("RANK");
+    if (ws && strcmp(ws, "1") == 0 && (!rank || strcmp(rank, "0") == 0)) return;
     launch_env e;
     launch_env_read(&e); /* inconsistent variables stop here, with a message naming the variable */
     if (e.kind != LAUNCH_TORCHRUN || e.world_size <= 1) return;

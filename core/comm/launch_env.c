@@ -121,8 +121,8 @@ static bool parse_torchrun(char *const *vars, launch_env *e, char *err, size_t c
     char missing[256];
     if (list_missing(vars, REQUIRED, COUNT(REQUIRED), missing, sizeof missing))
         return say(err, cap,
-                   "torchrun-style launch with %s missing (a worker needs RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR "
-                   "and MASTER_PORT together)",
+                   "torchrun-style launch variables incomplete: %s missing (a worker needs RANK, WORLD_SIZE, "
+                   "LOCAL_RANK, MASTER_ADDR and MASTER_PORT together)",
                    missing);
     if (!read_int(vars, "WORLD_SIZE", 1, INT32_MAX, &e->world_size, err, cap) ||
         !read_int(vars, "RANK", 0, INT32_MAX, &e->rank, err, cap) ||
