@@ -1,6 +1,8 @@
 /* launch.c: builds and runs the mpirun command behind `mixpar run` and the multi-rank tests. */
 #include "comm/launch.h"
 
+#include "comm/launch_env.h"
+
 #include "base/error.h"
 #include "base/parse.h"
 
@@ -208,23 +210,23 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
  * mixpar's ranks find each other through MPI's runtime, which only mpirun (or srun --mpi=pmix) starts;
  * connecting MPI processes through MASTER_ADDR would need MPI_Comm_connect/accept or a TCP bootstrap of
  * our own, which mixpar does not have. So for now a torchrun-started job with more than one rank stops
- * here with an explanation, rather than running every rank as a lonely rank 0. */
+ * here with an explanation, rather than running every rank as a lonely rank 0; variables that do not agree
+ * (launch_env.c checks them) stop it with a message naming the variable. WORLD_SIZE=1 runs as one process. */
 void comm_launch_refuse_torchrun(void) {
-    static const char *const VARS[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
-    const char *ws = getenv("WORLD_SIZE");
-    int64_t world = 0;
-    if (!ws || !parse_i64(ws, &world) || world <= 1) return;
-    char found[512] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < sizeof VARS / sizeof VARS[0]; i++) {
-        const char *v = getenv(VARS[i]);
-        if (v) used += (size_t)snprintf(found + used, used < sizeof found ? sizeof found - used : 0, "%s%s=%s",
-                                        used ? " " : "", VARS[i], v);
-    }
+    if (!launch_env_has_torchrun(environ)) return;
+    /* WORLD_SIZE=1 (RANK unset or 0): one process with nothing to connect, as a script run outside torchrun
+     * with WORLD_SIZE=1 exported; it runs as it always has, whatever else is (not) set. */
+    const char *ws = getenv("WORLD_SIZE"), *rank = getenv("RANK");
+    if (ws && strcmp(ws, "1") == 0 && (!rank || strcmp(rank, "0") == 0)) return;
+    launch_env e;
+    launch_env_read(&e); /* inconsistent variables stop here, with a message naming the variable */
+    if (e.kind != LAUNCH_TORCHRUN || e.world_size <= 1) return;
     MP_FAIL_HINT("a job started by mpirun (mixpar's ranks connect through MPI)",
                  "launch with 'mixpar run -n N -- PROGRAM ARGS' (mpirun underneath) or 'srun --mpi=pmix'; "
                  "torchrun-style variables map to mpirun's (RANK -> OMPI_COMM_WORLD_RANK, WORLD_SIZE -> "
                  "OMPI_COMM_WORLD_SIZE, LOCAL_RANK -> OMPI_COMM_WORLD_LOCAL_RANK) but mixpar cannot yet "
                  "rendezvous at MASTER_ADDR:MASTER_PORT",
-                 "torchrun-style launch variables and no mpirun: %s", found);
+                 "torchrun-style launch variables and no mpirun: RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d "
+                 "MASTER_ADDR=%s MASTER_PORT=%d",
+                 e.rank, e.world_size, e.local_rank, e.master_addr, e.master_port);
 }

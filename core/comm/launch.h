@@ -32,7 +32,8 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
 int comm_launch_cores(void);
 
 /* Stops the program (exit 2) with an explanation when it was started torchrun-style (WORLD_SIZE > 1, with
- * RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) rather than by mpirun; does nothing otherwise. Call it only
+ * RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) rather than by mpirun, or with torchrun-style variables that do
+ * not agree (launch_env.h names the variable); does nothing when none is set or WORLD_SIZE=1. Call it only
  * when not under mpirun. comm_init and mixpar run call it. */
 void comm_launch_refuse_torchrun(void);
 
