@@ -1,10 +1,11 @@
 /* checkpoint.c: safetensors checkpoints (atomic save, validated load) and llm.c GPT-2 checkpoint import/export. */
 #include "train/checkpoint.h"
 
+#include "data/textbuf.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,43 +156,11 @@ static void check_registry(const model_tensor *tensors, int ntensors, size_t flo
     }
 }
 
-/* A growable text buffer for the header. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-} text_out;
-
-static void text_put(text_out *t, const char *s, size_t n) {
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (t->len + n + 1 > cap) cap *= 2;
-        char *bigger = realloc(t->p, cap);
-        MP_ASSERT(bigger, "out of memory for a checkpoint header of %zu bytes", cap);
-        t->p = bigger;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = '\0';
-}
-
-static void text_printf(text_out *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_printf(text_out *t, const char *fmt, ...) {
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    MP_ASSERT(n >= 0 && (size_t)n < sizeof buf, "header fragment too long");
-    text_put(t, buf, (size_t)n);
-}
-
-/* A JSON string literal, escaped by cJSON. */
-static void text_json_string(text_out *t, const char *s) {
+static void text_json_string(textbuf *t, const char *s) {
     cJSON *item = cJSON_CreateString(s);
     char *quoted = item ? cJSON_PrintUnformatted(item) : NULL;
     MP_ASSERT(quoted, "out of memory escaping a string");
-    text_put(t, quoted, strlen(quoted));
+    textbuf_puts(t, quoted);
     cJSON_free(quoted);
     cJSON_Delete(item);
 }
@@ -242,15 +211,15 @@ bool ckpt_save(const char *path, const model_tensor *tensors, int ntensors, cons
     }
 
     /* The header, in registry order, buffer after buffer, every offset exact (printed as integers). */
-    text_out h = {0};
-    text_put(&h, "{\"__metadata__\":{\"format\":\"" CKPT_FORMAT "\"", strlen("{\"__metadata__\":{\"format\":\"" CKPT_FORMAT "\""));
+    textbuf h = {0};
+    textbuf_puts(&h, "{\"__metadata__\":{\"format\":\"" CKPT_FORMAT "\"");
     for (int i = 0; i < nmeta; i++) {
-        text_put(&h, ",", 1);
+        textbuf_puts(&h, ",");
         text_json_string(&h, meta[i].key);
-        text_put(&h, ":", 1);
+        textbuf_puts(&h, ":");
         text_json_string(&h, meta[i].value);
     }
-    text_put(&h, "}", 1);
+    textbuf_puts(&h, "}");
     uint64_t offset = 0;
     for (int b = 0; b < nbuffers; b++)
         for (int i = 0; i < ntensors; i++) {
@@ -258,24 +227,24 @@ bool ckpt_save(const char *path, const model_tensor *tensors, int ntensors, cons
             char key[256];
             int kn = snprintf(key, sizeof key, "%s%s", buffers[b].prefix, t->name);
             MP_ASSERT(kn > 0 && kn < (int)sizeof(((ckpt_entry *)0)->name), "tensor key '%s' too long", key);
-            text_put(&h, ",", 1);
+            textbuf_puts(&h, ",");
             text_json_string(&h, key);
             uint64_t bytes = (uint64_t)t->size * sizeof(float);
             if (t->ndim == 2)
-                text_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%llu,%llu]}", t->shape[0],
+                textbuf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%llu,%llu]}", t->shape[0],
                             t->shape[1], (ull)offset, (ull)(offset + bytes));
             else
-                text_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%llu,%llu]}", t->shape[0],
+                textbuf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%llu,%llu]}", t->shape[0],
                             (ull)offset, (ull)(offset + bytes));
             offset += bytes;
         }
-    text_put(&h, "}", 1);
+    textbuf_puts(&h, "}");
     /* Spaces up to a multiple of 8, so the data (at 8 + N) is 8-byte aligned for readers that map it. */
-    while (h.len % 8) text_put(&h, " ", 1);
+    while (h.len % 8) textbuf_puts(&h, " ");
     bool too_big = h.len > CKPT_MAX_HEADER;
-    save_job job = {tensors, ntensors, buffers, nbuffers, h.p, h.len};
+    save_job job = {tensors, ntensors, buffers, nbuffers, h.data, h.len};
     bool ok = !too_big && write_atomically(path, write_safetensors, &job, err);
-    free(h.p);
+    textbuf_free(&h);
     if (too_big)
         return DATA_ERR(err, "a header below 100 MB", "fewer or shorter metadata values", "a header of %llu bytes",
                         (ull)h.len);
