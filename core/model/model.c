@@ -1,5 +1,6 @@
 /* model.c: GPT-2 and LLaMA-style decoders: the parameter registry, initialisation, forward and backward. */
 #include "model/model.h"
+#include "model/model_internal.h"
 
 #include "base/error.h"
 #include "base/mem.h"
@@ -66,16 +67,8 @@ void model_config_complete(model_config *cfg) {
 /* ------------------------------------------------------------------ the registry, as tables */
 
 /* Sizes a tensor's dimensions can take. */
-typedef enum { DIM_NONE, DIM_C, DIM_QKV, DIM_FC_IN, DIM_F, DIM_VP, DIM_MAXT } dim_kind;
 typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL, INIT_RESIDUAL } init_kind;
 enum { FOR_GPT2 = 1, FOR_LLAMA = 2, FOR_BOTH = 3 };
-
-typedef struct {
-    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-} layer_params;
-typedef struct {
-    float *wte, *wpe, *lnfw, *lnfb, *head;
-} global_params;
 
 typedef struct {
     const char *name;
@@ -115,7 +108,7 @@ static const tensor_spec top_specs[] = {
     {"head", GLOBAL_FIELD(head), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL}, /* only when untied */
 };
 
-static int dim_size(const model_config *c, dim_kind d) {
+int model_dim_size(const model_config *c, dim_kind d) {
     int HS = c->C / c->NH;
     switch (d) {
     case DIM_C: return c->C;
@@ -130,42 +123,6 @@ static int dim_size(const model_config *c, dim_kind d) {
 
 /* ------------------------------------------------------------------ activations */
 
-/* What forward keeps for backward, per block. */
-typedef struct {
-    float *ln1;       /* (B,T,C) input of the qkv projection */
-    float *ln1_mean;  /* (B,T) gpt2 only */
-    float *ln1_rstd;  /* (B,T) */
-    float *qkv;       /* (B,T,(NH+2*KVH)*HS), after RoPE for llama */
-    float *atty;      /* (B,T,C) attention output, input of attproj */
-    float *att;       /* (B,NH,T,T) softmax probabilities */
-    float *res2;      /* (B,T,C) residual stream after attention */
-    float *ln2;       /* (B,T,C) */
-    float *ln2_mean;  /* (B,T) gpt2 only */
-    float *ln2_rstd;  /* (B,T) */
-    float *fch;       /* (B,T,F) gpt2: GELU input; (B,T,2F) llama: gate | up */
-    float *fch_act;   /* (B,T,F) MLP activation, input of fcproj */
-    float *res3;      /* (B,T,C) residual stream after the block */
-} layer_acts;
-
-typedef struct {
-    float *encoded;   /* (B,T,C) */
-    float *lnf;       /* (B,T,C) */
-    float *lnf_mean;  /* (B,T) gpt2 only */
-    float *lnf_rstd;  /* (B,T) */
-    float *logits;    /* (B,T,Vp); backward overwrites it with dlogits */
-    float *losses;    /* (B,T) */
-    float *lse;       /* (B,T) */
-    /* scratch, shared by all layers */
-    float *proj;      /* (B,T,C) attproj/fcproj output before the residual add */
-    float *dres;      /* (B,T,C) gradient of the residual stream */
-    float *dln;       /* (B,T,C) */
-    float *datty;     /* (B,T,C) */
-    float *dqkv;      /* (B,T,QKV) */
-    float *dfch;      /* (B,T,FC_IN) */
-    float *dfch_act;  /* (B,T,F) */
-    float *dloss;     /* (B,T) */
-} global_acts;
-
 /* The next n floats of the block at `base` (NULL while only counting), kept 64-byte aligned. */
 static float *take(float *base, size_t *used, size_t n) {
     float *p = base && n ? base + *used : NULL;
@@ -175,7 +132,7 @@ static float *take(float *base, size_t *used, size_t n) {
 
 /* Lays the activations out in one block at `base` (or only counts when base is NULL); returns floats. */
 static size_t layout_acts(const model_config *c, int B, int T, float *base, layer_acts *layers, global_acts *g) {
-    size_t N = (size_t)B * T, C = c->C, QKV = dim_size(c, DIM_QKV), FC = dim_size(c, DIM_FC_IN), F = c->F;
+    size_t N = (size_t)B * T, C = c->C, QKV = model_dim_size(c, DIM_QKV), FC = model_dim_size(c, DIM_FC_IN), F = c->F;
     size_t att = (size_t)B * c->NH * T * T, stats = c->arch == MODEL_GPT2 ? N : 0;
     size_t used = 0;
 #define TAKE(ptr, n) ((ptr) = take(base, &used, (n)))
@@ -200,26 +157,6 @@ size_t model_activation_bytes(const model_config *cfg, int B, int T) {
 }
 
 /* ------------------------------------------------------------------ the model */
-
-struct model {
-    model_config cfg;
-    model_tensor *tensors;
-    int ntensors;
-    size_t nparams;
-    float *params, *grads;              /* (nparams) each */
-    layer_params *layer_w, *layer_g;    /* (L) pointers into params / grads */
-    global_params w, g;
-    model_hooks hooks;
-    /* activations for the current batch shape */
-    float *act_memory;
-    size_t act_floats;
-    int B, T;
-    layer_acts *acts;
-    global_acts ga;
-    int *inputs, *targets;              /* (B,T) copies of the last batch */
-    int counted;                        /* targets that are not -1 */
-    bool have_targets;
-};
 
 static void add_tensor(model *m, const char *name, int layer, int rows, int cols, bool count_only) {
     if (!count_only) {
@@ -249,19 +186,19 @@ static void build_registry(model *m, bool count_only) {
     m->nparams = 0;
     for (size_t i = 0; i < sizeof embedding_specs / sizeof embedding_specs[0]; i++)
         if (spec_applies(c, &embedding_specs[i]))
-            add_tensor(m, embedding_specs[i].name, -1, dim_size(c, embedding_specs[i].rows),
-                       dim_size(c, embedding_specs[i].cols), count_only);
+            add_tensor(m, embedding_specs[i].name, -1, model_dim_size(c, embedding_specs[i].rows),
+                       model_dim_size(c, embedding_specs[i].cols), count_only);
     for (int l = 0; l < c->L; l++)
         for (int i = 0; i < NLAYER_SPECS; i++)
             if (spec_applies(c, &layer_specs[i])) {
                 char name[48];
                 snprintf(name, sizeof name, "h.%d.%s", l, layer_specs[i].name);
-                add_tensor(m, name, l, dim_size(c, layer_specs[i].rows), dim_size(c, layer_specs[i].cols),
+                add_tensor(m, name, l, model_dim_size(c, layer_specs[i].rows), model_dim_size(c, layer_specs[i].cols),
                            count_only);
             }
     for (size_t i = 0; i < sizeof top_specs / sizeof top_specs[0]; i++)
         if (spec_applies(c, &top_specs[i]))
-            add_tensor(m, top_specs[i].name, c->L, dim_size(c, top_specs[i].rows), dim_size(c, top_specs[i].cols),
+            add_tensor(m, top_specs[i].name, c->L, model_dim_size(c, top_specs[i].rows), model_dim_size(c, top_specs[i].cols),
                        count_only);
 }
 
@@ -320,6 +257,7 @@ void model_free(model *m) {
     free(m->acts);
     free(m->inputs);
     free(m->targets);
+    model_lowp_free(m->lowp);
     free(m);
 }
 
@@ -398,71 +336,77 @@ void model_init(model *m, uint64_t seed) {
 
 /* ------------------------------------------------------------------ forward */
 
-static void ensure_acts(model *m, int B, int T) {
+void model_check_batch(model *m, const int *inputs, const int *targets, int B, int T) {
     if (T < 1 || T > m->cfg.maxT)
         MP_FAIL("a sequence length from 1 to the model's context", "T = %d (context %d)", T, m->cfg.maxT);
     if (B < 1) MP_FAIL("a batch size of at least 1", "B = %d", B);
+    size_t N = (size_t)B * T;
+    for (size_t i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= m->cfg.V)
+            MP_FAIL("input tokens in [0, vocab)", "token %d at position %zu (vocab %d)", inputs[i], i, m->cfg.V);
+        if (targets && (targets[i] < -1 || targets[i] >= m->cfg.V))
+            MP_FAIL("targets in [-1, vocab)", "target %d at position %zu (vocab %d)", targets[i], i, m->cfg.V);
+    }
+    if (N > m->batch_capacity) {
+        free(m->inputs);
+        free(m->targets);
+        m->inputs = malloc(N * sizeof(int));
+        m->targets = malloc(N * sizeof(int));
+        MP_ASSERT(m->inputs && m->targets, "out of memory");
+        m->batch_capacity = N;
+    }
+    memcpy(m->inputs, inputs, N * sizeof(int));
+    if (targets) memcpy(m->targets, targets, N * sizeof(int));
+}
+
+/* The fp32 activations for a (B,T) batch: allocated at the first call, grown when B*T grows. */
+static void ensure_acts(model *m, int B, int T) {
     if (m->act_memory && m->B == B && m->T == T) return;
     size_t floats = layout_acts(&m->cfg, B, T, NULL, NULL, NULL);
     if (floats > m->act_floats) {
         mem_free(m->act_memory);
         m->act_memory = mem_alloc(floats * sizeof(float), MEM_ACT, "activations");
         m->act_floats = floats;
-        free(m->inputs);
-        free(m->targets);
-        m->inputs = malloc((size_t)B * T * sizeof(int));
-        m->targets = malloc((size_t)B * T * sizeof(int));
-        MP_ASSERT(m->inputs && m->targets, "out of memory");
     }
     layout_acts(&m->cfg, B, T, m->act_memory, m->acts, &m->ga);
     m->B = B;
     m->T = T;
 }
 
-static void hook(void (*fn)(void *, int), void *ctx, int layer) {
-    if (fn) fn(ctx, layer);
-}
-
-/* norm: LayerNorm (gpt2, with mean and bias) or RMSNorm (llama). */
-static void norm_forward(const model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+void model_norm_forward(const model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
                          const float *b, int N) {
     if (m->cfg.arch == MODEL_GPT2) layernorm_forward(out, mean, rstd, inp, w, b, N, m->cfg.C);
     else rmsnorm_forward(out, rstd, inp, w, N, m->cfg.C, m->cfg.norm_eps);
 }
 
-static void norm_backward(const model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+void model_norm_backward(const model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd, int N) {
     if (m->cfg.arch == MODEL_GPT2) layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, m->cfg.C);
     else rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, m->cfg.C);
 }
 
 float model_forward(model *m, const int *inputs, const int *targets, int B, int T) {
+    model_check_batch(m, inputs, targets, B, T);
+    if (m->lowp) return model_lowp_forward(m, inputs, targets, B, T);
     ensure_acts(m, B, T);
     const model_config *c = &m->cfg;
-    int N = B * T, C = c->C, HS = C / c->NH, QKV = dim_size(c, DIM_QKV), FC = dim_size(c, DIM_FC_IN);
-    for (int i = 0; i < N; i++) {
-        if (inputs[i] < 0 || inputs[i] >= c->V)
-            MP_FAIL("input tokens in [0, vocab)", "token %d at position %d (vocab %d)", inputs[i], i, c->V);
-        if (targets && (targets[i] < -1 || targets[i] >= c->V))
-            MP_FAIL("targets in [-1, vocab)", "target %d at position %d (vocab %d)", targets[i], i, c->V);
-    }
-    memcpy(m->inputs, inputs, (size_t)N * sizeof(int));
+    int N = B * T, C = c->C, HS = C / c->NH, QKV = model_dim_size(c, DIM_QKV), FC = model_dim_size(c, DIM_FC_IN);
     global_acts *g = &m->ga;
 
-    hook(m->hooks.before_forward, m->hooks.ctx, -1);
+    model_hook(m->hooks.before_forward, m->hooks.ctx, -1);
     encoder_forward(g->encoded, inputs, m->w.wte, m->w.wpe, B, T, C, c->V);
     const float *residual = g->encoded;
     for (int l = 0; l < c->L; l++) {
-        hook(m->hooks.before_forward, m->hooks.ctx, l);
+        model_hook(m->hooks.before_forward, m->hooks.ctx, l);
         const layer_params *w = &m->layer_w[l];
         layer_acts *a = &m->acts[l];
-        norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N);
+        model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N);
         matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, QKV);
         if (c->arch == MODEL_LLAMA) rope_forward(a->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
         attention_forward(a->atty, a->att, a->qkv, B, T, c->NH, c->KVH, HS);
         matmul_forward(g->proj, a->atty, w->attprojw, w->attprojb, N, C, C);
         residual_forward(a->res2, residual, g->proj, (long)N * C);
-        norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N);
+        model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N);
         matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, FC);
         if (c->arch == MODEL_GPT2) gelu_forward(a->fch_act, a->fch, (long)N * c->F);
         else swiglu_forward(a->fch_act, a->fch, N, c->F);
@@ -470,13 +414,12 @@ float model_forward(model *m, const int *inputs, const int *targets, int B, int 
         residual_forward(a->res3, a->res2, g->proj, (long)N * C);
         residual = a->res3;
     }
-    hook(m->hooks.before_forward, m->hooks.ctx, c->L);
-    norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N);
+    model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
+    model_norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N);
     matmul_forward(g->logits, g->lnf, m->w.head, NULL, N, C, c->Vp);
 
     m->have_targets = targets != NULL;
     if (!targets) return 0.0f;
-    memcpy(m->targets, targets, (size_t)N * sizeof(int));
     crossentropy_forward(g->losses, g->lse, g->logits, targets, N, c->V, c->Vp);
     double sum = 0;
     m->counted = 0;
@@ -488,7 +431,8 @@ float model_forward(model *m, const int *inputs, const int *targets, int B, int 
     return m->counted ? (float)(sum / m->counted) : 0.0f;
 }
 
-const float *model_logits(const model *m, int b, int t) {
+const float *model_logits(model *m, int b, int t) {
+    if (m->lowp) return model_lowp_logits(m, b, t);
     MP_ASSERT(m->act_memory && b >= 0 && b < m->B && t >= 0 && t < m->T, "logits of (%d, %d) outside the last batch",
               b, t);
     return m->ga.logits + ((size_t)b * m->T + t) * m->cfg.Vp;
@@ -498,9 +442,13 @@ const float *model_logits(const model *m, int b, int t) {
 
 void model_backward(model *m, float loss_scale) {
     MP_ASSERT(m->have_targets, "model_backward needs a forward pass with targets first");
+    if (m->lowp) {
+        model_lowp_backward(m, loss_scale);
+        return;
+    }
     const model_config *c = &m->cfg;
-    int B = m->B, T = m->T, N = B * T, C = c->C, HS = C / c->NH, QKV = dim_size(c, DIM_QKV),
-        FC = dim_size(c, DIM_FC_IN);
+    int B = m->B, T = m->T, N = B * T, C = c->C, HS = C / c->NH, QKV = model_dim_size(c, DIM_QKV),
+        FC = model_dim_size(c, DIM_FC_IN);
     size_t NC = (size_t)N * C;
     global_acts *g = &m->ga;
 
@@ -508,19 +456,19 @@ void model_backward(model *m, float loss_scale) {
     float per_position = m->counted ? loss_scale / (float)m->counted : 0.0f;
     for (int i = 0; i < N; i++) g->dloss[i] = per_position;
 
-    hook(m->hooks.before_backward, m->hooks.ctx, c->L);
+    model_hook(m->hooks.before_backward, m->hooks.ctx, c->L);
     float *dlogits = g->logits; /* the logits are not needed again: overwrite them in place */
     crossentropy_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, c->V, c->Vp);
     memset(g->dln, 0, NC * sizeof(float));
     matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, m->w.head, N, C, c->Vp);
     const float *last = c->L ? m->acts[c->L - 1].res3 : g->encoded;
     memset(g->dres, 0, NC * sizeof(float));
-    norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, last, m->w.lnfw, g->lnf_mean, g->lnf_rstd, N);
-    hook(m->hooks.grads_ready, m->hooks.ctx, c->L);
+    model_norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, last, m->w.lnfw, g->lnf_mean, g->lnf_rstd, N);
+    model_hook(m->hooks.grads_ready, m->hooks.ctx, c->L);
 
     /* dres holds dLoss/d(residual stream) at the block's output; each block adds its branches' share. */
     for (int l = c->L - 1; l >= 0; l--) {
-        hook(m->hooks.before_backward, m->hooks.ctx, l);
+        model_hook(m->hooks.before_backward, m->hooks.ctx, l);
         const layer_params *w = &m->layer_w[l];
         layer_params *dw = &m->layer_g[l];
         layer_acts *a = &m->acts[l];
@@ -533,7 +481,7 @@ void model_backward(model *m, float loss_scale) {
         else swiglu_backward(g->dfch, g->dfch_act, a->fch, N, c->F);
         memset(g->dln, 0, NC * sizeof(float));
         matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, a->ln2, w->fcw, N, C, FC);
-        norm_backward(m, g->dres, dw->ln2w, dw->ln2b, g->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N);
+        model_norm_backward(m, g->dres, dw->ln2w, dw->ln2b, g->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N);
         /* attention branch: res2 = res + attproj(attention(qkv(norm1(res)))) */
         memset(g->datty, 0, NC * sizeof(float));
         matmul_backward(g->datty, dw->attprojw, dw->attprojb, g->dres, a->atty, w->attprojw, N, C, C);
@@ -542,11 +490,11 @@ void model_backward(model *m, float loss_scale) {
         if (c->arch == MODEL_LLAMA) rope_backward(g->dqkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
         memset(g->dln, 0, NC * sizeof(float));
         matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, w->qkvw, N, C, QKV);
-        norm_backward(m, g->dres, dw->ln1w, dw->ln1b, g->dln, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
-        hook(m->hooks.grads_ready, m->hooks.ctx, l);
+        model_norm_backward(m, g->dres, dw->ln1w, dw->ln1b, g->dln, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
+        model_hook(m->hooks.grads_ready, m->hooks.ctx, l);
     }
-    hook(m->hooks.before_backward, m->hooks.ctx, -1);
+    model_hook(m->hooks.before_backward, m->hooks.ctx, -1);
     encoder_backward(m->g.wte, m->g.wpe, g->dres, m->inputs, B, T, C, c->V);
-    hook(m->hooks.grads_ready, m->hooks.ctx, -1);
+    model_hook(m->hooks.grads_ready, m->hooks.ctx, -1);
     m->have_targets = false; /* the logits now hold gradients: a second backward would be wrong */
 }

@@ -88,7 +88,9 @@ float model_forward(model *m, const int *inputs, const int *targets, int B, int 
 void model_backward(model *m, float loss_scale);
 void model_zero_grad(model *m);
 /* Logits of position t of sequence b from the last forward: Vp floats, the first V meaningful. */
-const float *model_logits(const model *m, int b, int t);
+const float *model_logits(model *m, int b, int t);
+/* Mixed precision (storage of activations in 2 bytes, 16-bit or fp8 matmuls): model/model_lowp.h. */
+
 /* Bytes of activations the model holds for a (B,T) batch (what forward would allocate). */
 size_t model_activation_bytes(const model_config *cfg, int B, int T);
 

@@ -1,0 +1,94 @@
+/* model_internal.h: what model.c and the low-precision path (model_lowp.c) share: the model's struct and layouts. */
+#ifndef MIXPAR_MODEL_MODEL_INTERNAL_H
+#define MIXPAR_MODEL_MODEL_INTERNAL_H
+
+#include "model/model.h"
+#include "model/model_lowp.h"
+
+typedef struct {
+    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} layer_params;
+typedef struct {
+    float *wte, *wpe, *lnfw, *lnfb, *head;
+} global_params;
+
+/* What forward keeps for backward, per block. */
+typedef struct {
+    float *ln1;       /* (B,T,C) input of the qkv projection */
+    float *ln1_mean;  /* (B,T) gpt2 only */
+    float *ln1_rstd;  /* (B,T) */
+    float *qkv;       /* (B,T,(NH+2*KVH)*HS), after RoPE for llama */
+    float *atty;      /* (B,T,C) attention output, input of attproj */
+    float *att;       /* (B,NH,T,T) softmax probabilities */
+    float *res2;      /* (B,T,C) residual stream after attention */
+    float *ln2;       /* (B,T,C) */
+    float *ln2_mean;  /* (B,T) gpt2 only */
+    float *ln2_rstd;  /* (B,T) */
+    float *fch;       /* (B,T,F) gpt2: GELU input; (B,T,2F) llama: gate | up */
+    float *fch_act;   /* (B,T,F) MLP activation, input of fcproj */
+    float *res3;      /* (B,T,C) residual stream after the block */
+} layer_acts;
+
+typedef struct {
+    float *encoded;   /* (B,T,C) */
+    float *lnf;       /* (B,T,C) */
+    float *lnf_mean;  /* (B,T) gpt2 only */
+    float *lnf_rstd;  /* (B,T) */
+    float *logits;    /* (B,T,Vp); backward overwrites it with dlogits */
+    float *losses;    /* (B,T) */
+    float *lse;       /* (B,T) */
+    /* scratch, shared by all layers */
+    float *proj;      /* (B,T,C) attproj/fcproj output before the residual add */
+    float *dres;      /* (B,T,C) gradient of the residual stream */
+    float *dln;       /* (B,T,C) */
+    float *datty;     /* (B,T,C) */
+    float *dqkv;      /* (B,T,QKV) */
+    float *dfch;      /* (B,T,FC_IN) */
+    float *dfch_act;  /* (B,T,F) */
+    float *dloss;     /* (B,T) */
+} global_acts;
+
+typedef struct model_lowp model_lowp;
+
+struct model {
+    model_config cfg;
+    model_tensor *tensors;
+    int ntensors;
+    size_t nparams;
+    float *params, *grads;              /* (nparams) each */
+    layer_params *layer_w, *layer_g;    /* (L) pointers into params / grads */
+    global_params w, g;
+    model_hooks hooks;
+    /* activations for the current batch shape */
+    float *act_memory;
+    size_t act_floats;
+    int B, T;
+    layer_acts *acts;
+    global_acts ga;
+    int *inputs, *targets;              /* (B,T) copies of the last batch */
+    size_t batch_capacity;              /* positions inputs and targets have room for */
+    int counted;                        /* targets that are not -1 */
+    bool have_targets;
+    model_lowp *lowp;                   /* the mixed-precision path; NULL while the model runs fp32 */
+};
+
+
+typedef enum { DIM_NONE, DIM_C, DIM_QKV, DIM_FC_IN, DIM_F, DIM_VP, DIM_MAXT } dim_kind;
+int model_dim_size(const model_config *c, dim_kind d);
+/* Checks a batch (sizes, token ranges; exit 2 naming the position) and keeps a copy of its tokens. */
+void model_check_batch(model *m, const int *inputs, const int *targets, int B, int T);
+void model_norm_forward(const model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                        const float *b, int N);
+void model_norm_backward(const model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                         const float *w, const float *mean, const float *rstd, int N);
+static inline void model_hook(void (*fn)(void *, int), void *ctx, int layer) {
+    if (fn) fn(ctx, layer);
+}
+
+/* model_lowp.c */
+float model_lowp_forward(model *m, const int *inputs, const int *targets, int B, int T);
+void model_lowp_backward(model *m, float loss_scale);
+const float *model_lowp_logits(model *m, int b, int t);
+void model_lowp_free(model_lowp *lp);
+
+#endif

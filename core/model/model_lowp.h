@@ -1,0 +1,80 @@
+/* model_lowp.h: the model's mixed-precision mode: 16-bit activations, bf16/fp16/tf32/fp8 matmuls, underflow counters. */
+#ifndef MIXPAR_MODEL_MODEL_LOWP_H
+#define MIXPAR_MODEL_MODEL_LOWP_H
+
+/* A model runs in fp32 until model_set_precision gives it a low-precision compute mode. The weights
+ * and their gradients stay fp32 buffers in every mode (the trainer decides what they mean: fp32 weights
+ * under autocast, an fp32 master copy for fp16-o2, bf16 values for bf16-pure, amp/recipe.h); what
+ * changes is how forward and backward compute and what they keep:
+ *
+ *   compute  saved activations  matmul operands                      matmul output
+ *   fp32     fp32               fp32                                 fp32
+ *   tf32     fp32               rounded to tf32 (10 mantissa bits)   fp32
+ *   bf16     bf16 (2 bytes)     bf16, fp32 accumulation              rounded to bf16
+ *   fp16     fp16 (2 bytes)     fp16, fp32 accumulation              rounded to fp16
+ *   fp8      bf16 (2 bytes)     e4m3 forward, e5m2 gradients, per-   rounded to bf16
+ *                               tensor delayed scaling (amp/fp8.h)
+ *
+ * This is torch.autocast's policy (amp/policy.h): matmuls and attention's products read low-precision
+ * operands; norms, softmax, the loss and their statistics compute in fp32 and their results are rounded
+ * where they are stored; the residual stream is carried in fp32 through the forward pass and stored in
+ * the low format for backward (as llm.c stores it). Every tensor backward reads is stored in 2 bytes, so
+ * activation memory (MEM_ACT) really halves, apart from fp32 scratch for one layer at a time.
+ *
+ * In backward, the gradient flowing into each matmul is rounded to the low format first (autocast casts
+ * the gradient of a low-precision output to that precision): this is where fp16 gradients underflow
+ * without a loss scale and overflow with too large a one, and it is counted per layer (below). Weight
+ * gradients are accumulated in fp32 directly (ops/matmul_lowp.h).
+ *
+ * The weights are cast to the low format at the start of every forward pass into a cast cache (MEM_OTHER,
+ * 2 bytes per parameter; 4 for tf32 and fp8, which keep the rounded values in fp32), as autocast caches
+ * the casts of the weights within one forward. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct model model;
+
+typedef enum {
+    MODEL_COMPUTE_FP32,
+    MODEL_COMPUTE_TF32,
+    MODEL_COMPUTE_BF16,
+    MODEL_COMPUTE_FP16,
+    MODEL_COMPUTE_FP8,
+    MODEL_NCOMPUTE
+} model_compute;
+
+typedef struct {
+    model_compute compute;
+    int fp8_history;          /* amax history length of each fp8 tensor [0: amp/fp8.h's default, 16] */
+    int fp8_margin;           /* binades of headroom in the fp8 scales [0] */
+} model_precision;
+
+const char *model_compute_name(model_compute c); /* "fp32", "tf32", "bf16", "fp16", "fp8" */
+
+/* Switches the compute mode; the activations of a previous mode are freed (call between steps). */
+void model_set_precision(model *m, const model_precision *p);
+model_compute model_get_compute(const model *m);
+
+/* Values rounded into a low format, and what happened to them. */
+typedef struct {
+    uint64_t values;      /* values rounded */
+    uint64_t nonzero;     /* of them, not zero before rounding */
+    uint64_t flushed;     /* nonzero before, zero after: underflow */
+    uint64_t overflowed;  /* finite before, inf after (fp16: |x| >= 65520) */
+    uint64_t saturated;   /* fp8: clamped to the format's largest value */
+} model_round_count;
+
+/* Per layer: index layer + 1, so 0 is the embeddings, 1..L the blocks, L+1 the final norm and head. */
+typedef struct {
+    model_round_count grads; /* gradients rounded into the matmuls' low format in backward */
+    model_round_count acts;  /* activations rounded for storage in forward */
+} model_layer_rounding;
+
+/* Counting costs one extra pass over each rounded tensor; off by default. Counts add up across steps
+ * until model_rounding_reset. Returns the array of L + 2 entries; *n receives L + 2. */
+void model_rounding_enable(model *m, bool on);
+const model_layer_rounding *model_rounding(const model *m, int *n);
+void model_rounding_reset(model *m);
+
+#endif

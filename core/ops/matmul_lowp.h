@@ -1,0 +1,48 @@
+/* matmul_lowp.h: the linear layer with 16-bit (bf16 or fp16) inputs and fp32 accumulation, as tensor cores compute it. */
+#ifndef MIXPAR_OPS_MATMUL_LOWP_H
+#define MIXPAR_OPS_MATMUL_LOWP_H
+
+/* Under mixed precision a matrix product reads its operands in a 16-bit format and accumulates the
+ * products in fp32 (a product of two bf16 or two fp16 numbers is exact in fp32, so only the sum rounds).
+ * The same shapes and conventions as matmul.h: inp (N,C), weight (OC,C) row-major, out (N,OC) fp32.
+ *
+ *     matmul_lowp_forward(out, inp16, w16, bias, N, C, OC, LOWP_BF16);     out = inp @ weight^T + bias
+ *     matmul_lowp_backward(dinp, dw, dbias, dout16, inp16, w16, N, C, OC, LOWP_BF16);
+ *
+ * forward OVERWRITES out; backward OVERWRITES dinp (the input gradient is a fresh tensor, which the
+ * model rounds to the low format next) and ACCUMULATES dweight and dbias in fp32 (the fp32 gradient
+ * buffer of fp32 weights: Megatron's fused weight-gradient accumulation does the same, so the weight
+ * gradient is never rounded to 16 bits). Any output may be NULL when not wanted.
+ *
+ * How the product is computed on a CPU (matmul_lowp_path says which one runs):
+ *   - "decode+sgemm": both operands are widened to fp32 (exact) in blocks and multiplied by the fp32
+ *     sgemm. Correct for both formats everywhere; it pays the conversion on top of an fp32 product.
+ *   - "avx512-bf16": bf16 only, on CPUs with AVX512_BF16 (VDPBF16PS: 32 bf16 products summed pairwise
+ *     into 16 fp32 lanes per instruction, twice the multiply rate of fp32 FMA). The instruction
+ *     flushes subnormal inputs and outputs to zero and rounds to nearest even, as GPUs' bf16 paths do.
+ * Results of the two paths differ only in the order of fp32 additions. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { LOWP_BF16, LOWP_FP16 } lowp_format;
+
+void matmul_lowp_forward(float *out, const uint16_t *inp, const uint16_t *weight, const float *bias, int N, int C,
+                         int OC, lowp_format fmt);
+void matmul_lowp_backward(float *dinp, float *dweight, float *dbias, const uint16_t *dout, const uint16_t *inp,
+                          const uint16_t *weight, int N, int C, int OC, lowp_format fmt);
+
+/* The definition: decode everything to fp32, then the plain-loop matmul_*_ref (double accumulation). */
+void matmul_lowp_forward_ref(float *out, const uint16_t *inp, const uint16_t *weight, const float *bias, int N,
+                             int C, int OC, lowp_format fmt);
+void matmul_lowp_backward_ref(float *dinp, float *dweight, float *dbias, const uint16_t *dout,
+                              const uint16_t *inp, const uint16_t *weight, int N, int C, int OC, lowp_format fmt);
+
+/* "decode+sgemm" or "avx512-bf16": the path matmul_lowp_* takes for this format on this CPU. */
+const char *matmul_lowp_path(lowp_format fmt);
+
+/* Widen n 16-bit values to fp32 / round n fp32 values to 16 bits (nearest even), in the format. */
+void lowp_decode(float *dst, const uint16_t *src, size_t n, lowp_format fmt);
+void lowp_encode(uint16_t *dst, const float *src, size_t n, lowp_format fmt);
+
+#endif
