@@ -47,11 +47,7 @@ bool amp_scaler_init_from_config(amp_scaler *s, const config_fp16 *fp16, data_er
     return true;
 }
 
-bool amp_recipe_from_config(const train_config *cfg, amp_setup *out, data_err *err) {
-    memset(out, 0, sizeof *out);
-    if (cfg->fp16.enabled && cfg->bf16.enabled)
-        return DATA_ERR(err, "at most one of fp16.enabled and bf16.enabled", "choose one 16-bit format",
-                        "fp16.enabled and bf16.enabled are both true");
+static bool recipe_from_deepspeed(const train_config *cfg, amp_setup *out, data_err *err) {
     if (cfg->fp16.enabled) {
         out->recipe = AMP_RECIPE_FP16;
         if (!amp_scaler_config_from_fp16(&cfg->fp16, &out->scaler, err)) return false;
@@ -64,8 +60,77 @@ bool amp_recipe_from_config(const train_config *cfg, amp_setup *out, data_err *e
     } else {
         out->recipe = AMP_RECIPE_FP32;
         out->scaler = amp_scaler_defaults(AMP_SCALER_NONE);
-        snprintf(out->source, sizeof out->source, "DeepSpeed config: neither fp16 nor bf16 enabled");
+        snprintf(out->source, sizeof out->source, "no precision asked for: fp32");
     }
+    return true;
+}
+
+/* precision.loss_scaler / init_scale / growth_interval on top of the recipe's scaler. */
+static bool adjust_scaler(const config_precision *p, amp_setup *out, data_err *err) {
+    if (p->loss_scaler[0]) {
+        int kind = amp_scaler_kind_from_name(p->loss_scaler);
+        if (kind < 0)
+            return DATA_ERR(err, "precision.loss_scaler: a scaler kind", AMP_SCALER_KIND_NAMES,
+                            "precision.loss_scaler \"%s\"", p->loss_scaler);
+        if (kind != AMP_SCALER_NONE && !amp_recipe_get(out->recipe)->low)
+            return DATA_ERR(err, "precision.loss_scaler none with an fp32 recipe", "fp32 gradients do not underflow",
+                            "precision.loss_scaler \"%s\" with recipe %s", p->loss_scaler,
+                            amp_recipe_get(out->recipe)->name);
+        out->scaler = amp_scaler_defaults((amp_scaler_kind)kind);
+    }
+    if (p->init_scale > 0) out->scaler.init_scale = p->init_scale;
+    if (p->growth_interval > 0) out->scaler.growth_interval = p->growth_interval;
+    if (out->scaler.kind == AMP_SCALER_STATIC && !(p->init_scale > 0))
+        return DATA_ERR(err, "precision.init_scale > 0 with precision.loss_scaler \"static\"",
+                        "a static scaler multiplies the loss by init_scale: give it", "precision.init_scale %g",
+                        p->init_scale);
+    return amp_scaler_config_check(&out->scaler, err);
+}
+
+bool amp_recipe_from_config(const train_config *cfg, amp_setup *out, data_err *err) {
+    memset(out, 0, sizeof *out);
+    const config_precision *p = &cfg->precision;
+    /* Every way of asking for a recipe that the file uses, by the key that asks. */
+    const struct {
+        const char *key;
+        bool used;
+    } ways[] = {
+        {"fp16.enabled", cfg->fp16.enabled},          {"bf16.enabled", cfg->bf16.enabled},
+        {"precision.recipe", p->recipe[0] != 0},      {"precision.keras_policy", p->keras_policy[0] != 0},
+        {"precision.torch_autocast", p->torch_autocast[0] != 0},
+    };
+    const char *first = NULL;
+    for (size_t i = 0; i < sizeof ways / sizeof *ways; i++) {
+        if (!ways[i].used) continue;
+        if (first)
+            return DATA_ERR(err, "one way of choosing the precision", "keep one of the two keys",
+                            "%s and %s are both given", first, ways[i].key);
+        first = ways[i].key;
+    }
+    if (p->torch_grad_scaler && !p->torch_autocast[0])
+        return DATA_ERR(err, "precision.torch_grad_scaler together with precision.torch_autocast", NULL,
+                        "precision.torch_grad_scaler true without an autocast dtype");
+    bool ok;
+    if (p->recipe[0]) {
+        int r = amp_recipe_from_name(p->recipe);
+        if (r < 0)
+            return DATA_ERR(err, "precision.recipe: a recipe", AMP_RECIPE_NAMES, "precision.recipe \"%s\"", p->recipe);
+        out->recipe = (amp_recipe)r;
+        out->scaler = amp_scaler_defaults(amp_recipe_get(out->recipe)->scaler);
+        snprintf(out->source, sizeof out->source, "precision.recipe \"%s\"", p->recipe);
+        ok = true;
+    } else if (p->keras_policy[0]) {
+        ok = amp_recipe_from_keras(p->keras_policy, out, err);
+    } else if (p->torch_autocast[0]) {
+        ok = amp_recipe_from_torch(p->torch_autocast, p->torch_grad_scaler, out, err);
+    } else {
+        ok = recipe_from_deepspeed(cfg, out, err);
+    }
+    if (!ok || !adjust_scaler(p, out, err)) return false;
+    /* stochastic_rounding matters to bf16-pure only; the other recipes keep fp32 (master) weights. */
+    out->stochastic_rounding = out->recipe == AMP_RECIPE_BF16_PURE && p->stochastic_rounding;
+    out->fp8_history = p->fp8_history > 0 ? p->fp8_history : 16;
+    out->fp8_margin = p->fp8_margin;
     return true;
 }
 
@@ -137,4 +202,15 @@ bool amp_recipe_from_torch(const char *autocast_dtype, bool grad_scaler, amp_set
     out->scaler = amp_scaler_defaults(tag == 16 ? AMP_SCALER_PYTORCH : AMP_SCALER_NONE);
     snprintf(out->source, sizeof out->source, "PyTorch: autocast dtype %s, %s", autocast_dtype, scaler_text);
     return true;
+}
+
+/* ------------------------------------------------------------------ the model's compute mode */
+
+model_precision amp_model_precision(amp_recipe recipe, int fp8_history, int fp8_margin) {
+    static const model_compute compute[AMP_NRECIPES] = {
+        [AMP_RECIPE_FP32] = MODEL_COMPUTE_FP32, [AMP_RECIPE_TF32] = MODEL_COMPUTE_TF32,
+        [AMP_RECIPE_FP16] = MODEL_COMPUTE_FP16, [AMP_RECIPE_FP16_O2] = MODEL_COMPUTE_FP16,
+        [AMP_RECIPE_BF16] = MODEL_COMPUTE_BF16, [AMP_RECIPE_BF16_PURE] = MODEL_COMPUTE_BF16,
+        [AMP_RECIPE_FP8] = MODEL_COMPUTE_FP8};
+    return (model_precision){.compute = compute[recipe], .fp8_history = fp8_history, .fp8_margin = fp8_margin};
 }

@@ -30,15 +30,21 @@
 #include "amp/policy.h"
 #include "amp/scaler.h"
 #include "data/data_err.h"
+#include "model/model_lowp.h"
 #include "train/config.h"
 
 typedef struct {
     amp_recipe recipe;
     amp_scaler_config scaler;
     char source[96];  /* how it was asked for: "DeepSpeed config: fp16.enabled, fp16.loss_scale 0" */
+    bool stochastic_rounding; /* bf16-pure: updates rounded stochastically into the bf16 weights */
+    int fp8_history, fp8_margin;
 } amp_setup;
 
-/* From a parsed config's "fp16" and "bf16" sections (DeepSpeed's keys). */
+/* From a parsed config: DeepSpeed's "fp16" / "bf16" sections, or mixpar's "precision" section (a recipe
+ * name, a Keras policy, or PyTorch's autocast dtype + GradScaler switch). Asking in two ways at once is an
+ * error naming both keys, even when they agree. precision.loss_scaler / init_scale / growth_interval then
+ * adjust the scaler (a scaler on a recipe that cannot underflow is an error, as in amp_recipe_from_torch). */
 bool amp_recipe_from_config(const train_config *cfg, amp_setup *out, data_err *err);
 /* From a Keras mixed-precision policy name: "float32", "mixed_float16", "mixed_bfloat16", "bfloat16"
  * (and "float16", which is rejected with the reason). */
@@ -52,5 +58,9 @@ bool amp_recipe_from_torch(const char *autocast_dtype, bool grad_scaler, amp_set
  * loss_scale > 0 -> static. Errors name the key ("fp16.loss_scale"). */
 bool amp_scaler_config_from_fp16(const config_fp16 *fp16, amp_scaler_config *out, data_err *err);
 bool amp_scaler_init_from_config(amp_scaler *s, const config_fp16 *fp16, data_err *err);
+
+/* The model's compute mode for a recipe (model/model_lowp.h): fp16 and fp16-o2 compute in fp16, bf16 and
+ * bf16-pure in bf16, tf32 and fp8 as named, fp32 in fp32. */
+model_precision amp_model_precision(amp_recipe recipe, int fp8_history, int fp8_margin);
 
 #endif

@@ -18,6 +18,7 @@
 #include "data/tokenizer.h"
 #include "dist/hooks.h"
 #include "plan/plan.h"
+#include "amp/setup.h"
 
 /* Enums are written through int pointers by the table-driven parser below. */
 _Static_assert(sizeof(model_arch) == sizeof(int), "model_arch is stored as an int");
@@ -89,6 +90,24 @@ static const field_spec fp16_fields[] = {
 static const field_spec bf16_fields[] = {
     {.key = "enabled", .kind = FK_BOOL, .offset = OFF(bf16.enabled)},
 };
+static const field_spec precision_fields[] = {
+    {.key = "recipe", .kind = FK_STRING, .offset = OFF(precision.recipe), .size = SIZE(precision.recipe),
+     .about = "fp32, tf32, fp16, fp16-o2, bf16, bf16-pure or fp8"},
+    {.key = "keras_policy", .kind = FK_STRING, .offset = OFF(precision.keras_policy), .size = SIZE(precision.keras_policy),
+     .about = "float32, mixed_float16, mixed_bfloat16 or bfloat16"},
+    {.key = "torch_autocast", .kind = FK_STRING, .offset = OFF(precision.torch_autocast),
+     .size = SIZE(precision.torch_autocast), .about = "float16, bfloat16, or float32 / none"},
+    {.key = "torch_grad_scaler", .kind = FK_BOOL, .offset = OFF(precision.torch_grad_scaler)},
+    {.key = "loss_scaler", .kind = FK_STRING, .offset = OFF(precision.loss_scaler), .size = SIZE(precision.loss_scaler),
+     .about = "none, static, pytorch, keras or deepspeed"},
+    {.key = "init_scale", .kind = FK_DOUBLE, .offset = OFF(precision.init_scale), .lo = 0, .hi = 3.4e38,
+     .about = "0 keeps the scaler's default"},
+    {.key = "growth_interval", .kind = FK_INT, .offset = OFF(precision.growth_interval), .lo = 0, .hi = NO_LIMIT,
+     .about = "0 keeps the scaler's default"},
+    {.key = "stochastic_rounding", .kind = FK_BOOL, .offset = OFF(precision.stochastic_rounding)},
+    {.key = "fp8_history", .kind = FK_INT, .offset = OFF(precision.fp8_history), .lo = 1, .hi = 4096},
+    {.key = "fp8_margin", .kind = FK_INT, .offset = OFF(precision.fp8_margin), .lo = 0, .hi = 32},
+};
 static const field_spec offload_fields[] = {
     {.key = "device", .kind = FK_ENUM, .offset = OFF(zero.offload_optimizer), .names = offload_names},
     {.key = "pin_memory", .kind = FK_BOOL, .offset = OFF(zero.offload_pin_memory)},
@@ -155,6 +174,7 @@ static const field_spec train_fields[] = {
 
 static const section_spec fp16_section = {"fp16", fp16_fields, COUNT(fp16_fields)};
 static const section_spec bf16_section = {"bf16", bf16_fields, COUNT(bf16_fields)};
+static const section_spec precision_section = {"precision", precision_fields, COUNT(precision_fields)};
 static const section_spec zero_section = {"zero_optimization", zero_fields, COUNT(zero_fields)};
 static const section_spec comm_section = {"communication", comm_fields, COUNT(comm_fields)};
 static const section_spec model_section = {"model", model_fields, COUNT(model_fields)};
@@ -170,6 +190,7 @@ static const field_spec top_fields[] = {
     {.key = "scheduler", .kind = FK_BLOCK},
     {.key = "fp16", .kind = FK_SECTION, .sub = &fp16_section},
     {.key = "bf16", .kind = FK_SECTION, .sub = &bf16_section},
+    {.key = "precision", .kind = FK_SECTION, .sub = &precision_section},
     {.key = "zero_optimization", .kind = FK_SECTION, .sub = &zero_section},
     {.key = "communication", .kind = FK_SECTION, .sub = &comm_section},
     {.key = "model", .kind = FK_SECTION, .sub = &model_section},
@@ -443,6 +464,7 @@ static void set_defaults(train_config *cfg, int world) {
                               .contiguous_gradients = true, .reduce_scatter = true,
                               .stage3_prefetch_bucket_size = 50000000, .stage3_param_persistence_threshold = 100000,
                               .offload_optimizer = OFFLOAD_NONE};
+    cfg->precision = (config_precision){.stochastic_rounding = true, .fp8_history = 16, .fp8_margin = 0};
     cfg->comm = (config_comm){.hook = DDP_HOOK_ALLREDUCE, .topk_ratio = 0.01, .powersgd_rank = 1};
     snprintf(cfg->data.dir, sizeof cfg->data.dir, "data");
     cfg->data.order = LOADER_SHUFFLE;
@@ -500,9 +522,9 @@ static bool resolve_batch(train_config *cfg, const cJSON *root, data_err *err) {
 }
 
 static bool resolve_precision_and_zero(train_config *cfg, const cJSON *root, data_err *err) {
-    if (cfg->fp16.enabled && cfg->bf16.enabled)
-        return DATA_ERR(err, "at most one of fp16.enabled and bf16.enabled", "choose one 16-bit format",
-                        "fp16.enabled and bf16.enabled are both true");
+    /* The recipe itself (and every conflict between the ways of asking for one) is amp/setup.c's. */
+    amp_setup setup;
+    if (!amp_recipe_from_config(cfg, &setup, err)) return false;
     /* A dynamic scale can never fall below its floor: a floor above the first scale is a typo. */
     double initial = ldexp(1.0, cfg->fp16.initial_scale_power);
     if (cfg->fp16.loss_scale == 0 && cfg->fp16.min_loss_scale > initial)

@@ -73,6 +73,27 @@ typedef struct {
     bool enabled;
 } config_bf16;
 
+/* "precision": mixpar's own section, the other ways to ask for a recipe (amp/setup.h maps them all; at most
+ * one way may be used in a file, DeepSpeed's fp16/bf16 sections included) and the settings DeepSpeed's
+ * sections have no key for. Empty strings and zeros mean "not given".
+ *     "precision": {"recipe": "bf16-pure", "stochastic_rounding": true}
+ *     "precision": {"keras_policy": "mixed_float16"}
+ *     "precision": {"torch_autocast": "float16", "torch_grad_scaler": true, "loss_scaler": "pytorch",
+ *                   "init_scale": 65536, "growth_interval": 2000}
+ *     "precision": {"recipe": "fp8", "fp8_history": 16, "fp8_margin": 0} */
+typedef struct {
+    char recipe[16];                         /* fp32, tf32, fp16, fp16-o2, bf16, bf16-pure, fp8 */
+    char keras_policy[24];                   /* float32, mixed_float16, mixed_bfloat16, bfloat16 */
+    char torch_autocast[24];                 /* float16, bfloat16, float32 / none */
+    bool torch_grad_scaler;
+    char loss_scaler[16];                    /* none, static, pytorch, keras, deepspeed [the recipe's] */
+    double init_scale;                       /* [the scaler kind's]; static: the scale */
+    int growth_interval;                     /* [the scaler kind's] */
+    bool stochastic_rounding;                /* bf16-pure: round updates stochastically [true] */
+    int fp8_history;                         /* amax history length [16] */
+    int fp8_margin;                          /* binades of headroom [0] */
+} config_precision;
+
 typedef enum { OFFLOAD_NONE, OFFLOAD_CPU, OFFLOAD_NVME, OFFLOAD_NDEVICES } config_offload_device;
 
 /* "zero_optimization": DeepSpeed's keys and defaults (deepspeed/runtime/zero/config.py). Sizes are in
@@ -150,6 +171,7 @@ typedef struct {
     lr_schedule scheduler;                   /* "scheduler" [constant at the optimizer's lr] */
     config_fp16 fp16;
     config_bf16 bf16;
+    config_precision precision;              /* "precision" */
     config_zero zero;
     config_comm comm;                        /* "communication" */
     config_model model;

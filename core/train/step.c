@@ -3,9 +3,14 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/lab.h"
+#include "base/mem.h"
+#include "base/rng.h"
+#include "fp/convert.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 void train_step_init(train_step *s, model *m, const optim_config *opt, double grad_clip) {
     s->m = m;
@@ -13,6 +18,12 @@ void train_step_init(train_step *s, model *m, const optim_config *opt, double gr
     s->grad_clip = grad_clip;
     s->ddp = NULL;
     s->zero = NULL;
+    s->amp = NULL;
+    s->master = NULL;
+    s->master_spans = NULL;
+    s->found_inf_comm = NULL;
+    s->inject_inf_at = -1;
+    s->updates = 0;
     int n;
     const model_tensor *t = model_tensors(m, &n);
     s->nspans = n;
@@ -33,6 +44,12 @@ void train_step_init_zero(train_step *s, model *m, const optim_config *opt, doub
     s->grad_clip = grad_clip;
     s->ddp = NULL;
     s->zero = z;
+    s->amp = NULL;
+    s->master = NULL;
+    s->master_spans = NULL;
+    s->found_inf_comm = NULL;
+    s->inject_inf_at = -1;
+    s->updates = 0;
     zero_shard_spans(z, &s->spans, &s->clips, &s->nspans);
     optim_state_init(&s->state, opt->kind, zero_shard_elems(z));
 }
@@ -51,14 +68,143 @@ static double clip_sharded(train_step *s) {
 
 void train_step_free(train_step *s) {
     optim_state_free(&s->state);
+    mem_free(s->master);
+    free(s->master_spans);
     free(s->spans);
     free(s->clips);
+}
+
+/* ------------------------------------------------------------------ mixed precision */
+
+/* Rounds n values in place to fp16 or bf16 (nearest even), or to bf16 stochastically with the random bits
+ * of (seed, element index): what storing them in that format does. */
+static void round_values(float *x, size_t n, const fp_format *fmt, bool stochastic, uint64_t seed) {
+    enum { BLOCK = 4096 };
+    long blocks = (long)((n + BLOCK - 1) / BLOCK);
+#pragma omp parallel for schedule(static) if (blocks > 8)
+    for (long k = 0; k < blocks; k++) {
+        uint16_t tmp[BLOCK];
+        size_t i = (size_t)k * BLOCK, len = n - i < BLOCK ? n - i : BLOCK;
+        if (fmt == &FP_FP16) {
+            fp_f32_to_f16(tmp, x + i, len);
+            fp_f16_to_f32(x + i, tmp, len);
+        } else {
+            if (stochastic) fp_f32_to_bf16_stochastic(tmp, x + i, len, mp_hash32(seed, (uint64_t)k) ^ seed);
+            else fp_f32_to_bf16(tmp, x + i, len);
+            fp_bf16_to_f32(x + i, tmp, len);
+        }
+    }
+}
+
+/* The weights are stored low (fp16-o2, bf16-pure): the recipe's weight format; NULL when they are fp32. */
+static const fp_format *low_weights(const train_step *s) {
+    return s->amp && !s->amp->autocast && s->amp->weights != &FP_FP32 ? s->amp->weights : NULL;
+}
+
+void train_step_set_amp(train_step *s, amp_recipe recipe, const amp_scaler_config *scaler, bool stochastic_rounding,
+                        uint64_t seed) {
+    s->recipe = recipe;
+    s->amp = amp_recipe_get(recipe);
+    amp_scaler_init(&s->scaler, scaler);
+    s->stochastic_rounding = stochastic_rounding;
+    s->rounding_seed = seed;
+    const fp_format *low = low_weights(s);
+    if (!low) return;
+    if (s->amp->master_fp32) {
+        MP_ASSERT(!s->zero, "fp16-o2 master weights under ZeRO are not supported (the trainer refuses it)");
+        size_t total = 0;
+        for (int i = 0; i < s->nspans; i++) total += s->spans[i].n;
+        s->master = mem_alloc(total * sizeof(float), MEM_MASTER, "fp32 master weights");
+        s->master_spans = calloc((size_t)s->nspans, sizeof *s->master_spans);
+        MP_ASSERT(s->master_spans, "out of memory");
+        size_t at = 0;
+        for (int i = 0; i < s->nspans; i++) {
+            memcpy(s->master + at, s->spans[i].param, s->spans[i].n * sizeof(float));
+            s->master_spans[i] = (optim_span){s->master + at, s->spans[i].grad, s->spans[i].n, s->spans[i].decay};
+            at += s->spans[i].n;
+        }
+    }
+    /* The working weights start as the rounding of the initial fp32 weights, on every rank alike (the
+     * whole buffer, not only a ZeRO shard: the replicas must stay identical). */
+    round_values(model_params(s->m), model_num_params(s->m), low, false, 0);
+}
+
+const optim_span *train_step_update_spans(const train_step *s) { return s->master_spans ? s->master_spans : s->spans; }
+
+/* After an update: the working weights from what the optimizer wrote. */
+static void write_working_weights(train_step *s) {
+    const fp_format *low = low_weights(s);
+    if (!low) return;
+    for (int i = 0; i < s->nspans; i++) {
+        if (s->master_spans) memcpy(s->spans[i].param, s->master_spans[i].param, s->spans[i].n * sizeof(float));
+        uint64_t seed = mp_hash32(s->rounding_seed + (uint64_t)s->updates, (uint64_t)i);
+        round_values(s->spans[i].param, s->spans[i].n, low, s->stochastic_rounding, seed);
+    }
+}
+
+void train_step_sync_working_weights(train_step *s) {
+    const fp_format *low = low_weights(s);
+    if (!low) return;
+    for (int i = 0; i < s->nspans; i++) {
+        if (s->master_spans) memcpy(s->spans[i].param, s->master_spans[i].param, s->spans[i].n * sizeof(float));
+        round_values(s->spans[i].param, s->spans[i].n, low, false, 0);
+    }
+}
+
+/* Every rank must take the same decision: an update on some ranks and not on others makes the replicas
+ * different forever (and under ZeRO, whose update ends in a collective, hangs the ranks that step). */
+static bool agree_found_inf(train_step *s, bool found_inf) {
+    if (!s->found_inf_comm || comm_size(s->found_inf_comm) == 1) return found_inf;
+    /* LAB 17 BEGIN found_inf across ranks: a skip anywhere is a skip everywhere (MAX over the ranks) */
+    float flag = found_inf ? 1.0f : 0.0f;
+    comm_allreduce(s->found_inf_comm, &flag, &flag, 1, COMM_FP32, COMM_MAX, COMM_ALGO_NATIVE);
+    return flag != 0.0f;
+    /* LAB 17 END */
+}
+
+static double clip_step_norm(train_step *s) {
+    if (s->zero) return clip_sharded(s);
+    return s->grad_clip > 0 ? clip_grad_norm(s->clips, s->nspans, s->grad_clip) : clip_global_norm(s->clips, s->nspans);
+}
+
+/* The end of an AMP step, after the gradients of all micro-batches are summed (and reduced across ranks):
+ * they are still multiplied by the scale. */
+static void amp_finish(train_step *s, train_step_result *r, double lr) {
+    /* fp16-o2 / bf16-pure: gradients of low-precision weights are low-precision tensors. */
+    const fp_format *low = low_weights(s);
+    if (low)
+        for (int i = 0; i < s->nspans; i++) round_values(s->clips[i].data, s->clips[i].n, low, false, 0);
+    if (s->inject_inf_at == s->updates + s->scaler.skipped && s->nspans > 0) s->clips[0].data[0] = INFINITY;
+    const optim_span *update = train_step_update_spans(s);
+    /* LAB 07 BEGIN the AMP step: unscale once, agree on found_inf, clip the true gradients, step or skip, update S */
+    /* 1. Unscale: g /= S, and look for inf/NaN in the same pass (once per step). */
+    r->found_inf_local = amp_scaler_unscale(&s->scaler, s->clips, s->nspans);
+    /* 2. Every rank must make the same decision. */
+    bool found_inf = agree_found_inf(s, r->found_inf_local);
+    /* 3. Clip and step only on finite gradients; the norm is of the unscaled gradients, so max_norm means
+     *    what it says whatever S is. A skipped step leaves weights, moments and the step count alone. */
+    r->grad_norm = NAN;
+    if (!found_inf) {
+        r->grad_norm = clip_step_norm(s);
+        optim_step(&s->opt, &s->state, update, s->nspans, lr);
+    }
+    /* 4. The scaler learns from this step: grow after a clean interval, back off on an overflow. */
+    r->update = amp_scaler_update(&s->scaler, found_inf);
+    /* LAB 07 END */
+    r->skipped = r->update.skipped;
+    r->clipped = !r->skipped && s->grad_clip > 0 && r->grad_norm > s->grad_clip;
+    if (!r->skipped) {
+        write_working_weights(s);
+        s->updates++;
+        if (s->zero) zero_allgather_params(s->zero);
+    }
 }
 
 train_step_result train_step_run(train_step *s, const int *inputs, const int *targets, int B, int T, int accum,
                                  double lr) {
     MP_ASSERT(accum >= 1, "accumulation steps %d", accum);
     train_step_result r = {0};
+    float scale = s->amp ? amp_scaler_scale(&s->scaler) : 1.0f;
     model_zero_grad(s->m);
     double loss_sum = 0;
     size_t per_micro = (size_t)B * T;
@@ -67,20 +213,25 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
         loss_sum += model_forward(s->m, inputs + k * per_micro, targets + k * per_micro, B, T);
         double t1 = mp_now();
         if (s->ddp) ddp_set_sync(s->ddp, k == accum - 1); /* no_sync on the micro-batches before the last */
-        model_backward(s->m, 1.0f / (float)accum);
+        model_backward(s->m, scale / (float)accum);
         r.t_forward += t1 - t0;
         r.t_backward += mp_now() - t1;
     }
     if (s->ddp) ddp_finish(s->ddp);
     r.loss = (float)(loss_sum / accum);
     double t0 = mp_now();
-    if (s->zero) r.grad_norm = clip_sharded(s);
-    else r.grad_norm = s->grad_clip > 0 ? clip_grad_norm(s->clips, s->nspans, s->grad_clip)
-                                        : clip_global_norm(s->clips, s->nspans);
-    r.clipped = s->grad_clip > 0 && r.grad_norm > s->grad_clip;
-    if (clip_norm_is_finite(r.grad_norm)) {
-        optim_step(&s->opt, &s->state, s->spans, s->nspans, lr);
-        if (s->zero) zero_allgather_params(s->zero); /* each rank updated its shard: make replicas whole */
+    if (s->amp) {
+        amp_finish(s, &r, lr);
+    } else {
+        r.grad_norm = clip_step_norm(s);
+        r.clipped = s->grad_clip > 0 && r.grad_norm > s->grad_clip;
+        r.skipped = !clip_norm_is_finite(r.grad_norm);
+        r.update = (amp_update){.skipped = r.skipped, .scale = 1, .next_scale = 1, .status = AMP_SCALER_OK};
+        if (!r.skipped) {
+            optim_step(&s->opt, &s->state, s->spans, s->nspans, lr);
+            s->updates++;
+            if (s->zero) zero_allgather_params(s->zero); /* each rank updated its shard: make replicas whole */
+        }
     }
     r.t_optimizer = mp_now() - t0;
     return r;

@@ -2,6 +2,9 @@
 #ifndef MIXPAR_TRAIN_STEP_H
 #define MIXPAR_TRAIN_STEP_H
 
+#include "amp/policy.h"
+#include "amp/scaler.h"
+#include "comm/comm.h"
 #include "dist/ddp.h"
 #include "dist/zero.h"
 #include "model/model.h"
@@ -20,12 +23,27 @@ typedef struct {
     double grad_clip;    /* max global norm; 0 = no clipping */
     ddp *ddp;            /* data parallel across ranks, or NULL for one rank */
     zero *zero;          /* ZeRO stage 1 or 2: spans, clips and state cover this rank's shard only; or NULL */
+    /* mixed precision (train_step_set_amp); amp == NULL: plain fp32, no scaler, no extra pass */
+    const amp_recipe_info *amp;
+    amp_recipe recipe;
+    amp_scaler scaler;
+    float *master;       /* fp16-o2: the fp32 master weights of the spans (MEM_MASTER), the optimizer's */
+    optim_span *master_spans;
+    bool stochastic_rounding; /* bf16-pure: round the updated weights stochastically (else to nearest) */
+    uint64_t rounding_seed; /* the stochastic rounding's random bits */
+    long inject_inf_at;  /* for lab 17's demonstration: put an inf in this rank's gradients at this update
+                          * (0-based; -1 = never): a rank-local overflow */
+    long updates;        /* optimizer steps taken (the stochastic rounding's step number) */
+    comm_t *found_inf_comm; /* data parallel: the ranks that must agree on found_inf (lab 17); or NULL */
 } train_step;
 
 typedef struct {
     float loss;          /* mean over the micro-batches */
-    double grad_norm;    /* global L2 norm before clipping */
+    double grad_norm;    /* global L2 norm before clipping (of the unscaled gradients) */
     bool clipped;
+    bool skipped;        /* no update: gradients not finite (under a scaler: found_inf, agreed by all ranks) */
+    bool found_inf_local;/* this rank's own finding, before the ranks agreed */
+    amp_update update;   /* the loss scaler's decision (scale 1, never skipped, when amp is NULL) */
     double t_forward, t_backward, t_optimizer; /* seconds */
 } train_step_result;
 
@@ -36,11 +54,33 @@ void train_step_init(train_step *s, model *m, const optim_config *opt, double gr
 void train_step_init_zero(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z);
 void train_step_free(train_step *s);
 
+/* Mixed precision for the step (call after init, before the first step; the model's compute mode is
+ * set separately with model_set_precision, amp_model_precision says which). The recipe decides:
+ *   - the loss is multiplied by the scaler's S before backward; the gradients are unscaled once, after
+ *     the data-parallel reduction (so they are reduced while scaled, when they are safe in fp16);
+ *   - fp16-o2 keeps an fp32 master copy for the optimizer (MEM_MASTER) and the model's weights hold its
+ *     fp16 rounding; its gradients are rounded to fp16 after backward, as fp16 gradients would be;
+ *   - bf16-pure keeps no master: the optimizer updates the weights, which are rounded back to bf16
+ *     stochastically (or to nearest when stochastic_rounding is false: lab 09's stall); gradients are
+ *     rounded to bf16;
+ *   - every recipe checks for inf/NaN (found_inf), skips the update on one, and lets the scaler react.
+ * seed: the stochastic rounding's. */
+void train_step_set_amp(train_step *s, amp_recipe recipe, const amp_scaler_config *scaler, bool stochastic_rounding,
+                        uint64_t seed);
+/* The weights the optimizer updates (the master copy under fp16-o2, otherwise the model's), for
+ * checkpoints: n floats of the spans, in span order. */
+const optim_span *train_step_update_spans(const train_step *s);
+/* After the weights the optimizer updates were changed from outside (a checkpoint was loaded): make the
+ * model's working weights their low-precision rounding again (fp16-o2: from the master copy). */
+void train_step_sync_working_weights(train_step *s);
+
 /* One step: zero the gradients; for each of `accum` micro-batches (inputs + k*B*T, targets likewise) run
  * forward and backward with the loss scaled by 1/accum, so the gradients are the mean over all of them
  * (with DDP: averaged over the ranks too, reduced during the last micro-batch's backward only);
  * clip to grad_clip; update with learning rate lr. A non-finite gradient norm skips the update (and says
- * so in the result), leaving the weights and the optimizer state untouched. */
+ * so in the result), leaving the weights and the optimizer state untouched. Under mixed precision the
+ * order is the AMP step (lab 07): scaled backward, unscale, agree on found_inf, clip, step or skip, update
+ * the scale; a fatal scaler status is in r.update.status for the caller to stop on. */
 train_step_result train_step_run(train_step *s, const int *inputs, const int *targets, int B, int T, int accum,
                                  double lr);
 

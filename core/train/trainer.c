@@ -1,6 +1,8 @@
 /* trainer.c: the training loop: build or open the data, plan memory, step, evaluate, sample, checkpoint. */
 #include "train/trainer.h"
 
+#include "amp/detect.h"
+#include "amp/setup.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/events.h"
@@ -13,6 +15,8 @@
 #include "dist/ddp.h"
 #include "dist/zero.h"
 #include "fp/hist.h"
+#include "model/model_lowp.h"
+#include "ops/matmul_lowp.h"
 #include "plan/plan.h"
 #include "train/checkpoint.h"
 #include "train/sample.h"
@@ -110,14 +114,14 @@ static void check_memory(const train_config *cfg, const model_config *mc) {
 
 /* One "hist" event per layer: the exponent histogram of its gradients and what each low-precision
  * format would do to them (the visualizer's underflow panel; labs 04 and 06). */
-static void emit_gradient_histograms(ev_writer *ev, model *m, long step) {
+static void emit_gradient_histograms(ev_writer *ev, model *m, long step, float scale) {
     const model_config *c = model_get_config(m);
     for (int layer = -1; layer <= c->L; layer++) {
         size_t off, n;
         model_layer_span(m, layer, &off, &n);
         fp_hist h;
         fp_hist_clear(&h);
-        fp_hist_add(&h, model_grads(m) + off, n, 1.0f);
+        fp_hist_add(&h, model_grads(m) + off, n, scale);
         int lo = 0, hi = -1;
         bool any = fp_hist_range(&h, &lo, &hi);
         ev_begin(ev, "hist");
@@ -125,7 +129,7 @@ static void emit_gradient_histograms(ev_writer *ev, model *m, long step) {
         ev_str(ev, "tensor", "grad");
         ev_int(ev, "layer", layer);
         ev_str(ev, "format", "fp32");
-        ev_num(ev, "scale", 1);
+        ev_num(ev, "scale", scale);
         ev_int(ev, "count", (long long)h.count);
         ev_int(ev, "zero", (long long)h.zeros);
         ev_int(ev, "nonfinite", (long long)fp_hist_nonfinite(&h));
@@ -145,6 +149,33 @@ static void emit_gradient_histograms(ev_writer *ev, model *m, long step) {
         ev_object_end(ev);
         ev_end(ev);
     }
+}
+
+/* One "rounding" event per layer: what rounding into the low format did to the values that went through
+ * it since the last event (model_lowp.h): gradients entering the matmuls in backward (where fp16 without
+ * a loss scale flushes them to zero) and activations stored in forward. */
+static void emit_rounding(ev_writer *ev, model *m, long step) {
+    int n;
+    const model_layer_rounding *r = model_rounding(m, &n);
+    for (int i = 0; i < n; i++) {
+        ev_begin(ev, "rounding");
+        ev_int(ev, "step", step);
+        ev_int(ev, "layer", i - 1);
+        ev_str(ev, "compute", model_compute_name(model_get_compute(m)));
+        const struct { const char *name; const model_round_count *c; } parts[] = {{"grads", &r[i].grads},
+                                                                                {"acts", &r[i].acts}};
+        for (int p = 0; p < 2; p++) {
+            ev_object_begin(ev, parts[p].name);
+            ev_int(ev, "values", (long long)parts[p].c->values);
+            ev_int(ev, "nonzero", (long long)parts[p].c->nonzero);
+            ev_int(ev, "flushed", (long long)parts[p].c->flushed);
+            ev_int(ev, "overflowed", (long long)parts[p].c->overflowed);
+            ev_int(ev, "saturated", (long long)parts[p].c->saturated);
+            ev_object_end(ev);
+        }
+        ev_end(ev);
+    }
+    model_rounding_reset(m);
 }
 
 /* The planner's name for an optimizer is the optimizer's own ("adamw"). */
@@ -192,7 +223,8 @@ typedef struct {
 static state_buffers state_of(train_step *ts, float *m, float *v) {
     state_buffers s = {.nbuffers = 1};
     size_t n = model_num_params(ts->m);
-    s.buffers[0] = (ckpt_buffer){"", model_params(ts->m), n};
+    /* fp16-o2: the fp32 master weights are the run's weights (the model holds their fp16 rounding). */
+    s.buffers[0] = (ckpt_buffer){"", ts->master ? ts->master : model_params(ts->m), n};
     if (m) s.buffers[s.nbuffers++] = (ckpt_buffer){"optim.m.", m, n};
     if (v) s.buffers[s.nbuffers++] = (ckpt_buffer){"optim.v.", v, n};
     return s;
@@ -222,12 +254,17 @@ static void save_checkpoint(const char *path, train_step *ts, const train_config
     snprintf(optim_step_s, sizeof optim_step_s, "%ld", ts->state.step);
     snprintf(epoch_s, sizeof epoch_s, "%llu", (unsigned long long)tl->state.epoch);
     snprintf(batch_s, sizeof batch_s, "%llu", (unsigned long long)tl->state.batch);
-    ckpt_meta meta[] = {{"config", config_json}, {"step", step_s}, {"optim_step", optim_step_s},
-                        {"loader_epoch", epoch_s}, {"loader_batch", batch_s}};
+    ckpt_meta meta[5 + AMP_SCALER_NSTATE] = {{"config", config_json}, {"step", step_s}, {"optim_step", optim_step_s},
+                                             {"loader_epoch", epoch_s}, {"loader_batch", batch_s}};
+    int nmeta = 5;
+    amp_kv scaler_state[AMP_SCALER_NSTATE];
+    if (ts->amp) /* the loss scale and its counters resume where they were */
+        for (int i = 0, k = amp_scaler_save_state(&ts->scaler, scaler_state); i < k; i++)
+            meta[nmeta++] = (ckpt_meta){scaler_state[i].key, scaler_state[i].value};
     int ntensors;
     const model_tensor *tensors = model_tensors(ts->m, &ntensors);
     state_buffers sb = state_of(ts, m, v);
-    ckpt_save(path, tensors, ntensors, sb.buffers, sb.nbuffers, meta, sizeof meta / sizeof meta[0], NULL);
+    ckpt_save(path, tensors, ntensors, sb.buffers, sb.nbuffers, meta, nmeta, NULL);
     free(config_json);
     if (ts->zero) {
         mem_free(m);
@@ -254,6 +291,22 @@ static long load_checkpoint(const char *path, train_step *ts, loader *tl) {
         zero_load_state(ts->zero, &ts->state, m, v);
         mem_free(m);
         mem_free(v);
+    }
+    if (ts->amp) {
+        amp_kv kv[AMP_SCALER_NSTATE];
+        int n = 0;
+        for (int i = 0; i < ckpt_meta_count(f) && n < AMP_SCALER_NSTATE; i++) {
+            ckpt_meta e = ckpt_meta_at(f, i);
+            if (strncmp(e.key, "loss_scaler.", 12) != 0) continue;
+            snprintf(kv[n].key, sizeof kv[n].key, "%s", e.key);
+            snprintf(kv[n].value, sizeof kv[n].value, "%s", e.value);
+            n++;
+        }
+        data_err err;
+        if (!amp_scaler_load_state(&ts->scaler, kv, n, &err))
+            MP_FAIL_HINT(err.expected, "resume with the precision settings the checkpoint was written with",
+                         "%s: %s", path, err.found);
+        train_step_sync_working_weights(ts);
     }
     uint64_t step, optim_step, epoch, batch;
     ckpt_meta_u64(f, "step", &step, NULL);
@@ -304,18 +357,69 @@ static float evaluate(model *m, loader *vl, int batches) {
     return (float)(sum / batches);
 }
 
+/* ------------------------------------------------------------------ mixed precision */
+
+/* How the matmuls of this run multiply: "fp32 sgemm", "bf16 (avx512-bf16)", "fp16 (rounded, fp32 sgemm)". */
+static const char *precision_matmul_path(const model *m) {
+    switch (model_get_compute(m)) {
+    case MODEL_COMPUTE_FP32: return "fp32 sgemm";
+    case MODEL_COMPUTE_TF32: return "tf32 (rounded inputs, fp32 sgemm)";
+    case MODEL_COMPUTE_FP8: return "fp8 e4m3/e5m2, delayed scaling (exact products on the fp32 sgemm)";
+    case MODEL_COMPUTE_FP16: return "fp16 (exact products on the fp32 sgemm)";
+    default:
+        return strcmp(matmul_lowp_path(LOWP_BF16), "decode+sgemm") == 0 ? "bf16 (exact products on the fp32 sgemm)"
+                                                                         : "bf16 (avx512-bf16 kernel)";
+    }
+}
+
+/* MIXPAR_INJECT_INF=RANK:STEP puts an inf into rank RANK's gradients at step STEP (1-based): a rank-local
+ * overflow, what lab 17 shows the ranks must agree about. */
+static void inject_overflow(train_step *ts, int rank) {
+    const char *spec = getenv("MIXPAR_INJECT_INF");
+    if (!spec || !*spec) return;
+    int r, step;
+    char extra;
+    if (sscanf(spec, "%d:%d%c", &r, &step, &extra) != 2 || r < 0 || step < 1)
+        MP_FAIL("MIXPAR_INJECT_INF=RANK:STEP, both whole numbers, STEP from 1", "'%s'", spec);
+    if (!ts->amp)
+        MP_FAIL_HINT("a mixed-precision recipe with MIXPAR_INJECT_INF", "the fp32 path has no found_inf step",
+                     "MIXPAR_INJECT_INF with recipe fp32");
+    if (r == rank) ts->inject_inf_at = step - 1;
+}
+
+/* A skipped step: a normal event under a dynamic scaler (the scale backs off), a diagnosis when nothing
+ * can react (fixed scale, no scaler: a bf16 or fp32 NaN), and the end of the run when the scaler is out
+ * of room (DeepSpeed's "already at minimum", PyTorch's vanished scale). */
+static void diagnose_skip(ev_writer *ev, train_step *ts, const train_step_result *r, long step, double lr, bool quiet) {
+    bool dynamic = ts->amp && r->update.status == AMP_SCALER_OK;
+    if (dynamic) return;
+    amp_nonfinite nf;
+    bool bad = amp_find_nonfinite(ts->m, AMP_SCAN_GRADS, &nf);
+    amp_diag_context ctx = {.step = step, .loss = r->loss, .lr = lr, .grad_clip = ts->grad_clip,
+                            .recipe = ts->amp ? ts->recipe : AMP_RECIPE_FP32, .scaler = ts->amp ? &ts->scaler : NULL,
+                            .update = &r->update};
+    amp_diagnosis d;
+    amp_diagnose(bad ? &nf : NULL, NULL, &ctx, &d);
+    amp_diagnosis_emit(ev, &d);
+    if (ts->amp && amp_scaler_status_is_fatal(r->update.status)) {
+        ev_close(ev);
+        fputs(d.message, stderr);
+        amp_scaler_stop(&ts->scaler, &r->update, step);
+    }
+    if (!quiet) fputs(d.message, stderr);
+}
+
 /* ------------------------------------------------------------------ the loop */
 
 trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     trainer_summary sum = {.last_val_loss = NAN};
     bool quiet = opt && opt->quiet;
-    /* The loss scalers and the autocast policy exist (core/amp/), but the model's low-precision compute and
-     * storage paths do not yet: training "in fp16" here would silently be fp32. Say so instead. */
-    if (cfg->fp16.enabled || cfg->bf16.enabled)
-        MP_FAIL_HINT("fp16.enabled and bf16.enabled false: this trainer runs fp32 only for now",
-                     "the precision recipes come with the model's low-precision paths; 'mixpar amp policy' and "
-                     "'mixpar amp scaler-trace' show the scaler and the autocast table meanwhile",
-                     "%s.enabled = true", cfg->fp16.enabled ? "fp16" : "bf16");
+    amp_setup precision;
+    amp_recipe_from_config(cfg, &precision, NULL); /* conflicts were refused when the config was parsed */
+    if (precision.recipe == AMP_RECIPE_FP16_O2 && cfg->zero.stage > 0)
+        MP_FAIL_HINT("precision recipe fp16-o2 with zero_optimization.stage 0",
+                     "ZeRO shards the fp32 master copy itself; use the fp16 recipe (fp32 weights, autocast) with ZeRO",
+                     "recipe fp16-o2 with stage %d", cfg->zero.stage);
     if (cfg->zero.stage > 0) {
         zero_check_stage(cfg->zero.stage); /* stage 3: a message and exit 2 */
         if (cfg->comm.hook != 0)
@@ -353,6 +457,10 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
 
     model *m = model_create(&mc);
     model_init(m, cfg->train.seed);
+    model_precision mp = amp_model_precision(precision.recipe, precision.fp8_history, precision.fp8_margin);
+    model_set_precision(m, &mp);
+    /* Counting what rounding flushes costs a pass; it is on when its events are asked for. */
+    model_rounding_enable(m, cfg->train.hist_interval > 0);
     train_step ts;
     /* ZeRO shards over the data-parallel ranks; on one rank there is nothing to shard. */
     zero *zr = world > 1 && cfg->zero.stage > 0
@@ -360,6 +468,10 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                    : NULL;
     if (zr) train_step_init_zero(&ts, m, &cfg->optimizer, cfg->gradient_clipping, zr);
     else train_step_init(&ts, m, &cfg->optimizer, cfg->gradient_clipping);
+    if (precision.recipe != AMP_RECIPE_FP32)
+        train_step_set_amp(&ts, precision.recipe, &precision.scaler, precision.stochastic_rounding, cfg->train.seed);
+    if (world > 1) ts.found_inf_comm = comm;
+    inject_overflow(&ts, rank);
 
     char checkpoint_path[4200];
     snprintf(checkpoint_path, sizeof checkpoint_path, "%s/checkpoint.safetensors", cfg->train.run_dir);
@@ -381,6 +493,14 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     ev_int(ev, "params", (long long)model_num_params_unpadded(m));
     ev_int(ev, "resumed_at", step);
     emit_plan(ev, cfg, &mc);
+    ev_object_begin(ev, "precision");
+    ev_str(ev, "recipe", amp_recipe_get(precision.recipe)->name);
+    ev_str(ev, "source", precision.source);
+    ev_str(ev, "scaler", amp_scaler_kind_get(precision.scaler.kind)->name);
+    ev_num(ev, "init_scale", precision.scaler.kind == AMP_SCALER_NONE ? 1 : precision.scaler.init_scale);
+    ev_str(ev, "compute", model_compute_name(model_get_compute(m)));
+    ev_str(ev, "matmul", precision_matmul_path(m));
+    ev_object_end(ev);
     if (world > 1) {
         ev_object_begin(ev, "data_parallel");
         ev_int(ev, "bucket_elems", (long long)cfg->zero.reduce_bucket_size);
@@ -420,6 +540,13 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                (unsigned long long)val_tokens->token_count, B, T, accum, B * T * accum);
         printf("optimizer: %s; gradient clipping %g; %d threads%s\n", summary_line, cfg->gradient_clipping,
                omp_get_max_threads(), world > 1 ? " per rank" : "");
+        if (precision.recipe != AMP_RECIPE_FP32) {
+            char scale[64] = "";
+            if (precision.scaler.kind != AMP_SCALER_NONE)
+                snprintf(scale, sizeof scale, " from %g", precision.scaler.init_scale);
+            printf("precision: %s (%s); loss scaler %s%s; matmuls %s\n", amp_recipe_get(precision.recipe)->name,
+                   precision.source, amp_scaler_kind_get(precision.scaler.kind)->name, scale, precision_matmul_path(m));
+        }
         if (world > 1)
             printf("data parallel: %d ranks (%s), buckets of %zu elements, overlap %s, hook %s, ZeRO stage %d%s\n",
                    world, comm_backend_name(comm), (size_t)cfg->zero.reduce_bucket_size,
@@ -451,7 +578,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             comm_allreduce(comm, &r.loss, &r.loss, 1, COMM_FP32, COMM_AVG, COMM_ALGO_NATIVE);
         double t1 = mp_elapsed(), dt = t1 - t0;
         recent = step == first ? dt : 0.9 * recent + 0.1 * dt;
-        bool skipped = !isfinite(r.grad_norm);
+        bool skipped = r.skipped;
         if (step == first) sum.first_loss = r.loss;
         sum.last_loss = r.loss;
 
@@ -460,8 +587,13 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         ev_num(ev, "loss", r.loss);
         ev_num(ev, "lr", lr);
         ev_num(ev, "grad_norm", r.grad_norm);
-        ev_num(ev, "scale", 1);
+        ev_num(ev, "scale", r.update.scale);
         ev_bool(ev, "skipped", skipped);
+        if (ts.amp) {
+            ev_num(ev, "next_scale", r.update.next_scale);
+            ev_bool(ev, "found_inf_local", r.found_inf_local);
+            ev_int(ev, "skipped_total", ts.scaler.skipped);
+        }
         ev_num(ev, "tokens_per_s", per_step / dt);
         if (dp) { /* bytes this rank sent averaging this step's gradients (the hook's, from comm_stats) */
             ddp_stats ds;
@@ -494,15 +626,19 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             char elapsed[32], eta[32];
             format_duration(mp_now() - t_start, elapsed, sizeof elapsed);
             format_duration(recent * (double)(cfg->train.steps - done), eta, sizeof eta);
-            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %6.3f%s | %7.0f tok/s | %s elapsed | ETA %s\n", done,
-                   cfg->train.steps, r.loss, lr, r.grad_norm, skipped ? " (skipped: not finite)" : "", per_step / dt,
-                   elapsed, eta);
+            char scale[48] = "";
+            if (ts.amp && ts.scaler.cfg.kind != AMP_SCALER_NONE) snprintf(scale, sizeof scale, " | scale %g", r.update.scale);
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %6.3f%s%s | %7.0f tok/s | %s elapsed | ETA %s\n", done,
+                   cfg->train.steps, r.loss, lr, r.grad_norm, skipped ? " (skipped: not finite)" : "", scale,
+                   per_step / dt, elapsed, eta);
             fflush(stdout);
         }
         if (cfg->train.log_interval > 0 && done % cfg->train.log_interval == 0) ev_mem(ev, done);
         /* Under ZeRO only this rank's shard of the gradient buffer is averaged: no histograms of the rest. */
-        if (!zr && cfg->train.hist_interval > 0 && (done % cfg->train.hist_interval == 0 || done == first + 1))
-            emit_gradient_histograms(ev, m, done);
+        bool hist_now = cfg->train.hist_interval > 0 && (done % cfg->train.hist_interval == 0 || done == first + 1);
+        if (!zr && hist_now) emit_gradient_histograms(ev, m, done, r.update.scale);
+        if (hist_now && ts.amp) emit_rounding(ev, m, done);
+        if (skipped) diagnose_skip(ev, &ts, &r, done, lr, quiet);
         if (cfg->train.eval_interval > 0 && (done % cfg->train.eval_interval == 0 || done == cfg->train.steps)) {
             sum.last_val_loss = evaluate(m, &vl, cfg->train.eval_batches);
             ev_begin(ev, "eval");
