@@ -80,7 +80,7 @@ static bool adjust_scaler(const config_precision *p, amp_setup *out, data_err *e
     }
     if (p->init_scale > 0) out->scaler.init_scale = p->init_scale;
     if (p->growth_interval > 0) out->scaler.growth_interval = p->growth_interval;
-    if (out->scaler.kind == AMP_SCALER_STATIC && !(p->init_scale > 0))
+    if (out->scaler.kind == AMP_SCALER_STATIC && strcmp(p->loss_scaler, "static") == 0 && !(p->init_scale > 0))
         return DATA_ERR(err, "precision.init_scale > 0 with precision.loss_scaler \"static\"",
                         "a static scaler multiplies the loss by init_scale: give it", "precision.init_scale %g",
                         p->init_scale);
@@ -94,18 +94,18 @@ bool amp_recipe_from_config(const train_config *cfg, amp_setup *out, data_err *e
     const struct {
         const char *key;
         bool used;
-    } ways[] = {
+    } ways[] = { /* the switches first, so two of them read "both true" */
         {"fp16.enabled", cfg->fp16.enabled},          {"bf16.enabled", cfg->bf16.enabled},
         {"precision.recipe", p->recipe[0] != 0},      {"precision.keras_policy", p->keras_policy[0] != 0},
         {"precision.torch_autocast", p->torch_autocast[0] != 0},
     };
-    const char *first = NULL;
-    for (size_t i = 0; i < sizeof ways / sizeof *ways; i++) {
+    int first = -1;
+    for (int i = 0; i < (int)(sizeof ways / sizeof *ways); i++) {
         if (!ways[i].used) continue;
-        if (first)
-            return DATA_ERR(err, "one way of choosing the precision", "keep one of the two keys",
-                            "%s and %s are both given", first, ways[i].key);
-        first = ways[i].key;
+        if (first >= 0)
+            return DATA_ERR(err, "one way of choosing the precision", "keep one of the two keys", "%s and %s are both %s",
+                            ways[first].key, ways[i].key, i < 2 ? "true" : "given");
+        first = i;
     }
     if (p->torch_grad_scaler && !p->torch_autocast[0])
         return DATA_ERR(err, "precision.torch_grad_scaler together with precision.torch_autocast", NULL,
@@ -131,6 +131,7 @@ bool amp_recipe_from_config(const train_config *cfg, amp_setup *out, data_err *e
     out->stochastic_rounding = out->recipe == AMP_RECIPE_BF16_PURE && p->stochastic_rounding;
     out->fp8_history = p->fp8_history > 0 ? p->fp8_history : 16;
     out->fp8_margin = p->fp8_margin;
+    out->fp8_unscaled = !p->fp8_scaling;
     return true;
 }
 
@@ -206,11 +207,12 @@ bool amp_recipe_from_torch(const char *autocast_dtype, bool grad_scaler, amp_set
 
 /* ------------------------------------------------------------------ the model's compute mode */
 
-model_precision amp_model_precision(amp_recipe recipe, int fp8_history, int fp8_margin) {
+model_precision amp_model_precision(const amp_setup *setup) {
     static const model_compute compute[AMP_NRECIPES] = {
         [AMP_RECIPE_FP32] = MODEL_COMPUTE_FP32, [AMP_RECIPE_TF32] = MODEL_COMPUTE_TF32,
         [AMP_RECIPE_FP16] = MODEL_COMPUTE_FP16, [AMP_RECIPE_FP16_O2] = MODEL_COMPUTE_FP16,
         [AMP_RECIPE_BF16] = MODEL_COMPUTE_BF16, [AMP_RECIPE_BF16_PURE] = MODEL_COMPUTE_BF16,
         [AMP_RECIPE_FP8] = MODEL_COMPUTE_FP8};
-    return (model_precision){.compute = compute[recipe], .fp8_history = fp8_history, .fp8_margin = fp8_margin};
+    return (model_precision){.compute = compute[setup->recipe], .fp8_history = setup->fp8_history,
+                             .fp8_margin = setup->fp8_margin, .fp8_unscaled = setup->fp8_unscaled};
 }

@@ -39,6 +39,7 @@ typedef struct {
     char source[96];  /* how it was asked for: "DeepSpeed config: fp16.enabled, fp16.loss_scale 0" */
     bool stochastic_rounding; /* bf16-pure: updates rounded stochastically into the bf16 weights */
     int fp8_history, fp8_margin;
+    bool fp8_unscaled;        /* precision.fp8_scaling false */
 } amp_setup;
 
 /* From a parsed config: DeepSpeed's "fp16" / "bf16" sections, or mixpar's "precision" section (a recipe
@@ -61,6 +62,6 @@ bool amp_scaler_init_from_config(amp_scaler *s, const config_fp16 *fp16, data_er
 
 /* The model's compute mode for a recipe (model/model_lowp.h): fp16 and fp16-o2 compute in fp16, bf16 and
  * bf16-pure in bf16, tf32 and fp8 as named, fp32 in fp32. */
-model_precision amp_model_precision(amp_recipe recipe, int fp8_history, int fp8_margin);
+model_precision amp_model_precision(const amp_setup *setup);
 
 #endif

@@ -761,7 +761,8 @@ void model_lowp_backward(model *m, float loss_scale) {
     model_hook(m->hooks.grads_ready, m->hooks.ctx, -1);
     m->have_targets = false;
     /* Delayed scaling: this step's amaxes set the next step's scales. */
-    for (int i = 0; lp->fp8 && i < lp->nsites * FP8_PER_SITE; i++) amp_fp8_update_scale(&lp->fp8[i]);
+    for (int i = 0; lp->fp8 && !lp->prec.fp8_unscaled && i < lp->nsites * FP8_PER_SITE; i++)
+        amp_fp8_update_scale(&lp->fp8[i]);
 }
 
 /* ------------------------------------------------------------------ counters */

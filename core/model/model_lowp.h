@@ -48,6 +48,7 @@ typedef struct {
     model_compute compute;
     int fp8_history;          /* amax history length of each fp8 tensor [0: amp/fp8.h's default, 16] */
     int fp8_margin;           /* binades of headroom in the fp8 scales [0] */
+    bool fp8_unscaled;        /* fp8 casts with scale 1 always (no delayed scaling): what fp8 does without it */
 } model_precision;
 
 const char *model_compute_name(model_compute c); /* "fp32", "tf32", "bf16", "fp16", "fp8" */

@@ -107,6 +107,7 @@ static const field_spec precision_fields[] = {
     {.key = "stochastic_rounding", .kind = FK_BOOL, .offset = OFF(precision.stochastic_rounding)},
     {.key = "fp8_history", .kind = FK_INT, .offset = OFF(precision.fp8_history), .lo = 1, .hi = 4096},
     {.key = "fp8_margin", .kind = FK_INT, .offset = OFF(precision.fp8_margin), .lo = 0, .hi = 32},
+    {.key = "fp8_scaling", .kind = FK_BOOL, .offset = OFF(precision.fp8_scaling)},
 };
 static const field_spec offload_fields[] = {
     {.key = "device", .kind = FK_ENUM, .offset = OFF(zero.offload_optimizer), .names = offload_names},
@@ -464,7 +465,8 @@ static void set_defaults(train_config *cfg, int world) {
                               .contiguous_gradients = true, .reduce_scatter = true,
                               .stage3_prefetch_bucket_size = 50000000, .stage3_param_persistence_threshold = 100000,
                               .offload_optimizer = OFFLOAD_NONE};
-    cfg->precision = (config_precision){.stochastic_rounding = true, .fp8_history = 16, .fp8_margin = 0};
+    cfg->precision = (config_precision){.stochastic_rounding = true, .fp8_history = 16, .fp8_margin = 0,
+                                          .fp8_scaling = true};
     cfg->comm = (config_comm){.hook = DDP_HOOK_ALLREDUCE, .topk_ratio = 0.01, .powersgd_rank = 1};
     snprintf(cfg->data.dir, sizeof cfg->data.dir, "data");
     cfg->data.order = LOADER_SHUFFLE;

@@ -457,7 +457,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
 
     model *m = model_create(&mc);
     model_init(m, cfg->train.seed);
-    model_precision mp = amp_model_precision(precision.recipe, precision.fp8_history, precision.fp8_margin);
+    model_precision mp = amp_model_precision(&precision);
     model_set_precision(m, &mp);
     /* Counting what rounding flushes costs a pass; it is on when its events are asked for. */
     model_rounding_enable(m, cfg->train.hist_interval > 0);
