@@ -296,6 +296,34 @@ void model_layer_span(const model *m, int layer, size_t *offset, size_t *size) {
 float *model_params(model *m) { return m->params; }
 float *model_grads(model *m) { return m->grads; }
 void model_set_hooks(model *m, const model_hooks *hooks) { m->hooks = *hooks; }
+
+int model_freeze(model *m, const char *pattern) {
+    size_t len = strlen(pattern);
+    bool prefix = len > 0 && pattern[len - 1] == '*';
+    int matched = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const char *name = m->tensors[i].name;
+        bool match = prefix ? strncmp(name, pattern, len - 1) == 0 : strcmp(name, pattern) == 0;
+        if (match) {
+            m->tensors[i].frozen = true;
+            matched++;
+        }
+    }
+    return matched;
+}
+
+int model_count_frozen(const model *m) {
+    int n = 0;
+    for (int i = 0; i < m->ntensors; i++) n += m->tensors[i].frozen;
+    return n;
+}
+
+void model_grads_ready(model *m, int layer) {
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].frozen && m->tensors[i].layer == layer)
+            memset(m->grads + m->tensors[i].offset, 0, m->tensors[i].size * sizeof(float));
+    model_hook(m->hooks.grads_ready, m->hooks.ctx, layer);
+}
 void model_zero_grad(model *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
 
 static init_kind init_of(const model_tensor *t) {
@@ -464,7 +492,7 @@ void model_backward(model *m, float loss_scale) {
     const float *last = c->L ? m->acts[c->L - 1].res3 : g->encoded;
     memset(g->dres, 0, NC * sizeof(float));
     model_norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, last, m->w.lnfw, g->lnf_mean, g->lnf_rstd, N);
-    model_hook(m->hooks.grads_ready, m->hooks.ctx, c->L);
+    model_grads_ready(m, c->L);
 
     /* dres holds dLoss/d(residual stream) at the block's output; each block adds its branches' share. */
     for (int l = c->L - 1; l >= 0; l--) {
@@ -491,10 +519,10 @@ void model_backward(model *m, float loss_scale) {
         memset(g->dln, 0, NC * sizeof(float));
         matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, w->qkvw, N, C, QKV);
         model_norm_backward(m, g->dres, dw->ln1w, dw->ln1b, g->dln, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
-        model_hook(m->hooks.grads_ready, m->hooks.ctx, l);
+        model_grads_ready(m, l);
     }
     model_hook(m->hooks.before_backward, m->hooks.ctx, -1);
     encoder_backward(m->g.wte, m->g.wpe, g->dres, m->inputs, B, T, C, c->V);
-    model_hook(m->hooks.grads_ready, m->hooks.ctx, -1);
+    model_grads_ready(m, -1);
     m->have_targets = false; /* the logits now hold gradients: a second backward would be wrong */
 }

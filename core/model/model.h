@@ -43,6 +43,7 @@ typedef struct {
     size_t size;         /* in floats */
     int layer;           /* -1 embeddings, 0..L-1 blocks, L final norm and head */
     bool decay;          /* weight decay applies (tensors of 2 or more dimensions) */
+    bool frozen;         /* no gradient (PyTorch's requires_grad=False): model_freeze */
 } model_tensor;
 
 /* Called by forward and backward around each layer, so a parallel strategy can gather parameters
@@ -77,6 +78,15 @@ float *model_grads(model *m);
 void model_init(model *m, uint64_t seed);
 
 void model_set_hooks(model *m, const model_hooks *hooks);
+
+/* Freezes the tensors matching pattern: a full name ("wpe", "h.0.ln1w") or a prefix ending in '*'
+ * ("h.0.*"). A frozen tensor's gradient is zero when its layer's grads_ready hook runs (so data parallel
+ * averages zeros) and the optimizer leaves it alone (train/step.h), weight decay included. Backward still
+ * computes through it: the inputs' gradients need it. Returns the number of tensors matched. */
+int model_freeze(model *m, const char *pattern);
+int model_count_frozen(const model *m);
+/* What backward calls when a layer's gradients are final: zeroes the frozen ones, then the hook. */
+void model_grads_ready(model *m, int layer);
 
 /* Forward over a (B,T) batch of tokens. With targets (B,T) (-1 = ignored) returns the mean loss over
  * counted positions and keeps what backward needs; without (targets NULL) returns 0 and leaves the

@@ -729,7 +729,7 @@ void model_lowp_backward(model *m, float loss_scale) {
     load(lp, v.dec, c->L ? lp->layers[c->L - 1].res3 : lp->encoded, NC);
     memset(v.dres, 0, NC * sizeof(float));
     model_norm_backward(m, v.dres, m->g.lnfw, m->g.lnfb, v.dln, v.dec, m->w.lnfw, lp->lnf_mean, lp->lnf_rstd, N);
-    model_hook(m->hooks.grads_ready, m->hooks.ctx, c->L);
+    model_grads_ready(m, c->L);
 
     for (int l = c->L - 1; l >= 0; l--) {
         model_hook(m->hooks.before_backward, m->hooks.ctx, l);
@@ -754,11 +754,11 @@ void model_lowp_backward(model *m, float loss_scale) {
         mm_backward(m, site_of(l, SITE_QKV), l, v.dln, offset_of(m, w->qkvw), dw->qkvb, v.dqkv, a->ln1, N, C, QKV);
         load(lp, v.dec, l ? lp->layers[l - 1].res3 : lp->encoded, NC);
         model_norm_backward(m, v.dres, dw->ln1w, dw->ln1b, v.dln, v.dec, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
-        model_hook(m->hooks.grads_ready, m->hooks.ctx, l);
+        model_grads_ready(m, l);
     }
     model_hook(m->hooks.before_backward, m->hooks.ctx, -1);
     encoder_backward(m->g.wte, m->g.wpe, v.dres, m->inputs, B, T, C, c->V);
-    model_hook(m->hooks.grads_ready, m->hooks.ctx, -1);
+    model_grads_ready(m, -1);
     m->have_targets = false;
     /* Delayed scaling: this step's amaxes set the next step's scales. */
     for (int i = 0; lp->fp8 && !lp->prec.fp8_unscaled && i < lp->nsites * FP8_PER_SITE; i++)

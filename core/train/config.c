@@ -171,6 +171,8 @@ static const field_spec train_fields[] = {
     {.key = "sample_prompt", .kind = FK_STRING, .offset = OFF(train.sample_prompt), .size = SIZE(train.sample_prompt)},
     {.key = "max_memory", .kind = FK_BYTES, .offset = OFF(train.max_memory), .lo = 0, .hi = NO_LIMIT, .about = "0 means no limit"},
     {.key = "threads", .kind = FK_INT, .offset = OFF(train.threads), .lo = 0, .hi = 4096, .about = "0 leaves it to OpenMP"},
+    {.key = "freeze", .kind = FK_STRING, .offset = OFF(train.freeze), .size = SIZE(train.freeze),
+     .about = "comma-separated tensor names or prefixes ending in '*'"},
 };
 
 static const section_spec fp16_section = {"fp16", fp16_fields, COUNT(fp16_fields)};

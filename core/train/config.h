@@ -160,6 +160,8 @@ typedef struct {
     char sample_prompt[512];                 /* [""] */
     uint64_t max_memory;                     /* bytes; "24GB", "80GiB" or a number [0: no limit] */
     int threads;                             /* OpenMP threads [0: the runtime's default] */
+    char freeze[512];                        /* tensors to freeze, comma-separated names or prefixes ending
+                                              * in '*' ("wpe,h.0.*"): no gradient, no update [""] */
 } config_train;
 
 typedef struct {

@@ -30,9 +30,12 @@ void train_step_init(train_step *s, model *m, const optim_config *opt, double gr
     s->spans = calloc((size_t)n, sizeof *s->spans);
     s->clips = calloc((size_t)n, sizeof *s->clips);
     MP_ASSERT(s->spans && s->clips, "out of memory");
+    /* A frozen tensor keeps its span (the optimizer state stays laid out like the registry, which
+     * checkpoints rely on) without weight decay: its gradient is always zero, so every optimizer here
+     * leaves it exactly as it is, as long as it was frozen before the first step. */
     for (int i = 0; i < n; i++) {
         s->spans[i] = (optim_span){model_params(m) + t[i].offset, model_grads(m) + t[i].offset, t[i].size,
-                                   t[i].decay};
+                                   t[i].decay && !t[i].frozen};
         s->clips[i] = (clip_span){model_grads(m) + t[i].offset, t[i].size};
     }
     optim_state_init(&s->state, opt->kind, model_num_params(m));

@@ -357,6 +357,24 @@ static float evaluate(model *m, loader *vl, int batches) {
     return (float)(sum / batches);
 }
 
+/* train.freeze: each comma-separated pattern must match at least one tensor. */
+static void freeze_tensors(model *m, const train_config *cfg) {
+    char list[sizeof cfg->train.freeze];
+    snprintf(list, sizeof list, "%s", cfg->train.freeze);
+    char *save = NULL;
+    for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        while (*p == ' ') p++;
+        if (!*p) continue;
+        if (model_freeze(m, p) == 0)
+            MP_FAIL_HINT("train.freeze: names of the model's tensors (or prefixes ending in '*')",
+                         "'mixpar checkpoint info' on a checkpoint of this model lists its tensors: wte, wpe, h.0.qkvw, ...",
+                         "'%s' matches no tensor", p);
+    }
+    if (cfg->zero.stage > 0 && model_count_frozen(m) > 0)
+        MP_FAIL("train.freeze empty with zero_optimization.stage 1 or 2", "%d frozen tensors with stage %d",
+                model_count_frozen(m), cfg->zero.stage);
+}
+
 /* ------------------------------------------------------------------ mixed precision */
 
 /* How the matmuls of this run multiply: "fp32 sgemm", "bf16 (avx512-bf16)", "fp16 (rounded, fp32 sgemm)". */
@@ -457,6 +475,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
 
     model *m = model_create(&mc);
     model_init(m, cfg->train.seed);
+    freeze_tensors(m, cfg);
     model_precision mp = amp_model_precision(&precision);
     model_set_precision(m, &mp);
     /* Counting what rounding flushes costs a pass; it is on when its events are asked for. */

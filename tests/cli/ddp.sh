@@ -43,6 +43,16 @@ for spec in "1:100000000" "2:60000"; do
   check "ddp: with $n bucket(s) the losses still match 1 rank (max |diff| $d)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-4)}'
 done
 
+# A frozen embedding and a frozen block (PyTorch's requires_grad=False) next to the tied wte/head, on 4
+# ranks: the same losses as 1 rank with the same tensors frozen, replicas identical.
+frz=(--set train.freeze="wpe,h.0.*")
+"$MIXPAR" train "${base[@]}" "${frz[@]}" --set train_micro_batch_size_per_gpu=64 --set train.run_dir="$work/one_frozen"   >/dev/null 2>&1
+MIXPAR_PARAM_HASH=1 "$MIXPAR" run -n 4 -- "$MIXPAR" train "${base[@]}" "${frz[@]}" --set train_micro_batch_size_per_gpu=16   --set train.run_dir="$work/four_frozen" --set zero_optimization.reduce_bucket_size=20000 >/dev/null 2>&1
+d=$(max_diff "$work/one_frozen/events.rank0.jsonl" "$work/four_frozen/events.rank0.jsonl")
+check "ddp: 4 ranks x 16 with frozen tensors match 1 rank x 64 (max |diff| $d <= 1e-4)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-4)}'
+check "ddp: frozen tensors change the run (losses differ from the unfrozen one)" awk -v d="$(max_diff "$work/one/events.rank0.jsonl" "$work/one_frozen/events.rank0.jsonl")" 'BEGIN{exit !(d > 1e-4)}'
+check "ddp: 4 replicas with frozen tensors stay bit-identical" bash -c "diff <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/four_frozen/events.rank0.jsonl') <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/four_frozen/events.rank3.jsonl') && test -s '$work/four_frozen/events.rank3.jsonl'"
+
 # Accumulation: 2 ranks x 16 x 2 micro-batches (no_sync on the first) = 1 rank x 64.
 "$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set train_micro_batch_size_per_gpu=16 \
   --set gradient_accumulation_steps=2 --set train.run_dir="$work/acc" >/dev/null 2>&1

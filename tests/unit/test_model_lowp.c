@@ -284,3 +284,44 @@ Test(model_lowp, fp16_step_skips_and_backs_off) {
     train_step_free(&ts);
     model_free(m);
 }
+
+/* A frozen tensor (requires_grad=False) gets a zero gradient before its layer's grads_ready hook and is never
+ * updated, weight decay included, in fp32 and in a mixed-precision recipe alike; the others train. */
+Test(model_lowp, frozen_tensors_stay_put) {
+    for (int recipe = 0; recipe < 2; recipe++) {
+        model *m = tiny(MODEL_GPT2);
+        cr_assert_eq(model_freeze(m, "wpe"), 1);
+        cr_assert_eq(model_freeze(m, "h.1.*"), 12, "a GPT-2 block has 12 tensors");
+        cr_assert_eq(model_freeze(m, "nothing"), 0);
+        cr_assert_eq(model_count_frozen(m), 13);
+        size_t n = model_num_params(m);
+        train_step ts;
+        if (recipe) ts = make_step(m, AMP_RECIPE_BF16, false);
+        else {
+            optim_config oc = optim_config_default(optim_kind_from_name("adamw"));
+            train_step_init(&ts, m, &oc, 1.0);
+        }
+        float *before = malloc(n * sizeof *before);
+        memcpy(before, model_params(m), n * sizeof *before);
+        int in[B * T], tg[B * T];
+        for (int step = 0; step < 3; step++) {
+            batch(in, tg, 80 + (uint64_t)step);
+            train_step_run(&ts, in, tg, B, T, 1, 1e-2);
+        }
+        int count;
+        const model_tensor *t = model_tensors(m, &count);
+        for (int i = 0; i < count; i++) {
+            bool same = memcmp(before + t[i].offset, model_params(m) + t[i].offset, t[i].size * sizeof(float)) == 0;
+            if (t[i].frozen) {
+                cr_expect(same, "%s: frozen %s changed", recipe ? "bf16" : "fp32", t[i].name);
+                for (size_t j = 0; j < t[i].size; j++)
+                    cr_assert_eq(model_grads(m)[t[i].offset + j], 0.0f, "frozen %s has a gradient", t[i].name);
+            } else {
+                cr_expect_not(same, "%s: %s did not train", recipe ? "bf16" : "fp32", t[i].name);
+            }
+        }
+        free(before);
+        train_step_free(&ts);
+        model_free(m);
+    }
+}
