@@ -121,6 +121,8 @@ static void apply_hist(vz_model *m, int rank, const cJSON *ev) {
     (void)rank;
     long long layer = vz_json_int(ev, "layer", -2);
     if (layer < -1 || layer >= VZ_MAX_LAYERS - 1) return;
+    /* The underflow panel shows gradients; activation histograms ("act") are for plots and the labs. */
+    if (strcmp(vz_json_str(ev, "tensor", "grad"), "grad") != 0) return;
     const cJSON *bins = cJSON_GetObjectItemCaseSensitive(ev, "bins");
     long long first = vz_json_int(ev, "first_binade", VZ_MIN_BINADE - 1);
     if (!cJSON_IsArray(bins) || first < VZ_MIN_BINADE || first >= VZ_MIN_BINADE + VZ_NBINADES) return;

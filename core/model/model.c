@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/rng.h"
+#include "fp/hist.h"
 #include "ops/attention.h"
 #include "ops/crossentropy.h"
 #include "ops/encoder.h"
@@ -297,6 +298,25 @@ float *model_params(model *m) { return m->params; }
 float *model_grads(model *m) { return m->grads; }
 void model_set_hooks(model *m, const model_hooks *hooks) { m->hooks = *hooks; }
 
+void model_collect_act_hist(model *m, fp_hist *hists) { m->act_hists = hists; }
+
+void model_hist_acts(model *m, int layer, const float *x, size_t n) {
+    if (m->act_hists) fp_hist_add(&m->act_hists[layer + 1], x, n, 1.0f);
+}
+
+/* The fp32 path's histograms: every tensor a block keeps, after the block ran. */
+static void hist_layer(model *m, int l, int N) {
+    if (!m->act_hists) return;
+    const model_config *c = &m->cfg;
+    const layer_acts *a = &m->acts[l];
+    size_t NC = (size_t)N * c->C, NFC = (size_t)N * model_dim_size(c, DIM_FC_IN);
+    const struct { const float *x; size_t n; } kept[] = {
+        {a->ln1, NC}, {a->qkv, (size_t)N * model_dim_size(c, DIM_QKV)}, {a->atty, NC},
+        {a->att, (size_t)N * c->NH * m->T}, {a->res2, NC}, {a->ln2, NC}, {a->fch, NFC},
+        {a->fch_act, (size_t)N * c->F}, {a->res3, NC}};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) model_hist_acts(m, l, kept[i].x, kept[i].n);
+}
+
 int model_freeze(model *m, const char *pattern) {
     size_t len = strlen(pattern);
     bool prefix = len > 0 && pattern[len - 1] == '*';
@@ -441,10 +461,14 @@ float model_forward(model *m, const int *inputs, const int *targets, int B, int 
         matmul_forward(g->proj, a->fch_act, w->fcprojw, w->fcprojb, N, c->F, C);
         residual_forward(a->res3, a->res2, g->proj, (long)N * C);
         residual = a->res3;
+        hist_layer(m, l, N);
     }
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
     model_norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N);
     matmul_forward(g->logits, g->lnf, m->w.head, NULL, N, C, c->Vp);
+    model_hist_acts(m, -1, g->encoded, (size_t)N * C);
+    model_hist_acts(m, c->L, g->lnf, (size_t)N * C);
+    model_hist_acts(m, c->L, g->logits, (size_t)N * c->Vp);
 
     m->have_targets = targets != NULL;
     if (!targets) return 0.0f;

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fp/hist.h"
+
 /* Dimension letters (STYLE.md): B batch, T sequence, C channels, V vocabulary (Vp padded), L layers,
  * NH query heads, KVH key/value heads, HS = C/NH head size, F feed-forward hidden size. */
 
@@ -100,6 +102,11 @@ void model_zero_grad(model *m);
 /* Logits of position t of sequence b from the last forward: Vp floats, the first V meaningful. */
 const float *model_logits(model *m, int b, int t);
 /* Mixed precision (storage of activations in 2 bytes, 16-bit or fp8 matmuls): model/model_lowp.h. */
+
+/* Exponent histograms of the activations forward keeps, per layer (hists[layer + 1], L + 2 of them, -1
+ * the embeddings' output, L the final norm and the logits), taken in fp32 before any rounding to a low
+ * format, so they show what each format would flush. Forward adds to them while set; NULL stops. */
+void model_collect_act_hist(model *m, fp_hist *hists);
 
 /* Bytes of activations the model holds for a (B,T) batch (what forward would allocate). */
 size_t model_activation_bytes(const model_config *cfg, int B, int T);

@@ -70,6 +70,7 @@ struct model {
     int counted;                        /* targets that are not -1 */
     bool have_targets;
     model_lowp *lowp;                   /* the mixed-precision path; NULL while the model runs fp32 */
+    fp_hist *act_hists;                 /* (L + 2) activation histograms being collected, or NULL */
 };
 
 
@@ -84,6 +85,9 @@ void model_norm_backward(const model *m, float *dinp, float *dw, float *db, cons
 static inline void model_hook(void (*fn)(void *, int), void *ctx, int layer) {
     if (fn) fn(ctx, layer);
 }
+
+/* Adds n activations of a layer to its histogram when one is being collected. */
+void model_hist_acts(model *m, int layer, const float *x, size_t n);
 
 /* model_lowp.c */
 float model_lowp_forward(model *m, const int *inputs, const int *targets, int B, int T);

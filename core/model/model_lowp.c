@@ -69,6 +69,7 @@ struct model_lowp {
     bool counting;
     model_layer_rounding *rounding; /* (L + 2) */
     float *logit_row;           /* (Vp) model_logits' decoded row */
+    model *owner;               /* for the activation histograms (model_hist_acts) */
 };
 
 static const char *const compute_names[MODEL_NCOMPUTE] = {"fp32", "tf32", "bf16", "fp16", "fp8"};
@@ -145,6 +146,7 @@ static model_round_count *act_counter(model_lowp *lp, int layer) {
  * computing with is exactly what backward will read. A matmul input in tf32 mode is rounded to tf32 (the
  * format the product reads) before it is stored. */
 static void store(model_lowp *lp, int layer, void *dst, float *src, size_t n, bool matmul_input) {
+    model_hist_acts(lp->owner, layer, src, n); /* before rounding: what each format would make of it */
     if (lp->esz == 4) {
         if (matmul_input && lp->prec.compute == MODEL_COMPUTE_TF32) tf32_round_array(src, src, n);
         memcpy(dst, src, n * 4);
@@ -157,7 +159,8 @@ static void store(model_lowp *lp, int layer, void *dst, float *src, size_t n, bo
 }
 
 /* Stores a copy without touching src: the residual stream stays fp32 in forward. */
-static void store_copy(model_lowp *lp, void *dst, const float *src, size_t n) {
+static void store_copy(model_lowp *lp, int layer, void *dst, const float *src, size_t n) {
+    model_hist_acts(lp->owner, layer, src, n);
     if (lp->esz == 4) memcpy(dst, src, n * 4);
     else encode_par(dst, src, n, lp->fmt);
 }
@@ -477,6 +480,7 @@ void model_set_precision(model *m, const model_precision *p) {
     model_lowp *lp = calloc(1, sizeof *lp);
     MP_ASSERT(lp, "out of memory");
     lp->prec = *p;
+    lp->owner = m;
     lp->esz = p->compute == MODEL_COMPUTE_TF32 ? 4 : 2;
     lp->fmt = p->compute == MODEL_COMPUTE_FP16 ? LOWP_FP16 : LOWP_BF16;
     lp->layers = calloc((size_t)m->cfg.L, sizeof *lp->layers);
@@ -638,7 +642,7 @@ float model_lowp_forward(model *m, const int *inputs, const int *targets, int B,
     pool_view v = pool_of(m);
     model_hook(m->hooks.before_forward, m->hooks.ctx, -1);
     encoder_forward(v.res, inputs, m->w.wte, m->w.wpe, B, T, C, c->V); /* embeddings: fp32 weights, fp32 */
-    store_copy(lp, lp->encoded, v.res, NC);
+    store_copy(lp, -1, lp->encoded, v.res, NC);
     for (int l = 0; l < c->L; l++) {
         model_hook(m->hooks.before_forward, m->hooks.ctx, l);
         const layer_params *w = &m->layer_w[l];
@@ -656,7 +660,7 @@ float model_lowp_forward(model *m, const int *inputs, const int *targets, int B,
                    C, C);
         round_in_place(lp, v.branch, NC);
         residual_forward(v.branch, v.res, v.branch, (long)NC); /* fp32 + low -> fp32: the stream stays fp32 */
-        store_copy(lp, a->res2, v.branch, NC);
+        store_copy(lp, l, a->res2, v.branch, NC);
         /* MLP branch */
         model_norm_forward(m, v.ln, a->ln2_mean, a->ln2_rstd, v.branch, w->ln2w, w->ln2b, N);
         store(lp, l, a->ln2, v.ln, NC, true);
@@ -669,7 +673,7 @@ float model_lowp_forward(model *m, const int *inputs, const int *targets, int B,
                    F, C);
         round_in_place(lp, v.res, NC);
         residual_forward(v.res, v.branch, v.res, (long)NC);
-        store_copy(lp, a->res3, v.res, NC);
+        store_copy(lp, l, a->res3, v.res, NC);
     }
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
     model_norm_forward(m, v.ln, lp->lnf_mean, lp->lnf_rstd, v.res, m->w.lnfw, m->w.lnfb, N);

@@ -114,6 +114,35 @@ static void check_memory(const train_config *cfg, const model_config *mc) {
 
 /* One "hist" event per layer: the exponent histogram of its gradients and what each low-precision
  * format would do to them (the visualizer's underflow panel; labs 04 and 06). */
+static void emit_hist(ev_writer *ev, long step, const char *tensor, int layer, const fp_hist *h, float scale) {
+    int lo = 0, hi = -1;
+    bool any = fp_hist_range(h, &lo, &hi);
+    ev_begin(ev, "hist");
+    ev_int(ev, "step", step);
+    ev_str(ev, "tensor", tensor);
+    ev_int(ev, "layer", layer);
+    ev_str(ev, "format", "fp32");
+    ev_num(ev, "scale", scale);
+    ev_int(ev, "count", (long long)h->count);
+    ev_int(ev, "zero", (long long)h->zeros);
+    ev_int(ev, "nonfinite", (long long)fp_hist_nonfinite(h));
+    ev_int(ev, "first_binade", any ? lo : 0);
+    long long bins[FP_HIST_NBINS];
+    int nb = any ? hi - lo + 1 : 0;
+    for (int b = 0; b < nb; b++) bins[b] = (long long)fp_hist_bin(h, lo + b);
+    ev_ints(ev, "bins", bins, (size_t)nb);
+    ev_object_begin(ev, "targets");
+    for (int t = 0; t < FP_HIST_NTARGETS; t++) {
+        ev_object_begin(ev, fp_hist_target_name(t));
+        ev_int(ev, "subnormal", (long long)h->target[t].subnormal);
+        ev_int(ev, "underflow", (long long)h->target[t].underflow);
+        ev_int(ev, "overflow", (long long)h->target[t].overflow);
+        ev_object_end(ev);
+    }
+    ev_object_end(ev);
+    ev_end(ev);
+}
+
 static void emit_gradient_histograms(ev_writer *ev, model *m, long step, float scale) {
     const model_config *c = model_get_config(m);
     for (int layer = -1; layer <= c->L; layer++) {
@@ -122,32 +151,7 @@ static void emit_gradient_histograms(ev_writer *ev, model *m, long step, float s
         fp_hist h;
         fp_hist_clear(&h);
         fp_hist_add(&h, model_grads(m) + off, n, scale);
-        int lo = 0, hi = -1;
-        bool any = fp_hist_range(&h, &lo, &hi);
-        ev_begin(ev, "hist");
-        ev_int(ev, "step", step);
-        ev_str(ev, "tensor", "grad");
-        ev_int(ev, "layer", layer);
-        ev_str(ev, "format", "fp32");
-        ev_num(ev, "scale", scale);
-        ev_int(ev, "count", (long long)h.count);
-        ev_int(ev, "zero", (long long)h.zeros);
-        ev_int(ev, "nonfinite", (long long)fp_hist_nonfinite(&h));
-        ev_int(ev, "first_binade", any ? lo : 0);
-        long long bins[FP_HIST_NBINS];
-        int nb = any ? hi - lo + 1 : 0;
-        for (int b = 0; b < nb; b++) bins[b] = (long long)fp_hist_bin(&h, lo + b);
-        ev_ints(ev, "bins", bins, (size_t)nb);
-        ev_object_begin(ev, "targets");
-        for (int t = 0; t < FP_HIST_NTARGETS; t++) {
-            ev_object_begin(ev, fp_hist_target_name(t));
-            ev_int(ev, "subnormal", (long long)h.target[t].subnormal);
-            ev_int(ev, "underflow", (long long)h.target[t].underflow);
-            ev_int(ev, "overflow", (long long)h.target[t].overflow);
-            ev_object_end(ev);
-        }
-        ev_object_end(ev);
-        ev_end(ev);
+        emit_hist(ev, step, "grad", layer, &h, scale);
     }
 }
 
@@ -580,6 +584,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     size_t per_step = (size_t)accum * B * T;
     int *inputs = malloc(per_step * sizeof(int)), *targets = malloc(per_step * sizeof(int));
     MP_ASSERT(inputs && targets, "out of memory");
+    fp_hist *act_hists = calloc((size_t)mc.L + 2, sizeof *act_hists);
+    MP_ASSERT(act_hists, "out of memory");
     double t_start = mp_now(), recent = 0;
     bool hash_params = getenv("MIXPAR_PARAM_HASH") != NULL;
     long first = step;
@@ -591,6 +597,13 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             memcpy(targets + k * B * T, tl.targets + mine, (size_t)B * T * sizeof(int));
         }
         double lr = lr_schedule_at(&cfg->scheduler, step);
+        /* Activation histograms are taken during a histogram step's forward passes. */
+        long next = step + 1;
+        bool hist_step = cfg->train.hist_interval > 0 && (next % cfg->train.hist_interval == 0 || step == first);
+        if (hist_step) {
+            for (int l = 0; l < mc.L + 2; l++) fp_hist_clear(&act_hists[l]);
+            model_collect_act_hist(m, act_hists);
+        }
         double t0 = mp_elapsed();
         train_step_result r = train_step_run(&ts, inputs, targets, B, T, accum, lr);
         if (comm && world > 1) /* report the loss of the global batch: the mean of the ranks' means */
@@ -657,6 +670,10 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         bool hist_now = cfg->train.hist_interval > 0 && (done % cfg->train.hist_interval == 0 || done == first + 1);
         if (!zr && hist_now) emit_gradient_histograms(ev, m, done, r.update.scale);
         if (hist_now && ts.amp) emit_rounding(ev, m, done);
+        if (hist_step) {
+            for (int l = 0; l < mc.L + 2; l++) emit_hist(ev, done, "act", l - 1, &act_hists[l], 1.0f);
+            model_collect_act_hist(m, NULL);
+        }
         if (skipped) diagnose_skip(ev, &ts, &r, done, lr, quiet);
         if (cfg->train.eval_interval > 0 && (done % cfg->train.eval_interval == 0 || done == cfg->train.steps)) {
             sum.last_val_loss = evaluate(m, &vl, cfg->train.eval_batches);
@@ -685,6 +702,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     ev_close(ev);
     free(inputs);
     free(targets);
+    free(act_hists);
     train_step_free(&ts);
     model_free(m);
     loader_free(&tl);
