@@ -155,10 +155,17 @@ void train_step_sync_working_weights(train_step *s) {
 }
 
 /* Every rank must take the same decision: an update on some ranks and not on others makes the replicas
- * different forever (and under ZeRO, whose update ends in a collective, hangs the ranks that step). */
+ * different forever (and under ZeRO, whose update ends in a collective, the ranks' collectives stop pairing
+ * up: a hang, or an MPI error such as "message truncated").
+ * Returns true on every rank of s->found_inf_comm when found_inf is true on at least one of them. The ranks'
+ * own findings can differ: an inf can be in one rank's gradients only (ZeRO's shards, a tensor- or
+ * pipeline-parallel rank's own layers, or MIXPAR_INJECT_INF), so each rank contributes its flag to one small
+ * collective (comm/comm.h), which every rank enters at every step, whatever its own flag says. */
 static bool agree_found_inf(train_step *s, bool found_inf) {
     if (!s->found_inf_comm || comm_size(s->found_inf_comm) == 1) return found_inf;
     /* LAB 17 BEGIN found_inf across ranks: a skip anywhere is a skip everywhere (MAX over the ranks) */
+    /* One float per rank, 1 for "found inf/NaN"; the maximum over the ranks is 1 exactly when some rank found
+     * one (PyTorch's ShardedGradScaler and Megatron reduce their found_inf tensors the same way). */
     float flag = found_inf ? 1.0f : 0.0f;
     comm_allreduce(s->found_inf_comm, &flag, &flag, 1, COMM_FP32, COMM_MAX, COMM_ALGO_NATIVE);
     return flag != 0.0f;
@@ -170,8 +177,17 @@ static double clip_step_norm(train_step *s) {
     return s->grad_clip > 0 ? clip_grad_norm(s->clips, s->nspans, s->grad_clip) : clip_global_norm(s->clips, s->nspans);
 }
 
-/* The end of an AMP step, after the gradients of all micro-batches are summed (and reduced across ranks):
- * they are still multiplied by the scale. */
+/* The end of an AMP step. The gradients of all micro-batches are summed in s->clips (and, with DDP, already
+ * averaged across the ranks: reduced while still scaled, when they are safe in a 16-bit allreduce); they
+ * are still multiplied by the scale S. Lab 07's region finishes the step, in this order:
+ *   1. unscale them once (amp_scaler_unscale: g *= 1/S, and found_inf in the same pass) -> r->found_inf_local;
+ *   2. agree on found_inf with the other ranks (agree_found_inf);
+ *   3. on finite gradients only: the global norm and the clip (clip_step_norm: of the unscaled gradients,
+ *      so max_norm means what it says whatever S is) -> r->grad_norm (NAN on a skip), then optim_step over
+ *      `update` (the fp32 master copy under fp16-o2); on a skip nothing of the weights, the moments or the
+ *      optimizer's step count changes;
+ *   4. let the scaler react, once (amp_scaler_update with the agreed found_inf) -> r->update.
+ * The caller then reads r->update.skipped and writes the working weights. */
 static void amp_finish(train_step *s, train_step_result *r, double lr) {
     /* fp16-o2 / bf16-pure: gradients of low-precision weights are low-precision tensors. */
     const fp_format *low = low_weights(s);
@@ -180,7 +196,7 @@ static void amp_finish(train_step *s, train_step_result *r, double lr) {
     if (s->inject_inf_at == s->updates + s->scaler.skipped && s->nspans > 0) s->clips[0].data[0] = INFINITY;
     const optim_span *update = train_step_update_spans(s);
     /* LAB 07 BEGIN the AMP step: unscale once, agree on found_inf, clip the true gradients, step or skip, update S */
-    /* 1. Unscale: g /= S, and look for inf/NaN in the same pass (once per step). */
+    /* 1. Unscale: g *= 1/S, and look for inf/NaN in the same pass (once per step). */
     r->found_inf_local = amp_scaler_unscale(&s->scaler, s->clips, s->nspans);
     /* 2. Every rank must make the same decision. */
     bool found_inf = agree_found_inf(s, r->found_inf_local);
