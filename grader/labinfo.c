@@ -165,6 +165,17 @@ bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen
         snprintf(out->forbidden[out->nforbidden++], sizeof out->forbidden[0], "%s", f->valuestring);
     }
     snprintf(out->forbidden_why, sizeof out->forbidden_why, "%s", cJSON_IsString(why) ? why->valuestring : "");
+    /* "requires": earlier labs whose regions the tests run (a lab that trains a real model needs the
+     * backward passes of lab 2, ...). The grader says so when those are still stubs. */
+    const cJSON *requires = cJSON_GetObjectItemCaseSensitive(json, "requires");
+    for (const cJSON *r = cJSON_IsArray(requires) ? requires->child : NULL; r; r = r->next) {
+        if (!cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble >= lab || r->valuedouble != (int)r->valuedouble ||
+            out->nrequires == 16) {
+            set_err(err, errlen, "%s: 'requires' must list at most 16 earlier lab numbers", path);
+            goto done;
+        }
+        out->requires[out->nrequires++] = (int)r->valuedouble;
+    }
     out->time_limit_s = cJSON_IsNumber(limit) && limit->valuedouble > 0 ? limit->valuedouble : 10.0;
     out->memory_limit_mb = cJSON_IsNumber(memory) && memory->valuedouble > 0 ? (long)memory->valuedouble : 1024;
     if (!read_tests(path, cJSON_GetObjectItemCaseSensitive(json, "tests"), false, out->time_limit_s, out, err, errlen))

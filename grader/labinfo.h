@@ -27,6 +27,8 @@ typedef struct {
     char forbidden[32][64]; /* identifiers a region of this lab may not use (lab.json "forbidden") */
     int nforbidden;
     char forbidden_why[256];
+    int requires[16];       /* labs whose regions this lab's tests run too (lab.json "requires") */
+    int nrequires;
 } lab_info;
 
 /* Loads lab `lab` from the tree at `root`; false with a message naming the file and key that is wrong. */

@@ -400,6 +400,33 @@ static bool list_has(const char *list, const char *name) {
     return false;
 }
 
+/* A lab whose tests also run earlier labs' regions (lab.json "requires": lab 07 trains a real model, so
+ * it needs lab 02's backward passes): say which of those are still stubs in the tree being graded, so a
+ * student reads "finish lab 02 first" rather than a wall of failures. */
+static void note_required_stubs(const char *root, const lab_info *info) {
+    for (int k = 0; k < info->nrequires; k++) {
+        int r = info->requires[k];
+        lab_info req;
+        char err[512], stub[32];
+        if (!lab_load(root, r, &req, err, sizeof err)) continue;
+        snprintf(stub, sizeof stub, "LAB_TODO(%d);", r);
+        for (int f = 0; f < req.nfiles; f++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", root, req.files[f]);
+            char *text = read_text_file(path, NULL);
+            bool stubbed = text && strstr(text, stub);
+            free(text);
+            if (stubbed) {
+                printf("note: lab %02d's tests also run lab %02d (%s), whose regions in %s are still stubs; tests "
+                       "that reach them stop with \"lab %02d not done\": finish lab %02d first\n",
+                       info->lab, r, req.title, req.files[f], r, r);
+                break;
+            }
+        }
+        lab_free(&req);
+    }
+}
+
 static int cmd_grade(int argc, char **argv) {
     if (argc < 1) die("usage: mixpar-grade grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE]");
     int lab = parse_lab(argv[0]);
@@ -438,6 +465,7 @@ static int cmd_grade(int argc, char **argv) {
         }
         printf("submission %s: lab %02d regions spliced into a clean copy in %s\n", submission, lab, root);
     }
+    note_required_stubs(root, &info);
 
     /* Logs go to this tree's build/, never into the grading copy, which a failed build may leave half-made. */
     char command[256], abs_log[4096], cwd[2048];
