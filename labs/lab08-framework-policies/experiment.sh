@@ -11,6 +11,8 @@ mixpar=build/mixpar
 out=runs/lab08
 mkdir -p "$out"
 [ -x "$mixpar" ] || { echo "lab08: $mixpar is missing; run 'make' first (make lab08 does)" >&2; exit 2; }
+# Waiting OpenMP threads sleep instead of spinning: on a busy machine a spinning thread takes the core the work needs.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 section() { printf '\n==== %s\n\n' "$*"; }
 
@@ -47,9 +49,19 @@ common=(--set "train.steps=$steps" --set train.eval_interval=0 --set train.sampl
 train() { # name, then the --set assignments that choose the precision
     local name=$1
     shift
+    local rc=0
     MIXPAR_PARAM_HASH=1 "$mixpar" train --config configs/tiny-poetry.json "${common[@]}" --set "train.run_name=$name" \
-        --set "train.run_dir=$out/$name" "$@" > "$out/$name.log" 2>&1 ||
-        { echo "lab08: the run $name failed:" >&2; tail -n 8 "$out/$name.log" >&2; exit 1; }
+        --set "train.run_dir=$out/$name" "$@" > "$out/$name.log" 2>&1 || rc=$?
+    if [ "$rc" -eq 86 ]; then # a lab region the trainer needs is still a stub: say which, and stop here
+        echo "lab08: training needs $(grep -m1 'not done' "$out/$name.log" | sed 's/^ *//') (the AMP step is labs 02,"
+        echo "       05 and 07); the table above is all this experiment can show until then"
+        exit 0
+    fi
+    if [ "$rc" -ne 0 ]; then
+        echo "lab08: the run $name failed:" >&2
+        tail -n 8 "$out/$name.log" >&2
+        exit 1
+    fi
     printf '  %-16s %s\n' "$name" "$(grep -m1 '^precision:' "$out/$name.log")"
 }
 # One line per step: step, loss, scale, skipped (0/1), param_hash, from a run's step events.
