@@ -24,10 +24,12 @@ spell() {
     text=$("$mixpar" amp policy "$@" 2>&1 | head -n 4) || rc=$?
     if [ "$rc" -eq 86 ]; then todo=1; printf '  %-34s waits for your lab 08 regions\n' "$*"; return; fi
     if [ "$rc" -eq 0 ]; then
-        printf '  %-34s %s; %s\n' "$*" "$(sed -n 1p <<<"$text" | sed 's/.*-> //')" \
-            "$(sed -n 2p <<<"$text" | sed 's/^loss scaler: //; s/ (.*): from / from /; s/,.*//')"
-    else
-        printf '  %-34s rejected: %s\n' "$*" "$(grep -m1 'hint:' <<<"$text" | sed 's/^ *hint: *//' | cut -c1-78)"
+        local recipe scaler
+        recipe=$(sed -n 1p <<<"$text" | sed 's/.*-> //')
+        scaler=$(sed -n 2p <<<"$text" | sed 's/^loss scaler: //; s/ (.*): from / from /; s/,.*//; s/^none .*/no loss scaler/')
+        printf '  %-34s %s, %s\n' "$*" "$recipe" "$scaler"
+    else # the hint's first clause says why
+        printf '  %-34s rejected: %s\n' "$*" "$(grep -m1 'hint:' <<<"$text" | sed 's/^ *hint: *//; s/[:;].*//')"
     fi
 }
 for k in float32 mixed_float16 mixed_bfloat16 bfloat16 float16; do spell --keras "$k"; done
@@ -117,6 +119,9 @@ train fp16-torch --set precision.torch_autocast=float16 --set precision.torch_gr
 train fp16-keras --set precision.keras_policy=mixed_float16
 train fp16-deepspeed --set fp16.enabled=true
 compare "fp16 with each framework's default scaler" fp16-torch fp16-keras fp16-deepspeed
+# The control: Keras's rule started where PyTorch's starts. If the start is the whole difference, this is identical.
+train fp16-keras-2e16 --set precision.keras_policy=mixed_float16 --set precision.init_scale=65536
+compare "the control: Keras's LossScaleOptimizer started at 2^16 (precision.init_scale=65536)" fp16-torch fp16-keras-2e16
 
 # 3. The same three from a scale far too large for this model's gradients (2^28): every framework backs off by
 #    skipping steps, DeepSpeed's hysteresis absorbs one overflow first, and the curves part.
@@ -150,11 +155,9 @@ plot "$out/bf16-torch.tsv" using 1:2 with lines lw 5 lc rgb "#bbbbbb" title "PyT
      "$out/bf16-keras.tsv" using 1:2 with lines lw 2 lc rgb "#0072b2" title "Keras", \
      "$out/bf16-deepspeed.tsv" using 1:2 with points pt 7 ps 0.6 lc rgb "#d55e00" title "DeepSpeed"
 set title "fp16 at each framework's default scale: loss minus PyTorch's (Keras starts at 2^{15}, the others at 2^{16})"
-set ylabel "loss difference"
-set format y "%.0e"
-plot "$out/fp16-differences.tsv" using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb "#009e73" title "Keras - PyTorch", \
-     "$out/fp16-differences.tsv" using 1:3 with linespoints lw 2 pt 6 ps 0.8 lc rgb "#d55e00" title "DeepSpeed - PyTorch"
-set format y "%g"
+set ylabel "loss difference (10^{-6})"
+plot "$out/fp16-differences.tsv" using 1:(\$2 * 1e6) with linespoints lw 2 pt 7 ps 0.6 lc rgb "#009e73" title "Keras - PyTorch", \
+     "$out/fp16-differences.tsv" using 1:(\$3 * 1e6) with linespoints lw 2 pt 6 ps 0.8 lc rgb "#d55e00" title "DeepSpeed - PyTorch"
 set ylabel "training loss"
 set title "fp16 from 2^{28}: the steps each scaler skips while backing off (markers), and what that does to the curve"
 plot "$out/big-torch.tsv" using 1:2 with lines lw 2 lc rgb "#0072b2" title "PyTorch GradScaler", \
