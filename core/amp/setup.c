@@ -1,6 +1,9 @@
 /* setup.c: DeepSpeed sections, Keras policy names and PyTorch flags mapped onto one recipe and scaler. */
 #include "amp/setup.h"
 
+#include "base/error.h"
+#include "base/lab.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -135,72 +138,143 @@ bool amp_recipe_from_config(const train_config *cfg, amp_setup *out, data_err *e
     return true;
 }
 
+/* ------------------------------------------------------------------ mistakes */
+
+static const amp_setup_mistake_info MISTAKES[AMP_NMISTAKES] = {
+    [AMP_MISTAKE_FP16_WITHOUT_SCALER] = {"fp16_without_grad_scaler",
+                                         "autocast(dtype=torch.float16) together with a GradScaler",
+                                         "small fp16 gradients flush to zero without a loss scale (lab 04): add "
+                                         "torch.amp.GradScaler()"},
+    [AMP_MISTAKE_SCALER_WITH_BF16] = {"grad_scaler_with_bf16", "a GradScaler only with autocast(dtype=torch.float16)",
+                                      "bf16 has fp32's exponent range, so nothing underflows that a scale would save; "
+                                      "drop the GradScaler"},
+    [AMP_MISTAKE_SCALER_WITHOUT_AUTOCAST] = {"grad_scaler_without_autocast",
+                                             "a GradScaler only with autocast(dtype=torch.float16)",
+                                             "fp32 gradients do not underflow; drop the GradScaler"},
+    [AMP_MISTAKE_FP16_VARIABLES] = {"fp16_variables",
+                                    "a Keras policy mixpar trains with: float32, mixed_float16, mixed_bfloat16, "
+                                    "bfloat16",
+                                    "fp16 variables with no fp32 master copy and no loss scaling: gradients below "
+                                    "2^-24 flush to zero and updates smaller than half an fp16 ulp of their weight "
+                                    "vanish; use 'mixed_float16'"},
+    [AMP_MISTAKE_FOREIGN_VARIABLES] = {"foreign_variables",
+                                       "variables in float32 (a mixed_ policy) or in the compute dtype itself",
+                                       "16-bit variables computed in another dtype are cast on every use and have no "
+                                       "fp32 copy to take the updates; Keras names no such policy: use "
+                                       "'mixed_bfloat16' or 'bfloat16'"},
+};
+
+const amp_setup_mistake_info *amp_setup_mistake_get(amp_setup_mistake m) {
+    MP_ASSERT(m >= 0 && m < AMP_NMISTAKES, "mistake %d", (int)m);
+    return &MISTAKES[m];
+}
+
+/* Records mistake m, with what was found (or prints it and exits 2 when err is NULL). Returns false. */
+static bool reject(data_err *err, amp_setup_mistake m, const char *found) {
+    return DATA_ERR(err, MISTAKES[m].expected, MISTAKES[m].hint, "%s", found);
+}
+
+/* Autocast: fp32 weights, ops cast to the compute dtype. The recipe each compute dtype gives. */
+static const amp_recipe AUTOCAST_RECIPE[AMP_NDTYPES] = {
+    [AMP_DTYPE_FLOAT32] = AMP_RECIPE_FP32, [AMP_DTYPE_FLOAT16] = AMP_RECIPE_FP16,
+    [AMP_DTYPE_BFLOAT16] = AMP_RECIPE_BF16};
+
+static const char *const DTYPE_NAMES[AMP_NDTYPES] = {"float32", "float16", "bfloat16"};
+
+const char *amp_dtype_name(amp_dtype d) { return d >= 0 && d < AMP_NDTYPES ? DTYPE_NAMES[d] : "?"; }
+
 /* ------------------------------------------------------------------ Keras */
 
-static const struct {
-    const char *name;
-    int recipe; /* -1: rejected */
-    amp_scaler_kind scaler;
-    const char *why_rejected;
-} KERAS_POLICIES[] = {
-    {"float32", AMP_RECIPE_FP32, AMP_SCALER_NONE, NULL},
-    {"mixed_float16", AMP_RECIPE_FP16, AMP_SCALER_KERAS, NULL},
-    {"mixed_bfloat16", AMP_RECIPE_BF16, AMP_SCALER_NONE, NULL},
-    {"bfloat16", AMP_RECIPE_BF16_PURE, AMP_SCALER_NONE, NULL},
-    {"float16", -1, AMP_SCALER_NONE,
-     "fp16 variables with no fp32 master copy and no loss scaling: gradients below 2^-24 flush to zero and "
-     "updates smaller than half an fp16 ulp of their weight vanish; use 'mixed_float16'"},
+/* keras.mixed_precision.Policy(name) (Keras 3: keras.DTypePolicy): the names, and the two dtypes each means. */
+static const amp_keras_policy KERAS_POLICIES[] = {
+    {"float32", AMP_DTYPE_FLOAT32, AMP_DTYPE_FLOAT32},
+    {"mixed_float16", AMP_DTYPE_FLOAT16, AMP_DTYPE_FLOAT32},
+    {"mixed_bfloat16", AMP_DTYPE_BFLOAT16, AMP_DTYPE_FLOAT32},
+    {"bfloat16", AMP_DTYPE_BFLOAT16, AMP_DTYPE_BFLOAT16},
+    {"float16", AMP_DTYPE_FLOAT16, AMP_DTYPE_FLOAT16},
 };
+
+const amp_keras_policy *amp_keras_policy_find(const char *name) {
+    for (size_t i = 0; i < sizeof KERAS_POLICIES / sizeof *KERAS_POLICIES; i++)
+        if (strcmp(name, KERAS_POLICIES[i].name) == 0) return &KERAS_POLICIES[i];
+    return NULL;
+}
+
+bool amp_recipe_from_dtypes(amp_dtype compute, amp_dtype variable, amp_setup *out, data_err *err) {
+    memset(out, 0, sizeof *out);
+    MP_ASSERT(compute >= 0 && compute < AMP_NDTYPES && variable >= 0 && variable < AMP_NDTYPES,
+              "dtypes %d, %d", (int)compute, (int)variable);
+    char found[96];
+    snprintf(found, sizeof found, "compute %s, variables %s", DTYPE_NAMES[compute], DTYPE_NAMES[variable]);
+    /* LAB 08 BEGIN Keras policy: (compute dtype, variable dtype) -> recipe and loss scaler */
+    if (variable == AMP_DTYPE_FLOAT32) {
+        /* fp32 variables, 16-bit compute: each layer casts its fp32 weights to the compute dtype as it
+         * runs, which is autocast; the optimizer updates the fp32 variables themselves. */
+        out->recipe = AUTOCAST_RECIPE[compute];
+        /* fp16 compute needs a loss scale: Keras's Model.compile wraps the optimizer in a
+         * LossScaleOptimizer under mixed_float16 (from 2^15). bf16 and fp32 have fp32's range. */
+        out->scaler = amp_scaler_defaults(compute == AMP_DTYPE_FLOAT16 ? AMP_SCALER_KERAS : AMP_SCALER_NONE);
+        return true;
+    }
+    /* 16-bit variables: the weights themselves are 16-bit and there is no fp32 copy. */
+    if (variable != compute) return reject(err, AMP_MISTAKE_FOREIGN_VARIABLES, found);
+    if (variable == AMP_DTYPE_FLOAT16) return reject(err, AMP_MISTAKE_FP16_VARIABLES, found);
+    /* bf16 variables computed in bf16: pure bf16. bf16's range needs no scale; small updates must be
+     * rounded stochastically into the weights (lab 09). */
+    out->recipe = AMP_RECIPE_BF16_PURE;
+    out->scaler = amp_scaler_defaults(AMP_SCALER_NONE);
+    return true;
+    /* LAB 08 END */
+}
 
 bool amp_recipe_from_keras(const char *policy_name, amp_setup *out, data_err *err) {
     memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < sizeof KERAS_POLICIES / sizeof *KERAS_POLICIES; i++) {
-        if (strcmp(policy_name, KERAS_POLICIES[i].name) != 0) continue;
-        if (KERAS_POLICIES[i].recipe < 0)
-            return DATA_ERR(err, "a Keras policy mixpar trains with: float32, mixed_float16, mixed_bfloat16, bfloat16",
-                            KERAS_POLICIES[i].why_rejected, "policy '%s'", policy_name);
-        out->recipe = (amp_recipe)KERAS_POLICIES[i].recipe;
-        out->scaler = amp_scaler_defaults(KERAS_POLICIES[i].scaler);
-        snprintf(out->source, sizeof out->source, "Keras policy '%s'", policy_name);
-        return true;
-    }
-    return DATA_ERR(err, "a Keras policy name: float32, mixed_float16, mixed_bfloat16, bfloat16", NULL, "policy '%s'",
-                    policy_name);
+    const amp_keras_policy *policy = amp_keras_policy_find(policy_name);
+    if (!policy)
+        return DATA_ERR(err, "a Keras policy name: float32, mixed_float16, mixed_bfloat16, bfloat16", NULL,
+                        "policy '%s'", policy_name);
+    data_err why;
+    if (!amp_recipe_from_dtypes(policy->compute, policy->variable, out, &why))
+        return DATA_ERR(err, why.expected, why.hint, "policy '%s' (%s)", policy_name, why.found);
+    snprintf(out->source, sizeof out->source, "Keras policy '%s'", policy_name);
+    return true;
 }
 
 /* ------------------------------------------------------------------ PyTorch */
 
-/* Spellings of the autocast dtype; 0 = no autocast (fp32). */
+/* Spellings of the autocast dtype; float32 = no autocast. */
 static const struct {
     const char *name;
-    int bits; /* 32, 16 (fp16), 17 (bf16): just a tag */
+    amp_dtype dtype;
 } TORCH_DTYPES[] = {
-    {"float32", 32}, {"float", 32}, {"none", 32}, {"off", 32},
-    {"float16", 16}, {"half", 16},  {"bfloat16", 17},
+    {"float32", AMP_DTYPE_FLOAT32}, {"float", AMP_DTYPE_FLOAT32}, {"none", AMP_DTYPE_FLOAT32},
+    {"off", AMP_DTYPE_FLOAT32},     {"float16", AMP_DTYPE_FLOAT16}, {"half", AMP_DTYPE_FLOAT16},
+    {"bfloat16", AMP_DTYPE_BFLOAT16},
 };
 
 bool amp_recipe_from_torch(const char *autocast_dtype, bool grad_scaler, amp_setup *out, data_err *err) {
     memset(out, 0, sizeof *out);
     const char *name = strncmp(autocast_dtype, "torch.", 6) == 0 ? autocast_dtype + 6 : autocast_dtype;
-    int tag = 0;
+    int dtype = -1;
     for (size_t i = 0; i < sizeof TORCH_DTYPES / sizeof *TORCH_DTYPES; i++)
-        if (strcmp(name, TORCH_DTYPES[i].name) == 0) tag = TORCH_DTYPES[i].bits;
-    if (!tag)
+        if (strcmp(name, TORCH_DTYPES[i].name) == 0) dtype = (int)TORCH_DTYPES[i].dtype;
+    if (dtype < 0)
         return DATA_ERR(err, "an autocast dtype: float16 (half), bfloat16, or float32 / none for no autocast", NULL,
                         "dtype '%s'", autocast_dtype);
     const char *scaler_text = grad_scaler ? "GradScaler(enabled=True)" : "no GradScaler";
-    if (tag == 16 && !grad_scaler)
-        return DATA_ERR(err, "autocast(dtype=torch.float16) together with a GradScaler",
-                        "small fp16 gradients flush to zero without a loss scale (lab 04): add torch.amp.GradScaler()",
-                        "autocast dtype %s with %s", autocast_dtype, scaler_text);
-    if (tag != 16 && grad_scaler)
-        return DATA_ERR(err, "a GradScaler only with autocast(dtype=torch.float16)",
-                        tag == 17 ? "bf16 has fp32's exponent range, so nothing underflows that a scale would save; "
-                                    "drop the GradScaler"
-                                  : "fp32 gradients do not underflow; drop the GradScaler",
-                        "autocast dtype %s with %s", autocast_dtype, scaler_text);
-    out->recipe = tag == 16 ? AMP_RECIPE_FP16 : tag == 17 ? AMP_RECIPE_BF16 : AMP_RECIPE_FP32;
-    out->scaler = amp_scaler_defaults(tag == 16 ? AMP_SCALER_PYTORCH : AMP_SCALER_NONE);
+    char found[128];
+    snprintf(found, sizeof found, "autocast dtype %s with %s", autocast_dtype, scaler_text);
+    /* LAB 08 BEGIN PyTorch: autocast dtype + GradScaler -> recipe and scaler, or the mistake the pair is */
+    /* fp16 without a loss scale loses the small gradients; a scale without fp16 has nothing to save and
+     * only costs a pass over the gradients. Neither is quietly "fixed": the user meant something else. */
+    if (dtype == AMP_DTYPE_FLOAT16 && !grad_scaler) return reject(err, AMP_MISTAKE_FP16_WITHOUT_SCALER, found);
+    if (dtype != AMP_DTYPE_FLOAT16 && grad_scaler)
+        return reject(err, dtype == AMP_DTYPE_BFLOAT16 ? AMP_MISTAKE_SCALER_WITH_BF16
+                                                       : AMP_MISTAKE_SCALER_WITHOUT_AUTOCAST,
+                      found);
+    out->recipe = AUTOCAST_RECIPE[dtype];
+    out->scaler = amp_scaler_defaults(grad_scaler ? AMP_SCALER_PYTORCH : AMP_SCALER_NONE);
+    /* LAB 08 END */
     snprintf(out->source, sizeof out->source, "PyTorch: autocast dtype %s, %s", autocast_dtype, scaler_text);
     return true;
 }
