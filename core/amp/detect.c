@@ -2,6 +2,7 @@
 #include "amp/detect.h"
 
 #include "base/error.h"
+#include "base/lab.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -56,11 +57,14 @@ static bool scan_tensor(const model_tensor *t, int index, const float *x, amp_ba
     return true;
 }
 
+/* Lab 09: the scan. Tensor k of the scan is tensors[order[k]], its values buf[offset .. offset + size);
+ * scan_tensor counts one tensor. The first tensor found bad in this order is where it started. */
 bool amp_scan_nonfinite(const model_tensor *tensors, const int *order, int n, const float *buf, amp_nonfinite *out) {
     amp_scan_what what = out->what;
     memset(out, 0, sizeof *out);
     out->what = what;
     out->ntensors = n;
+    /* LAB 09 BEGIN the scan in the given order: totals over all tensors, the first and second bad tensor */
     for (int k = 0; k < n; k++) {
         const model_tensor *t = &tensors[order[k]];
         out->count += t->size;
@@ -73,6 +77,7 @@ bool amp_scan_nonfinite(const model_tensor *tensors, const int *order, int n, co
         else if (out->nbad == 1) out->second = bad;
         out->nbad++;
     }
+    /* LAB 09 END */
     return out->nbad > 0;
 }
 

@@ -2,6 +2,7 @@
 #include "amp/fp8.h"
 
 #include "base/error.h"
+#include "base/lab.h"
 #include "base/mem.h"
 #include "fp/convert.h"
 
@@ -35,6 +36,7 @@ void amp_fp8_free(amp_fp8_meta *m) {
 }
 
 float amp_fp8_scale_for_amax(float amax, double fmax, int margin, float previous) {
+    /* LAB 25 BEGIN delayed scaling: scale = 2^(floor(log2(fmax / amax)) - margin); amax 0 or not finite keeps the scale */
     if (!(amax > 0) || !isfinite(amax)) return previous;
     /* floor(log2(r)) exactly, from the exponent: r = f * 2^e with f in [0.5, 1) gives e - 1. (The ratio of
      * two floats is never within a double's rounding of a power of two without being one.) */
@@ -44,18 +46,23 @@ float amp_fp8_scale_for_amax(float amax, double fmax, int margin, float previous
     if (exponent < -126) exponent = -126; /* keep scale and 1/scale normal fp32 numbers */
     if (exponent > 127) exponent = 127;
     return ldexpf(1.0f, exponent);
+    /* LAB 25 END */
 }
 
 float amp_fp8_history_amax(const amp_fp8_meta *m) {
+    /* LAB 25 BEGIN amax history: the amax the next scale comes from, max over the window or the newest entry */
     if (m->algo == AMP_AMAX_MOST_RECENT) return m->history[m->newest];
     float a = 0;
     for (int i = 0; i < m->history_len; i++) a = fmaxf(a, m->history[i]);
     return a;
+    /* LAB 25 END */
 }
 
 void amp_fp8_record_amax(amp_fp8_meta *m, float amax) {
-    m->newest = (m->newest + 1) % m->history_len; /* the oldest entry is overwritten */
+    /* LAB 25 BEGIN amax history: a ring of history_len entries; the newest overwrites the oldest */
+    m->newest = (m->newest + 1) % m->history_len;
     m->history[m->newest] = amax;
+    /* LAB 25 END */
     m->recorded++;
 }
 
@@ -78,20 +85,21 @@ float amp_fp8_quantize(amp_fp8_meta *m, const float *x, uint8_t *q, size_t n) {
     bool e4m3 = m->format == &FP_E4M3;
     m->saturated = m->underflowed = 0;
     for (size_t start = 0; start < n; start += CHUNK) {
-        size_t k = n - start < CHUNK ? n - start : CHUNK;
+        size_t k = n - start < CHUNK ? n - start : CHUNK; /* this batch: x[start .. start + k) */
+        /* LAB 25 BEGIN saturating quantize: x * scale, count what lies beyond fmax, cast with saturation */
         for (size_t i = 0; i < k; i++) {
             scaled[i] = x[start + i] * m->scale;
             m->saturated += fabsf(scaled[i]) > fmax; /* NaN compares false */
         }
-        if (e4m3) {
-            fp_f32_to_e4m3(q + start, scaled, k, 1);
-            fp_e4m3_to_f32(back, q + start, k);
-        } else {
-            fp_f32_to_e5m2(q + start, scaled, k, 1);
-            fp_e5m2_to_f32(back, q + start, k);
-        }
+        if (e4m3) fp_f32_to_e4m3(q + start, scaled, k, 1);
+        else fp_f32_to_e5m2(q + start, scaled, k, 1);
+        /* LAB 25 END */
+        if (e4m3) fp_e4m3_to_f32(back, q + start, k);
+        else fp_e5m2_to_f32(back, q + start, k);
         for (size_t i = 0; i < k; i++) m->underflowed += back[i] == 0 && scaled[i] != 0;
     }
+    /* Delayed: this cast used the scale the history gave before it; its own amax only joins the history,
+     * for the scales of the casts after the next amp_fp8_update_scale. */
     float amax = amp_fp8_amax(x, n);
     amp_fp8_record_amax(m, amax);
     return amax;

@@ -134,14 +134,24 @@ void train_step_set_amp(train_step *s, amp_recipe recipe, const amp_scaler_confi
 
 const optim_span *train_step_update_spans(const train_step *s) { return s->master_spans ? s->master_spans : s->spans; }
 
-/* After an update: the working weights from what the optimizer wrote. */
+/* After an update: the working weights from what the optimizer wrote (lab 09). With a master copy
+ * (fp16-o2) the optimizer updated the fp32 master and the model's working weights are its rounding,
+ * remade from it every step; the master itself is never rounded, so updates smaller than half an ulp
+ * of the working format add up in it. Without one (bf16-pure) the optimizer updated the working weights
+ * in place and they are rounded back: to nearest, an update under half an ulp is lost; stochastically,
+ * it survives on average. The random bits of step t, tensor i come from (rounding_seed, t, i): fresh at
+ * every step and for every tensor, and the same again when a run is repeated or resumed. */
 static void write_working_weights(train_step *s) {
     const fp_format *low = low_weights(s);
     if (!low) return;
     for (int i = 0; i < s->nspans; i++) {
-        if (s->master_spans) memcpy(s->spans[i].param, s->master_spans[i].param, s->spans[i].n * sizeof(float));
-        uint64_t seed = mp_hash32(s->rounding_seed + (uint64_t)s->updates, (uint64_t)i);
-        round_values(s->spans[i].param, s->spans[i].n, low, s->stochastic_rounding, seed);
+        float *working = s->spans[i].param; /* (n) the model's weights, as the next forward reads them */
+        size_t n = s->spans[i].n;
+        /* LAB 09 BEGIN master weights: the working copy is the low-precision rounding of what the optimizer wrote */
+        if (s->master_spans) memcpy(working, s->master_spans[i].param, n * sizeof(float));
+        uint64_t random_bits = mp_hash32(s->rounding_seed + (uint64_t)s->updates, (uint64_t)i);
+        round_values(working, n, low, s->stochastic_rounding, random_bits);
+        /* LAB 09 END */
     }
 }
 
