@@ -138,6 +138,13 @@ static void count_rounding(model_round_count *c, const float *src, const uint16_
     c->overflowed += overflowed;
 }
 
+static uint64_t count_nonzero(const float *x, size_t n) {
+    uint64_t k = 0;
+#pragma omp parallel for schedule(static) reduction(+ : k) if (n >= (1 << 16))
+    for (size_t i = 0; i < n; i++) k += x[i] != 0.0f;
+    return k;
+}
+
 static model_round_count *act_counter(model_lowp *lp, int layer) {
     return lp->counting ? &lp->rounding[layer + 1].acts : NULL;
 }
@@ -249,6 +256,7 @@ static void round_grad(model_lowp *lp, int site, int layer, const float *dout, s
         amp_fp8_meta *g = fp8_meta(lp, site, FP8_G);
         fake_quant(lp, g, dout, lp->fq_grad, n, true);
         if (c) {
+            c->nonzero += count_nonzero(dout, n);
             c->values += n;
             c->flushed += g->underflowed;
             c->saturated += g->saturated;
@@ -611,6 +619,7 @@ static void head_backward(model *m, float *dinp) {
             uint64_t sat = g->saturated, under = g->underflowed;
             fake_quant(lp, g, lp->head_rows, lp->head_rows, n, false);
             if (count) {
+                count->nonzero += count_nonzero(lp->head_rows, n);
                 count->values += n;
                 count->flushed += g->underflowed;
                 count->saturated += g->saturated;
