@@ -156,8 +156,13 @@ bool amp_scaler_unscale(amp_scaler *s, const clip_span *grads, int nspans) {
 /* none and static: the scale never moves; a non-finite gradient skips the step. */
 static void update_fixed(amp_scaler *s, bool found_inf, amp_update *u) {
     (void)s;
+    /* LAB 04 BEGIN static loss scaling: the scale stays fixed; skip a step whose gradients are not finite, and say so */
+    /* A fixed S cannot back off, so an overflow is reported (AMP_SCALER_SKIPPED_FIXED) rather than absorbed: the
+     * trainer logs it and, when it repeats, advises a smaller S or a dynamic scaler. A clean step keeps the
+     * AMP_SCALER_OK that amp_scaler_update set, and s->scale is left alone in both cases. */
     u->skipped = found_inf;
     if (found_inf) u->status = AMP_SCALER_SKIPPED_FIXED;
+    /* LAB 04 END */
 }
 
 /* pytorch and keras: torch.amp.GradScaler.update (aten's _amp_update_scale_ kernel). */

@@ -13,6 +13,7 @@ int cmd_viz(int argc, char **argv);   /* terminal visualizer of a run's events, 
 int cmd_plot(int argc, char **argv);  /* gnuplot figures of a run */
 int cmd_trace(int argc, char **argv); /* Chrome trace export of a run */
 int cmd_amp(int argc, char **argv);   /* autocast policy, loss-scaler traces, underflow (labs 05, 09) */
+int cmd_precision(int argc, char **argv); /* running sums, range probe, flush counts, static scale (labs 04, 06) */
 int cmd_run(int argc, char **argv);   /* launcher: mpirun with what this machine needs */
 int cmd_comm_bench(int argc, char **argv); /* collective timing per algorithm and size (lab 12) */
 

@@ -19,6 +19,7 @@ static const struct {
     {"plot", cmd_plot, "gnuplot figures of a run (PNG, SVG or --term) with their data files"},
     {"trace", cmd_trace, "export a run as a Chrome trace for Perfetto (ui.perfetto.dev) or chrome://tracing"},
     {"amp", cmd_amp, "mixed precision: autocast policy per recipe, loss-scaler traces, fp16 underflow of a run"},
+    {"precision", cmd_precision, "running-sum error per format, range probe, fp16 flushes of runs, a static loss scale"},
     {"run", cmd_run, "start a program on N ranks (mpirun underneath): mixpar run -n 4 -- PROGRAM ARGS"},
     {"comm-bench", cmd_comm_bench, "time collectives per algorithm and size: algbw, busbw, alpha-beta fit"},
 };
