@@ -67,6 +67,11 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
         const cJSON *bf16 = cJSON_GetObjectItemCaseSensitive(config, "bf16");
         copy_str(m->precision, sizeof m->precision,
                  vz_json_bool(fp16, "enabled", false) ? "fp16" : vz_json_bool(bf16, "enabled", false) ? "bf16" : "fp32");
+    }
+    /* Runs that name their recipe (every run since the precision section) say it in "precision". */
+    const cJSON *precision = cJSON_GetObjectItemCaseSensitive(ev, "precision");
+    if (cJSON_IsObject(precision)) copy_str(m->precision, sizeof m->precision, vz_json_str(precision, "recipe", "fp32"));
+    if (cJSON_IsObject(config)) {
         const cJSON *model = cJSON_GetObjectItemCaseSensitive(config, "model");
         m->layers = (int)vz_json_int(model, "layers", m->layers);
         const cJSON *train = cJSON_GetObjectItemCaseSensitive(config, "train");
@@ -250,13 +255,18 @@ static void apply_diagnosis(vz_model *m, int rank, const cJSON *ev) {
              vz_json_str(ev, "message", vz_json_str(ev, "what", "?")));
 }
 
+/* Kinds the panels do not draw (rounding counters are for plots and the labs): known, so not "unknown". */
+static void apply_known_unshown(vz_model *m, int rank, const cJSON *ev) {
+    (void)m, (void)rank, (void)ev;
+}
+
 static const struct {
     const char *kind;
     void (*apply)(vz_model *m, int rank, const cJSON *ev);
 } APPLIERS[] = {
     {"run", apply_run},   {"step", apply_step}, {"eval", apply_eval},           {"hist", apply_hist},
     {"span", apply_span}, {"comm", apply_comm}, {"mem", apply_mem},             {"checkpoint", apply_checkpoint},
-    {"diagnosis", apply_diagnosis},
+    {"diagnosis", apply_diagnosis}, {"rounding", apply_known_unshown},
 };
 
 void vz_model_apply(void *model, int rank, const cJSON *event) {

@@ -172,7 +172,7 @@ static void draw_scale_strip(WINDOW *w, const vz_model *m, int y, int cols, cons
     if (m->min_scale == m->max_scale) {
         vz_text(w, y, 0, cols, A_NORMAL, "loss scale %s at every step (%s run: %s); %lld of %zu steps skipped",
                 vz_fmt_num(m->max_scale, a, sizeof a), m->precision,
-                strcmp(m->precision, "fp16") == 0 ? "a fixed scale" : "no loss scaling", m->skipped_steps, n);
+                strncmp(m->precision, "fp16", 4) == 0 ? "a fixed scale" : "no loss scaling", m->skipped_steps, n);
         return;
     }
     int x = vz_text(w, y, 0, cols, A_NORMAL, "loss scale %s .. %s; ", vz_fmt_num(m->min_scale, a, sizeof a),

@@ -169,7 +169,7 @@ static void loss_figures(plot_ctx *p, const vz_model *m) {
            "set title '%s: loss scale%s'\nset xlabel 'step'\nset ylabel 'loss scale'\nset logscale y 2\n%s"
            "plot 'loss.dat' using 1:4 with steps lw 2 title 'loss scale', "
            "'' using 1:($5 > 0 ? $4 : 1/0) with points pt 2 ps 1.5 lc rgb 'red' title 'skipped step (%lld)'\n",
-           m->name, flat ? (strcmp(m->precision, "fp16") == 0 ? " (fixed)" : " (no loss scaling in this run)") : "",
+           m->name, flat ? (strncmp(m->precision, "fp16", 4) == 0 ? " (fixed)" : " (no loss scaling in this run)") : "",
            flat ? yrange : "", m->skipped_steps);
 }
 

@@ -104,6 +104,7 @@ for row in "${runs[@]}"; do
   rm -rf "$run_dir"
   sets=(--set "optimizer.type=$type" --set "optimizer.params={\"lr\":$lr,$rest}" --set "train.steps=$steps"
         --set train.eval_interval=25 --set train.checkpoint_interval=0 --set train.sample_interval=0
+        --set train.hist_interval=0
         --set "train.run_dir=$run_dir")
   echo "\$ $(shell_words "$mixpar" train --config "$config" "${sets[@]}" --quiet)"
   start=$(now)

@@ -64,7 +64,7 @@ rc=0
     --set train.run_name=lab05 --set train.run_dir="$out/run" --set train.eval_interval=0 \
     --set train.sample_interval=0 --set train.checkpoint_interval=0 --set train.log_interval=10 || rc=$?
 if [ "$rc" -eq 86 ]; then
-    echo "lab05: the trainer needs labs 01 and 02 done (see the message above); the measurement is skipped" >&2
+    echo "lab05: the trainer needs labs 01, 02 and 04 done (see the message above); the measurement is skipped" >&2
     exit 0
 fi
 [ "$rc" -eq 0 ] || exit "$rc"
