@@ -134,6 +134,15 @@ static const char *const HANDOUT_SKIP[] = {
     "core/cuda/convert.cu", /* its device fp16/bf16 encoders are lab 03's answer, written out for the GPU */
     NULL};
 
+/* "labs/lab04-underflow-and-loss-scaling/README.md": where a stub of that lab's region points
+ * (a file holds regions of several labs: each stub names its own lab's handout). */
+static const char *handout_of_lab(int lab) {
+    static char path[300];
+    if (!lab_dir(".", lab, path, sizeof path)) return NULL;
+    strncat(path, "/README.md", sizeof path - strlen(path) - 1);
+    return path;
+}
+
 static int cmd_handout(int argc, char **argv) {
     if (argc != 1) die("usage: mixpar-grade handout OUTDIR");
     const char *out = argv[0];
@@ -159,11 +168,7 @@ static int cmd_handout(int argc, char **argv) {
     int regions = 0;
     for (int i = 0; i < set.count; i++) {
         source_file *f = &set.files[i];
-        int first_lab = f->regions.items[0].lab;
-        char handout[300];
-        lab_dir(".", first_lab, handout, sizeof handout);
-        strncat(handout, "/README.md", sizeof handout - strlen(handout) - 1);
-        char *stubbed = regions_stub(f->text, &f->regions, -1, handout);
+        char *stubbed = regions_stub(f->text, &f->regions, -1, handout_of_lab);
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", out, f->path);
         if (!write_text_file(path, stubbed)) die("cannot write %s", path);

@@ -143,15 +143,16 @@ static void sb_printf(strbuf *b, const char *fmt, ...) {
     sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-char *regions_stub(const char *text, const region_list *list, int lab, const char *handout_path) {
+char *regions_stub(const char *text, const region_list *list, int lab, const char *(*handout_for)(int lab)) {
     strbuf b = {0};
     size_t copied = 0;
     for (int i = 0; i < list->count; i++) {
         const region *r = &list->items[i];
         if (lab >= 0 && r->lab != lab) continue;
         sb_add(&b, text + copied, r->body_start - copied);
+        const char *handout = handout_for ? handout_for(r->lab) : NULL;
         sb_printf(&b, "%s/* TODO(lab %02d): %s. See %s */\n", r->indent, r->lab, r->title,
-                  handout_path ? handout_path : "the lab's README.md");
+                  handout ? handout : "the lab's README.md");
         sb_printf(&b, "%sLAB_TODO(%d);\n", r->indent, r->lab);
         copied = r->body_end;
     }

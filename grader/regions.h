@@ -29,7 +29,8 @@ bool regions_scan(const char *path, const char *text, region_list *out, char *er
 void regions_free(region_list *list);
 
 /* Text with each region of `lab` (or of every lab when lab < 0) replaced by the student stub. Caller frees. */
-char *regions_stub(const char *text, const region_list *list, int lab, const char *handout_path);
+/* handout_for(lab) names the handout each stub points to (NULL: "the lab's README.md"). */
+char *regions_stub(const char *text, const region_list *list, int lab, const char *(*handout_for)(int lab));
 
 /* Text of `clean` with the bodies of lab `lab`'s regions taken, in order, from `submitted`. Returns NULL
  * with a message when the submitted file lacks a region the clean one has. Caller frees. */
