@@ -353,6 +353,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
 
     model *m = model_create(&mc);
     model_init(m, cfg->train.seed);
+    model_set_recompute(m, (model_recompute)cfg->ckpt.policy, cfg->ckpt.every_k);
     train_step ts;
     /* ZeRO shards over the data-parallel ranks; on one rank there is nothing to shard. */
     zero *zr = world > 1 && cfg->zero.stage > 0
