@@ -1,8 +1,9 @@
 /* recompute.c: activation checkpointing on GPT-2 124M (fp32, B=4): per recompute policy, the MEM_ACT peak and the
- * forward+backward time (median of a few), as ratios of no recompute, beside the planner's prediction; and whether
- * the gradients are bit-identical to no recompute's.
+ * forward+backward time (wall and process CPU, median of a few), as ratios of no recompute, beside the planner's
+ * prediction; and whether the gradients are bit-identical to no recompute's.
  *
- *     build/bench/recompute [REPS [T ...]]        default: 3 repetitions, T = 64 (T = 256 takes ~4x as long) */
+ *     build/bench/recompute [REPS [T ...]]        default: 3 repetitions, T = 64 (T = 256 takes ~4x as long)
+ *     OMP_NUM_THREADS=1 build/bench/recompute 3 64 256     what the figures in labs/lab18's handout came from */
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/rng.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { B = 4, MAX_REPS = 20 };
 
@@ -31,6 +33,14 @@ static const policy_case cases[] = {
     {MODEL_RECOMPUTE_EVERY, 1, "every"},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
+
+/* CPU seconds of the whole process (all threads): on a machine shared with other work, wall time counts the
+ * time other programs ran; CPU time counts only ours (threads spinning at a barrier count too). */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -86,7 +96,9 @@ int main(int argc, char **argv) {
     plan_model pm;
     if (!plan_preset_find("gpt2-124m", &pm)) return 1;
     /* One model per policy, same weights: the timed runs go round the policies in turn, so a machine shared
-     * with other work slows them alike, and no run pays for laying out another policy's activations. */
+     * with other work slows them alike, and no run pays for laying out another policy's activations.
+     * On a busy machine, OMP_NUM_THREADS=1 gives steadier figures: threads waiting for each other at every
+     * barrier are otherwise most of what gets measured. */
     model *models[NCASES];
     for (int ci = 0; ci < NCASES; ci++) {
         models[ci] = model_create(&cfg);
@@ -104,19 +116,20 @@ int main(int argc, char **argv) {
         mp_rng_seed(&rng, 7);
         for (int i = 0; i < B * T; i++) inputs[i] = (int)(mp_rng_u32(&rng) % 50257u);
         for (int i = 0; i < B * T; i++) targets[i] = (int)(mp_rng_u32(&rng) % 50257u);
-        double fwd[NCASES][MAX_REPS], bwd[NCASES][MAX_REPS], both[NCASES][MAX_REPS];
+        double fwd[NCASES][MAX_REPS], bwd[NCASES][MAX_REPS], both[NCASES][MAX_REPS], cpu[NCASES][MAX_REPS];
         uint64_t hash[NCASES];
         for (int r = -1; r < reps; r++) /* r = -1 warms up (page faults, threads) and measures the peak */
-            for (int ci = 0; ci < NCASES; ci++) {
+            for (int j = 0; j < NCASES; j++) {
+                int ci = (j + r + 1) % NCASES; /* each round starts one policy later: none is not always first */
                 model *m = models[ci];
                 size_t act_before = mem_current(MEM_ACT);
                 mem_reset_peaks();
                 model_zero_grad(m);
-                double t0 = mp_now();
+                double c0 = cpu_now(), t0 = mp_now();
                 model_forward(m, inputs, targets, B, T);
                 double t1 = mp_now();
                 model_backward(m, 1.0f);
-                double t2 = mp_now();
+                double t2 = mp_now(), c2 = cpu_now();
                 if (r < 0) {
                     /* the tag's peak less what the other models hold (this one's block of the last T is freed
                      * when a longer T grows it) */
@@ -127,30 +140,34 @@ int main(int argc, char **argv) {
                 fwd[ci][r] = t1 - t0;
                 bwd[ci][r] = t2 - t1;
                 both[ci][r] = t2 - t0;
+                cpu[ci][r] = c2 - c0;
             }
-        printf("\nT=%d\n%-10s %5s %10s %6s %10s %6s %8s %8s %8s %6s  %s\n", T, "policy", "ckpt", "act MiB", "ratio",
-               "plan MiB", "m/plan", "fwd s", "bwd s", "f+b s", "ratio", "gradients");
-        double base_time = 0;
+        printf("\nT=%d\n%-10s %5s %9s %6s %9s %6s %7s %7s %7s %6s %7s %6s  %s\n", T, "policy", "ckpt", "act MiB",
+               "ratio", "plan MiB", "m/plan", "fwd s", "bwd s", "f+b s", "ratio", "cpu s", "ratio", "gradients");
+        double base_time = 0, base_cpu = 0;
         for (int ci = 0; ci < NCASES; ci++) {
             const policy_case *pc = &cases[ci];
             qsort(fwd[ci], (size_t)reps, sizeof(double), cmp_double);
             qsort(bwd[ci], (size_t)reps, sizeof(double), cmp_double);
             qsort(both[ci], (size_t)reps, sizeof(double), cmp_double);
-            double t = both[ci][reps / 2];
-            if (ci == 0) base_time = t;
+            qsort(cpu[ci], (size_t)reps, sizeof(double), cmp_double);
+            double t = both[ci][reps / 2], tc = cpu[ci][reps / 2];
+            if (ci == 0) base_time = t, base_cpu = tc;
             int ck = 0;
             for (int l = 0; l < cfg.L; l++) ck += model_block_keeps(pc->policy, pc->k, l) == MODEL_KEEP_INPUT;
             double plan = (double)planned_bytes(&pm, T, pc, cfg.L);
-            printf("%-10s %5d %10.1f %6.3f %10.1f %6.3f %8.3f %8.3f %8.3f %6.3f  %s\n", pc->name, ck, held[ci] / 1048576.0,
-                   (double)held[ci] / (double)held[0], plan / 1048576.0, held[ci] / plan, fwd[ci][reps / 2], bwd[ci][reps / 2], t,
-                   t / base_time, hash[ci] == hash[0] ? "identical" : "DIFFERENT");
+            printf("%-10s %5d %9.1f %6.3f %9.1f %6.3f %7.3f %7.3f %7.3f %6.3f %7.3f %6.3f  %s\n", pc->name, ck,
+                   held[ci] / 1048576.0, (double)held[ci] / (double)held[0], plan / 1048576.0, held[ci] / plan,
+                   fwd[ci][reps / 2], bwd[ci][reps / 2], t, t / base_time, tc, tc / base_cpu,
+                   hash[ci] == hash[0] ? "identical" : "DIFFERENT");
         }
         model_activation_split s;
         model_activation_bytes_policy(&cfg, B, T, MODEL_RECOMPUTE_NONE, 1, &s);
         printf("ckpt: blocks that rerun their forward in backward. act: the MEM_ACT peak (one block, laid out by the "
-               "policy).\nNo policy touches what lies outside the blocks: %.1f of none's %.1f MiB (the logits, %.1f "
-               "MiB, and backward's\ngradient scratch). m/plan: the model's extras over the planner's tensors, "
-               "itemised in tests/unit/test_model_recompute.c.\n",
+               "policy).\ncpu: process CPU seconds of forward+backward, the steadier figure on a shared machine.\n"
+               "No policy touches what lies outside the blocks: %.1f of none's %.1f MiB (the logits, %.1f MiB, and "
+               "backward's\ngradient scratch). m/plan: the model's extras over the planner's tensors, itemised in "
+               "tests/unit/test_model_recompute.c.\n",
                s.outside / 1048576.0, s.total / 1048576.0, (double)B * T * cfg.Vp * 4 / 1048576.0);
         free(inputs);
         free(targets);

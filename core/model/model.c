@@ -192,8 +192,10 @@ static const act_spec layer_act_specs[] = {
 };
 enum { NLAYER_ACTS = sizeof layer_act_specs / sizeof layer_act_specs[0] };
 
-/* The next n floats of the block at `base` (NULL while only counting), kept 64-byte aligned. */
+/* n floats rounded up to a multiple of 16: every tensor starts on a 64-byte boundary. */
 static size_t padded(size_t n) { return (n + 15) / 16 * 16; }
+
+/* The next n floats of the block at `base` (NULL while only counting), kept 64-byte aligned. */
 static float *take(float *base, size_t *used, size_t n) {
     float *p = base && n ? base + *used : NULL;
     *used += padded(n);
