@@ -3,7 +3,7 @@
  * prediction; and whether the gradients are bit-identical to no recompute's.
  *
  *     build/bench/recompute [REPS [T ...]]        default: 3 repetitions, T = 64 (T = 256 takes ~4x as long)
- *     OMP_NUM_THREADS=1 build/bench/recompute 3 64 256     what the figures in labs/lab18's handout came from */
+ *     OMP_NUM_THREADS=1 build/bench/recompute 3 64 256     what solutions/lab18-memory-optimisation.md shows */
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/rng.h"
