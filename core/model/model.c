@@ -3,6 +3,7 @@
 #include "model/model_internal.h"
 
 #include "base/error.h"
+#include "base/lab.h"
 #include "base/mem.h"
 #include "base/rng.h"
 #include "fp/hist.h"
@@ -122,39 +123,162 @@ int model_dim_size(const model_config *c, dim_kind d) {
     }
 }
 
+/* ------------------------------------------------------------------ activation checkpointing */
+
+const char *const model_recompute_names[] = {[MODEL_RECOMPUTE_NONE] = "none", [MODEL_RECOMPUTE_EVERY] = "every",
+                                             [MODEL_RECOMPUTE_EVERY_K] = "every_k",
+                                             [MODEL_RECOMPUTE_SELECTIVE] = "selective", NULL};
+
+const char *model_recompute_name(model_recompute r) {
+    return r >= 0 && r < MODEL_NRECOMPUTES ? model_recompute_names[r] : "?";
+}
+
+int model_recompute_from_name(const char *name) {
+    for (int r = 0; r < MODEL_NRECOMPUTES; r++)
+        if (strcmp(name, model_recompute_names[r]) == 0) return r;
+    return -1;
+}
+
+model_keep model_block_keeps(model_recompute policy, int k, int layer) {
+    /* No recompute needs no lab 18 code: the default path runs before lab 18 is done. */
+    if (policy == MODEL_RECOMPUTE_NONE) return MODEL_KEEP_ALL;
+    MP_ASSERT(policy > 0 && policy < MODEL_NRECOMPUTES && layer >= 0 && (policy != MODEL_RECOMPUTE_EVERY_K || k >= 1),
+              "recompute policy %d, k %d, layer %d", (int)policy, k, layer);
+    /* LAB 18 BEGIN which blocks keep their activations under a policy: every block, every k-th block, selective */
+    switch (policy) {
+    case MODEL_RECOMPUTE_EVERY: return MODEL_KEEP_INPUT;
+    case MODEL_RECOMPUTE_EVERY_K: return layer % k == 0 ? MODEL_KEEP_INPUT : MODEL_KEEP_ALL; /* blocks 0, k, 2k... */
+    case MODEL_RECOMPUTE_SELECTIVE: return MODEL_KEEP_NO_SCORES;
+    default: return MODEL_KEEP_ALL;
+    }
+    /* LAB 18 END */
+}
+
 /* ------------------------------------------------------------------ activations */
+
+/* The sizes an activation tensor can have, in floats for a (B,T) batch. */
+typedef enum { ACT_NC, ACT_STATS, ACT_ROWS, ACT_QKV, ACT_SCORES, ACT_FC_IN, ACT_F } act_size;
+
+static size_t act_floats(const model_config *c, int B, int T, act_size size) {
+    size_t N = (size_t)B * T;
+    switch (size) {
+    case ACT_NC: return N * c->C;
+    case ACT_STATS: return c->arch == MODEL_GPT2 ? N : 0; /* LayerNorm's mean; RMSNorm keeps none */
+    case ACT_ROWS: return N;
+    case ACT_QKV: return N * model_dim_size(c, DIM_QKV);
+    case ACT_SCORES: return (size_t)B * c->NH * T * T;
+    case ACT_FC_IN: return N * model_dim_size(c, DIM_FC_IN);
+    case ACT_F: return N * c->F;
+    }
+    return 0;
+}
+
+/* What a block keeps for backward (layer_acts), in forward order, and what each tensor is to a recompute
+ * policy: `boundary` marks the block's output on the residual stream (kept under every policy: it is the
+ * next block's input, or the final norm's), `scores` the attention probabilities (what selective drops). */
+typedef struct {
+    size_t field; /* offset of the pointer in layer_acts */
+    act_size size;
+    bool boundary, scores;
+} act_spec;
+#define ACT_FIELD(f) offsetof(layer_acts, f)
+static const act_spec layer_act_specs[] = {
+    {ACT_FIELD(ln1), ACT_NC, false, false},      {ACT_FIELD(ln1_mean), ACT_STATS, false, false},
+    {ACT_FIELD(ln1_rstd), ACT_ROWS, false, false}, {ACT_FIELD(qkv), ACT_QKV, false, false},
+    {ACT_FIELD(atty), ACT_NC, false, false},     {ACT_FIELD(att), ACT_SCORES, false, true},
+    {ACT_FIELD(res2), ACT_NC, false, false},     {ACT_FIELD(ln2), ACT_NC, false, false},
+    {ACT_FIELD(ln2_mean), ACT_STATS, false, false}, {ACT_FIELD(ln2_rstd), ACT_ROWS, false, false},
+    {ACT_FIELD(fch), ACT_FC_IN, false, false},   {ACT_FIELD(fch_act), ACT_F, false, false},
+    {ACT_FIELD(res3), ACT_NC, true, false},
+};
+enum { NLAYER_ACTS = sizeof layer_act_specs / sizeof layer_act_specs[0] };
+
+/* n floats rounded up to a multiple of 16: every tensor starts on a 64-byte boundary. */
+static size_t padded(size_t n) { return (n + 15) / 16 * 16; }
 
 /* The next n floats of the block at `base` (NULL while only counting), kept 64-byte aligned. */
 static float *take(float *base, size_t *used, size_t n) {
     float *p = base && n ? base + *used : NULL;
-    *used += (n + 15) / 16 * 16;
+    *used += padded(n);
     return p;
 }
 
-/* Lays the activations out in one block at `base` (or only counts when base is NULL); returns floats. */
-static size_t layout_acts(const model_config *c, int B, int T, float *base, layer_acts *layers, global_acts *g) {
+/* The recompute buffers: one block's worth, shared by every block that does not keep a tensor itself.
+ * Forward of such a block writes there (and the next such block overwrites it); its backward finds
+ * there what model_recompute_block has just rebuilt. */
+typedef struct {
+    float *at[NLAYER_ACTS];
+    bool taken[NLAYER_ACTS]; /* while only counting, `at` stays NULL: this says whether it was taken */
+} recompute_buffers;
+
+/* Lays the activations out in one block at `base` (or only counts when base is NULL) under a recompute
+ * policy; returns floats, and where they go in *split (floats; may be NULL). */
+static size_t layout_acts(const model_config *c, int B, int T, model_recompute policy, int k, float *base,
+                          layer_acts *layers, global_acts *g, model_activation_split *split) {
     size_t N = (size_t)B * T, C = c->C, QKV = model_dim_size(c, DIM_QKV), FC = model_dim_size(c, DIM_FC_IN), F = c->F;
-    size_t att = (size_t)B * c->NH * T * T, stats = c->arch == MODEL_GPT2 ? N : 0;
+    size_t stats = c->arch == MODEL_GPT2 ? N : 0;
     size_t used = 0;
-#define TAKE(ptr, n) ((ptr) = take(base, &used, (n)))
+    recompute_buffers shared = {{NULL}, {false}};
     for (int l = 0; l < c->L; l++) {
         layer_acts dummy, *a = base ? &layers[l] : &dummy; /* counting still walks a struct */
-        TAKE(a->ln1, N * C); TAKE(a->ln1_mean, stats); TAKE(a->ln1_rstd, N);
-        TAKE(a->qkv, N * QKV); TAKE(a->atty, N * C); TAKE(a->att, att); TAKE(a->res2, N * C);
-        TAKE(a->ln2, N * C); TAKE(a->ln2_mean, stats); TAKE(a->ln2_rstd, N);
-        TAKE(a->fch, N * FC); TAKE(a->fch_act, N * F); TAKE(a->res3, N * C);
+        model_keep keep = model_block_keeps(policy, k, l);
+        for (int i = 0; i < NLAYER_ACTS; i++) {
+            const act_spec *s = &layer_act_specs[i];
+            float **slot = (float **)((char *)a + s->field);
+            size_t n = act_floats(c, B, T, s->size);
+            if (keep == MODEL_KEEP_ALL) {
+                *slot = take(base, &used, n);
+                continue;
+            }
+            /* LAB 18 BEGIN lay out a block that does not keep everything: its own floats for what it keeps, the one shared recompute buffer for the rest */
+            bool own = keep == MODEL_KEEP_NO_SCORES ? !s->scores : s->boundary;
+            if (!own && !shared.taken[i]) {
+                shared.at[i] = take(base, &used, n);
+                shared.taken[i] = true;
+            }
+            *slot = own ? take(base, &used, n) : shared.at[i];
+            /* LAB 18 END */
+        }
     }
+    size_t in_blocks = used, recompute = 0;
+    for (int i = 0; i < NLAYER_ACTS; i++)
+        if (shared.taken[i]) recompute += padded(act_floats(c, B, T, layer_act_specs[i].size));
     global_acts dummy_g, *G = base ? g : &dummy_g;
+#define TAKE(ptr, n) ((ptr) = take(base, &used, (n)))
     TAKE(G->encoded, N * C); TAKE(G->lnf, N * C); TAKE(G->lnf_mean, stats); TAKE(G->lnf_rstd, N);
     TAKE(G->logits, N * c->Vp); TAKE(G->losses, N); TAKE(G->lse, N);
     TAKE(G->proj, N * C); TAKE(G->dres, N * C); TAKE(G->dln, N * C); TAKE(G->datty, N * C);
     TAKE(G->dqkv, N * QKV); TAKE(G->dfch, N * FC); TAKE(G->dfch_act, N * F); TAKE(G->dloss, N);
 #undef TAKE
+    if (split)
+        *split = (model_activation_split){.blocks = in_blocks - recompute, .recompute = recompute,
+                                          .outside = used - in_blocks, .total = used};
     return used;
 }
 
+static void check_policy(model_recompute policy, int k) {
+    if (policy < 0 || policy >= MODEL_NRECOMPUTES)
+        MP_FAIL("a recompute policy: none, every, every_k or selective", "policy number %d", (int)policy);
+    if (policy == MODEL_RECOMPUTE_EVERY_K && k < 1)
+        MP_FAIL_HINT("every_k's k >= 1", "k = 1 checkpoints every block; k = 2 every other one",
+                     "k = %d", k);
+}
+
+size_t model_activation_bytes_policy(const model_config *cfg, int B, int T, model_recompute policy, int k,
+                                     model_activation_split *split) {
+    check_policy(policy, k);
+    size_t floats = layout_acts(cfg, B, T, policy, k, NULL, NULL, NULL, split);
+    if (split) {
+        split->blocks *= sizeof(float);
+        split->recompute *= sizeof(float);
+        split->outside *= sizeof(float);
+        split->total *= sizeof(float);
+    }
+    return floats * sizeof(float);
+}
+
 size_t model_activation_bytes(const model_config *cfg, int B, int T) {
-    return layout_acts(cfg, B, T, NULL, NULL, NULL) * sizeof(float);
+    return model_activation_bytes_policy(cfg, B, T, MODEL_RECOMPUTE_NONE, 1, NULL);
 }
 
 /* ------------------------------------------------------------------ the model */
@@ -407,18 +531,38 @@ void model_check_batch(model *m, const int *inputs, const int *targets, int B, i
     if (targets) memcpy(m->targets, targets, N * sizeof(int));
 }
 
-/* The fp32 activations for a (B,T) batch: allocated at the first call, grown when B*T grows. */
+/* The fp32 activations for a (B,T) batch under the model's recompute policy: allocated at the first call,
+ * grown when they need more room (a new policy frees them: model_set_recompute). */
 static void ensure_acts(model *m, int B, int T) {
     if (m->act_memory && m->B == B && m->T == T) return;
-    size_t floats = layout_acts(&m->cfg, B, T, NULL, NULL, NULL);
+    size_t floats = layout_acts(&m->cfg, B, T, m->recompute, m->recompute_k, NULL, NULL, NULL, NULL);
     if (floats > m->act_floats) {
         mem_free(m->act_memory);
         m->act_memory = mem_alloc(floats * sizeof(float), MEM_ACT, "activations");
         m->act_floats = floats;
     }
-    layout_acts(&m->cfg, B, T, m->act_memory, m->acts, &m->ga);
+    layout_acts(&m->cfg, B, T, m->recompute, m->recompute_k, m->act_memory, m->acts, &m->ga, NULL);
     m->B = B;
     m->T = T;
+}
+
+void model_set_recompute(model *m, model_recompute policy, int k) {
+    check_policy(policy, k);
+    m->recompute = policy;
+    m->recompute_k = policy == MODEL_RECOMPUTE_EVERY_K ? k : 1;
+    /* The layout depends on the policy: lay it out again at the next forward, from an empty block, so
+     * MEM_ACT shows the new policy's bytes and not the largest of the old and the new. */
+    mem_free(m->act_memory);
+    m->act_memory = NULL;
+    m->act_floats = 0;
+    m->B = m->T = 0;
+    if (m->lowp) model_lowp_drop_activations(m);
+    m->have_targets = false;
+}
+
+model_recompute model_get_recompute(const model *m, int *k) {
+    if (k) *k = m->recompute_k;
+    return m->recompute;
 }
 
 void model_norm_forward(const model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -433,12 +577,37 @@ void model_norm_backward(const model *m, float *dinp, float *dw, float *db, cons
     else rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, m->cfg.C);
 }
 
+/* Block l's forward from `residual` (B,T,C) into m->acts[l] (its own tensors, or the shared recompute
+ * buffers for what it does not keep). With to_output false it stops after the MLP activation: the
+ * projection after it only makes the block's output, which is kept, so a recompute needs none of it. */
+static void block_forward(model *m, int l, const float *residual, bool to_output) {
+    const model_config *c = &m->cfg;
+    int B = m->B, T = m->T, N = B * T, C = c->C, HS = C / c->NH, QKV = model_dim_size(c, DIM_QKV),
+        FC = model_dim_size(c, DIM_FC_IN);
+    const layer_params *w = &m->layer_w[l];
+    layer_acts *a = &m->acts[l];
+    float *proj = m->ga.proj;
+    model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N);
+    matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, QKV);
+    if (c->arch == MODEL_LLAMA) rope_forward(a->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
+    attention_forward(a->atty, a->att, a->qkv, B, T, c->NH, c->KVH, HS);
+    matmul_forward(proj, a->atty, w->attprojw, w->attprojb, N, C, C);
+    residual_forward(a->res2, residual, proj, (long)N * C);
+    model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N);
+    matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, FC);
+    if (c->arch == MODEL_GPT2) gelu_forward(a->fch_act, a->fch, (long)N * c->F);
+    else swiglu_forward(a->fch_act, a->fch, N, c->F);
+    if (!to_output) return;
+    matmul_forward(proj, a->fch_act, w->fcprojw, w->fcprojb, N, c->F, C);
+    residual_forward(a->res3, a->res2, proj, (long)N * C);
+}
+
 float model_forward(model *m, const int *inputs, const int *targets, int B, int T) {
     model_check_batch(m, inputs, targets, B, T);
     if (m->lowp) return model_lowp_forward(m, inputs, targets, B, T);
     ensure_acts(m, B, T);
     const model_config *c = &m->cfg;
-    int N = B * T, C = c->C, HS = C / c->NH, QKV = model_dim_size(c, DIM_QKV), FC = model_dim_size(c, DIM_FC_IN);
+    int N = B * T, C = c->C;
     global_acts *g = &m->ga;
 
     model_hook(m->hooks.before_forward, m->hooks.ctx, -1);
@@ -446,21 +615,8 @@ float model_forward(model *m, const int *inputs, const int *targets, int B, int 
     const float *residual = g->encoded;
     for (int l = 0; l < c->L; l++) {
         model_hook(m->hooks.before_forward, m->hooks.ctx, l);
-        const layer_params *w = &m->layer_w[l];
-        layer_acts *a = &m->acts[l];
-        model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N);
-        matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, QKV);
-        if (c->arch == MODEL_LLAMA) rope_forward(a->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
-        attention_forward(a->atty, a->att, a->qkv, B, T, c->NH, c->KVH, HS);
-        matmul_forward(g->proj, a->atty, w->attprojw, w->attprojb, N, C, C);
-        residual_forward(a->res2, residual, g->proj, (long)N * C);
-        model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N);
-        matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, FC);
-        if (c->arch == MODEL_GPT2) gelu_forward(a->fch_act, a->fch, (long)N * c->F);
-        else swiglu_forward(a->fch_act, a->fch, N, c->F);
-        matmul_forward(g->proj, a->fch_act, w->fcprojw, w->fcprojb, N, c->F, C);
-        residual_forward(a->res3, a->res2, g->proj, (long)N * C);
-        residual = a->res3;
+        block_forward(m, l, residual, true);
+        residual = m->acts[l].res3;
         hist_layer(m, l, N);
     }
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
@@ -492,6 +648,23 @@ const float *model_logits(model *m, int b, int t) {
 
 /* ------------------------------------------------------------------ backward */
 
+void model_recompute_block(model *m, int l) {
+    model_keep keep = model_keep_of(m, l);
+    if (keep == MODEL_KEEP_ALL) return;
+    MP_ASSERT(m->act_memory && !m->lowp && l >= 0 && l < m->cfg.L, "recompute of block %d without fp32 activations", l);
+    /* LAB 18 BEGIN recompute a block's forward before its backward: all of it from its stored input, or only the attention probabilities */
+    const model_config *c = &m->cfg;
+    layer_acts *a = &m->acts[l];
+    if (keep == MODEL_KEEP_NO_SCORES) {
+        /* att from the stored q, k, v (after RoPE); the attention output comes again too, into scratch */
+        attention_forward(m->ga.proj, a->att, a->qkv, m->B, m->T, c->NH, c->KVH, c->C / c->NH);
+    } else {
+        const float *input = l ? m->acts[l - 1].res3 : m->ga.encoded;
+        block_forward(m, l, input, false);
+    }
+    /* LAB 18 END */
+}
+
 void model_backward(model *m, float loss_scale) {
     MP_ASSERT(m->have_targets, "model_backward needs a forward pass with targets first");
     if (m->lowp) {
@@ -521,6 +694,7 @@ void model_backward(model *m, float loss_scale) {
     /* dres holds dLoss/d(residual stream) at the block's output; each block adds its branches' share. */
     for (int l = c->L - 1; l >= 0; l--) {
         model_hook(m->hooks.before_backward, m->hooks.ctx, l);
+        model_recompute_block(m, l); /* after the hook: a ZeRO-3 gather there brings the weights it reads */
         const layer_params *w = &m->layer_w[l];
         layer_params *dw = &m->layer_g[l];
         layer_acts *a = &m->acts[l];

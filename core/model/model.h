@@ -108,7 +108,79 @@ const float *model_logits(model *m, int b, int t);
  * format, so they show what each format would flush. Forward adds to them while set; NULL stops. */
 void model_collect_act_hist(model *m, fp_hist *hists);
 
-/* Bytes of activations the model holds for a (B,T) batch (what forward would allocate). */
+/* Bytes of activations the model holds for a (B,T) batch (what forward would allocate), fp32, no recompute. */
 size_t model_activation_bytes(const model_config *cfg, int B, int T);
+
+/* ------------------------------------------------------------------ activation checkpointing (重计算)
+ * Backward reads what forward computed inside every block (lab 02): norm outputs, q/k/v, the attention
+ * probabilities, the MLP's inner tensors. Keeping them all is most of the activation memory; a policy
+ * keeps less and recomputes the rest during backward, trading compute for memory:
+ *
+ *   policy     a block keeps                                  rerun in backward         memory per block
+ *   none       everything backward reads                      nothing                   all of it
+ *   every      only its input (the residual stream entering   the block's forward       its input
+ *              it); Megatron's full recompute, DeepSpeed's    (one extra forward pass
+ *              checkpoint() around every block                 in all)
+ *   every_k    blocks 0, k, 2k, ... as `every`, the others    1/k of a forward          between the two
+ *              everything (k = 1 is `every`)
+ *   selective  everything except the attention probabilities  softmax(q k^T) (and att   all but (B,NH,T,T)
+ *              att (B,NH,T,T), rebuilt from the stored q, k    @ v) per block
+ *              (Korthikanti et al. 2022, "selective")
+ *
+ * every_k's k: of every k consecutive blocks the first is checkpointed, so ceil(L/k) blocks recompute.
+ * This is Megatron-LM's "block" recompute method (--recompute-method block --recompute-num-layers n
+ * checkpoints n of a stage's blocks and keeps the rest) with the n blocks spread evenly instead of
+ * taken first; it is not Megatron's "uniform" method, which checkpoints chunks of k blocks and then
+ * holds a whole chunk's activations while it recomputes. Here at most one block is ever rebuilt at a
+ * time, so the extra memory is one block's worth whatever the policy.
+ *
+ * The residual stream at the block boundaries (the embeddings' output and every block's output, L+1
+ * tensors (B,T,C)) is kept under every policy: each is a checkpointed block's input or the final
+ * norm's. A checkpointed block's tensors are not allocated: they live in one shared block of recompute
+ * buffers, which forward passes through and backward refills, block by block, right after the
+ * before_backward(l) hook (so a ZeRO-3 gather there has the weights in place for the recompute) and
+ * before block l's backward. The recompute runs the same code on the same inputs, so the gradients and
+ * the loss are bit-for-bit those of `none` (in every compute mode of model_lowp.h too). */
+typedef enum {
+    MODEL_RECOMPUTE_NONE,
+    MODEL_RECOMPUTE_EVERY,
+    MODEL_RECOMPUTE_EVERY_K,
+    MODEL_RECOMPUTE_SELECTIVE,
+    MODEL_NRECOMPUTES
+} model_recompute;
+
+/* What one block keeps for backward under a policy. */
+typedef enum {
+    MODEL_KEEP_ALL,       /* every tensor its backward reads */
+    MODEL_KEEP_NO_SCORES, /* all but the attention probabilities (selective) */
+    MODEL_KEEP_INPUT,     /* only its input: the block is checkpointed and rerun in backward */
+} model_keep;
+
+extern const char *const model_recompute_names[]; /* "none", "every", "every_k", "selective", NULL */
+const char *model_recompute_name(model_recompute r);
+int model_recompute_from_name(const char *name);   /* -1 when unknown */
+
+/* What block `layer` (0..L-1) keeps under `policy` (k: every_k's k, ignored by the others). */
+model_keep model_block_keeps(model_recompute policy, int k, int layer);
+
+/* Sets the model's policy (k >= 1 for every_k; a bad policy or k stops with a message, exit 2). The
+ * activations of the previous policy are freed, so call it between steps, not between forward and
+ * backward; the next forward lays them out again. */
+void model_set_recompute(model *m, model_recompute policy, int k);
+model_recompute model_get_recompute(const model *m, int *k); /* k may be NULL */
+
+/* Where the activation bytes go, split as the planner splits them (plan_activations in plan/plan.h). */
+typedef struct {
+    size_t blocks;    /* what the L blocks keep for backward, their outputs on the residual stream included */
+    size_t recompute; /* the shared recompute buffers: one block's worth at most (selective: one att) */
+    size_t outside;   /* the embeddings' output, the final norm, the logits and loss, and backward's
+                       * gradient scratch for one block (no policy changes these) */
+    size_t total;
+} model_activation_split;
+
+/* model_activation_bytes under a policy: what the fp32 forward allocates (MEM_ACT, one block, so this is
+ * the measured peak) for a (B,T) batch; *split (may be NULL) receives where the bytes go. */
+size_t model_activation_bytes_policy(const model_config *cfg, int B, int T, model_recompute policy, int k,
+                                     model_activation_split *split);
 
 #endif

@@ -71,6 +71,8 @@ struct model {
     bool have_targets;
     model_lowp *lowp;                   /* the mixed-precision path; NULL while the model runs fp32 */
     fp_hist *act_hists;                 /* (L + 2) activation histograms being collected, or NULL */
+    model_recompute recompute;          /* activation checkpointing policy (model.h) [none] */
+    int recompute_k;                    /* every_k's k [1] */
 };
 
 
@@ -88,11 +90,20 @@ static inline void model_hook(void (*fn)(void *, int), void *ctx, int layer) {
 
 /* Adds n activations of a layer to its histogram when one is being collected. */
 void model_hist_acts(model *m, int layer, const float *x, size_t n);
+/* What block l of m keeps under the model's policy. */
+static inline model_keep model_keep_of(const model *m, int l) {
+    return model_block_keeps(m->recompute, m->recompute_k, l);
+}
+/* fp32 path: refills what block `layer` did not keep (its whole forward from the stored input, or only
+ * the attention probabilities), so that block's backward can run; nothing for a block that keeps all.
+ * model_backward calls it right after before_backward(layer). */
+void model_recompute_block(model *m, int layer);
 
 /* model_lowp.c */
 float model_lowp_forward(model *m, const int *inputs, const int *targets, int B, int T);
 void model_lowp_backward(model *m, float loss_scale);
 const float *model_lowp_logits(model *m, int b, int t);
 void model_lowp_free(model_lowp *lp);
+void model_lowp_drop_activations(model *m); /* frees the stored activations and the scratch (a new policy) */
 
 #endif

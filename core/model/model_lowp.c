@@ -31,10 +31,17 @@ enum { HEAD_ROWS = 8 };
 /* The MLP activation's backward decodes its stored input ACT_ROWS rows at a time. */
 enum { ACT_ROWS = 16 };
 
-/* What a block keeps for backward, in the storage format (esz bytes per value), and its fp32 statistics. */
+/* What a block keeps for backward, in the storage format (esz bytes per value), and its fp32 statistics.
+ * Under a recompute policy (model.h) a checkpointed block's tensors point at one shared block of storage
+ * that its forward and its recompute fill, and the block keeps its input in fp32 (in32) instead: forward
+ * carries the residual stream in fp32, and a recompute from the rounded copy would not be the same
+ * forward. Selective recompute stores no att (backward rebuilds it in the pool). res3 is the block's
+ * output in the storage format (the next block's input, or the final norm's): NULL when the next block
+ * keeps it in fp32. */
 typedef struct {
     void *ln1, *qkv, *atty, *att, *res2, *ln2, *fch, *fch_act, *res3;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    float *in32;                /* (B,T,C) checkpointed blocks only: the residual stream entering the block */
 } lowp_layer;
 
 struct model_lowp {
@@ -47,7 +54,7 @@ struct model_lowp {
     size_t store_bytes;
     int B, T;
     lowp_layer *layers;         /* (L) */
-    void *encoded, *lnf, *logits;
+    void *encoded, *lnf, *logits; /* encoded: NULL when block 0 keeps its input in fp32 */
     float *lnf_mean, *lnf_rstd, *losses, *lse, *dloss;
     /* fp32 scratch for one layer at a time (MEM_ACT): the pool holds forward's working tensors, then
      * backward's gradients, laid out per phase (see "the pool" below) */
@@ -65,6 +72,7 @@ struct model_lowp {
     float *w32;
     amp_fp8_meta *fp8;          /* (nsites * FP8_PER_SITE) */
     int nsites;
+    bool recomputing;           /* a checkpointed block's forward is being rerun: record and count nothing */
     /* counters */
     bool counting;
     model_layer_rounding *rounding; /* (L + 2) */
@@ -146,14 +154,14 @@ static uint64_t count_nonzero(const float *x, size_t n) {
 }
 
 static model_round_count *act_counter(model_lowp *lp, int layer) {
-    return lp->counting ? &lp->rounding[layer + 1].acts : NULL;
+    return lp->counting && !lp->recomputing ? &lp->rounding[layer + 1].acts : NULL;
 }
 
 /* Stores src (fp32, n values) for backward and rounds src to the stored value, so what forward goes on
  * computing with is exactly what backward will read. A matmul input in tf32 mode is rounded to tf32 (the
  * format the product reads) before it is stored. */
 static void store(model_lowp *lp, int layer, void *dst, float *src, size_t n, bool matmul_input) {
-    model_hist_acts(lp->owner, layer, src, n); /* before rounding: what each format would make of it */
+    if (!lp->recomputing) model_hist_acts(lp->owner, layer, src, n); /* before rounding: what formats make of it */
     if (lp->esz == 4) {
         if (matmul_input && lp->prec.compute == MODEL_COMPUTE_TF32) tf32_round_array(src, src, n);
         memcpy(dst, src, n * 4);
@@ -167,7 +175,7 @@ static void store(model_lowp *lp, int layer, void *dst, float *src, size_t n, bo
 
 /* Stores a copy without touching src: the residual stream stays fp32 in forward. */
 static void store_copy(model_lowp *lp, int layer, void *dst, const float *src, size_t n) {
-    model_hist_acts(lp->owner, layer, src, n);
+    if (!lp->recomputing) model_hist_acts(lp->owner, layer, src, n);
     if (lp->esz == 4) memcpy(dst, src, n * 4);
     else encode_par(dst, src, n, lp->fmt);
 }
@@ -240,8 +248,8 @@ static void mm_forward(model *m, int site, float *out, const float *x, const voi
         matmul_lowp_forward(out, xs, lp->w16 + woff, bias, N, C, OC, lp->fmt);
         return;
     }
-    if (lp->prec.compute == MODEL_COMPUTE_FP8) {
-        fake_quant(lp, fp8_meta(lp, site, FP8_X), x, lp->fq_in, (size_t)N * C, true);
+    if (lp->prec.compute == MODEL_COMPUTE_FP8) { /* a recompute must not record the amax a second time */
+        fake_quant(lp, fp8_meta(lp, site, FP8_X), x, lp->fq_in, (size_t)N * C, !lp->recomputing);
         x = lp->fq_in;
     }
     matmul_forward(out, x, lp->w32 + woff, bias, N, C, OC);
@@ -341,30 +349,54 @@ static void *arena_take(arena *a, size_t bytes) {
 
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
-/* Lays out storage and scratch for a (B,T) batch in two arenas (or only counts them). */
+/* A block's tensors in the storage arena (a is written only when the arena is real). */
+static void take_block(arena *st, lowp_layer *a, size_t N, size_t C, size_t QKV, size_t FC, size_t F, size_t att,
+                       size_t stats, size_t e) {
+    a->ln1 = arena_take(st, N * C * e);
+    a->ln1_mean = arena_take(st, stats * 4);
+    a->ln1_rstd = arena_take(st, N * 4);
+    a->qkv = arena_take(st, N * QKV * e);
+    a->atty = arena_take(st, N * C * e);
+    a->att = arena_take(st, att * e);
+    a->res2 = arena_take(st, N * C * e);
+    a->ln2 = arena_take(st, N * C * e);
+    a->ln2_mean = arena_take(st, stats * 4);
+    a->ln2_rstd = arena_take(st, N * 4);
+    a->fch = arena_take(st, N * FC * e);
+    a->fch_act = arena_take(st, N * F * e);
+}
+
+/* Block l's input is kept in fp32 (in32) when the block is checkpointed; l = L is the final norm. */
+static bool input_in_fp32(const model *m, int l) {
+    return l < m->cfg.L && model_keep_of(m, l) == MODEL_KEEP_INPUT;
+}
+
+/* Lays out storage and scratch for a (B,T) batch in two arenas (or only counts them), under the model's
+ * recompute policy: blocks that keep everything as before; selective without att; checkpointed blocks
+ * only their fp32 input, with one shared block of storage for their forward and recompute. */
 static void layout(model *m, int B, int T, arena *st, arena *sc, arena *op) {
     model_lowp *lp = m->lowp;
     const model_config *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->C, QKV = model_dim_size(c, DIM_QKV), FC = model_dim_size(c, DIM_FC_IN),
            F = c->F, att = (size_t)B * c->NH * T * T, stats = c->arch == MODEL_GPT2 ? N : 0, e = lp->esz;
+    lowp_layer shared = {0};
+    bool have_shared = false, any_checkpointed = false;
     for (int l = 0; l < c->L; l++) {
         lowp_layer dummy, *a = st->base ? &lp->layers[l] : &dummy;
-        a->ln1 = arena_take(st, N * C * e);
-        a->ln1_mean = arena_take(st, stats * 4);
-        a->ln1_rstd = arena_take(st, N * 4);
-        a->qkv = arena_take(st, N * QKV * e);
-        a->atty = arena_take(st, N * C * e);
-        a->att = arena_take(st, att * e);
-        a->res2 = arena_take(st, N * C * e);
-        a->ln2 = arena_take(st, N * C * e);
-        a->ln2_mean = arena_take(st, stats * 4);
-        a->ln2_rstd = arena_take(st, N * 4);
-        a->fch = arena_take(st, N * FC * e);
-        a->fch_act = arena_take(st, N * F * e);
-        a->res3 = arena_take(st, N * C * e);
+        model_keep keep = model_keep_of(m, l);
+        if (keep == MODEL_KEEP_INPUT) {
+            if (!have_shared) take_block(st, &shared, N, C, QKV, FC, F, att, stats, e);
+            have_shared = any_checkpointed = true;
+            *a = shared;
+            a->in32 = arena_take(st, N * C * 4);
+        } else {
+            take_block(st, a, N, C, QKV, FC, F, keep == MODEL_KEEP_ALL ? att : 0, stats, e);
+            a->in32 = NULL;
+        }
+        a->res3 = input_in_fp32(m, l + 1) ? NULL : arena_take(st, N * C * e);
     }
     model_lowp tmp, *g = st->base ? lp : &tmp;
-    g->encoded = arena_take(st, N * C * e);
+    g->encoded = input_in_fp32(m, 0) ? NULL : arena_take(st, N * C * e);
     g->lnf = arena_take(st, N * C * e);
     g->lnf_mean = arena_take(st, stats * 4);
     g->lnf_rstd = arena_take(st, N * 4);
@@ -377,7 +409,9 @@ static void layout(model *m, int B, int T, arena *st, arena *sc, arena *op) {
     size_t widest = zmax(zmax(QKV, FC), C), head = (size_t)HEAD_ROWS * c->Vp, NHT = (size_t)c->NH * T;
     size_t head_cols = (size_t)(1 << 19) / N / 64 * 64; /* head_block_cols */
     head_cols = head_cols < 64 ? 64 : head_cols > (size_t)c->Vp ? (size_t)c->Vp : head_cols;
-    s->pool = arena_take(sc, N * zmax(zmax(3 * C + QKV + NHT + C, 3 * C + FC + F), 4 * C + 2 * QKV + NHT) * 4);
+    size_t pool = zmax(zmax(3 * C + QKV + NHT + C, 3 * C + FC + F), 4 * C + 2 * QKV + NHT);
+    if (any_checkpointed) pool = zmax(pool, zmax(4 * C + QKV + NHT + C, 4 * C + FC + F)); /* recompute_view */
+    s->pool = arena_take(sc, N * pool * 4);
     s->rowtmp = arena_take(sc, (size_t)ACT_ROWS * FC * 4);
     s->head_rows = arena_take(sc, zmax(head, N * head_cols) * 4);
     s->grad16 = arena_take(sc, N * widest * 2);
@@ -398,7 +432,10 @@ static void layout(model *m, int B, int T, arena *st, arena *sc, arena *op) {
  *              the MLP's projection lands in [0,C) (the residual in is dead by then) and the residual
  *              after the block is summed there too: it is the next layer's residual in.
  *   backward   [0,C) gradient of the residual | [C,2C) a decoded norm input | [2C,3C) gradient of a norm out
- *              MLP: [3C..) d activation, d fc out       attention: [3C..) d attention out, dqkv, qkv, att */
+ *              MLP: [3C..) d activation, d fc out       attention: [3C..) d attention out, dqkv, qkv, att
+ *   recompute  a checkpointed block's forward at the start of its backward, shifted up by C so that the
+ *              gradient of the residual in [0,C) survives: [C,2C) residual in | [2C,3C) branch output |
+ *              [3C,4C) norm out | [4C..) qkv, att, attention out, or fc out, activation (recompute_view) */
 typedef struct {
     float *res, *branch, *ln, *qkv, *att, *atty, *fch, *fch_act;                         /* forward */
     float *dres, *dec, *dln, *dfch_act, *dfch, *datty, *dqkv, *dec_qkv, *dec_att;      /* backward */
@@ -425,6 +462,25 @@ static pool_view pool_of(const model *m) {
     v.dqkv = v.datty + N * C;
     v.dec_qkv = v.dqkv + N * QKV;
     v.dec_att = v.dec_qkv + N * QKV;
+    return v;
+}
+
+/* The forward's views of the pool for a recompute, C floats per position up (see "the pool"). */
+static pool_view recompute_view(const model *m) {
+    const model_lowp *lp = m->lowp;
+    const model_config *c = &m->cfg;
+    size_t N = (size_t)lp->B * lp->T, C = c->C, QKV = model_dim_size(c, DIM_QKV), FC = model_dim_size(c, DIM_FC_IN),
+           NHT = (size_t)c->NH * lp->T;
+    float *p = lp->pool;
+    pool_view v = {0};
+    v.res = p + N * C;
+    v.branch = p + 2 * N * C;
+    v.ln = p + 3 * N * C;
+    v.qkv = p + 4 * N * C;
+    v.att = v.qkv + N * QKV;
+    v.atty = v.att + N * NHT;
+    v.fch = p + 4 * N * C;
+    v.fch_act = v.fch + N * FC;
     return v;
 }
 
@@ -457,6 +513,17 @@ static void ensure_store(model *m, int B, int T) {
     layout(m, B, T, &st, &sc, &op);
     lp->B = B;
     lp->T = T;
+}
+
+void model_lowp_drop_activations(model *m) {
+    model_lowp *lp = m->lowp;
+    mem_free(lp->store);
+    mem_free(lp->scratch);
+    mem_free(lp->operands);
+    lp->store = lp->operands = NULL;
+    lp->scratch = NULL;
+    lp->store_bytes = lp->scratch_bytes = lp->operand_bytes = 0;
+    lp->B = lp->T = 0;
 }
 
 void model_lowp_free(model_lowp *lp) {
@@ -634,13 +701,78 @@ static void head_backward(model *m, float *dinp) {
 
 /* ------------------------------------------------------------------ forward */
 
+/* Keeps x (B,T,C), the residual stream entering block l (l = L: the final norm), for backward. */
+static void keep_input(model *m, int l, const float *x) {
+    model_lowp *lp = m->lowp;
+    size_t NC = (size_t)lp->B * lp->T * m->cfg.C;
+    if (input_in_fp32(m, l)) {
+        memcpy(lp->layers[l].in32, x, NC * sizeof(float));
+        if (!lp->recomputing) model_hist_acts(m, l - 1, x, NC);
+    } else {
+        store_copy(lp, l - 1, l ? lp->layers[l - 1].res3 : lp->encoded, x, NC);
+    }
+}
+
+/* The stored input of block l (l = L: the final norm) as backward reads it, in the storage format's values:
+ * from an fp32 copy it is rounded here exactly as store_copy would have rounded it. */
+static void load_input(model *m, int l, float *dst) {
+    model_lowp *lp = m->lowp;
+    size_t NC = (size_t)lp->B * lp->T * m->cfg.C;
+    if (input_in_fp32(m, l)) {
+        memcpy(dst, lp->layers[l].in32, NC * sizeof(float));
+        round_in_place(lp, dst, NC);
+    } else {
+        load(lp, dst, l ? lp->layers[l - 1].res3 : lp->encoded, NC);
+    }
+}
+
+/* Block l's forward from v->res (its input, fp32), storing what backward reads in lp->layers[l]. With
+ * to_output false (a recompute) it stops after the MLP activation: the projection after it only makes
+ * the block's output, which is kept. */
+static void block_forward(model *m, int l, const pool_view *v, bool to_output) {
+    model_lowp *lp = m->lowp;
+    const model_config *c = &m->cfg;
+    int B = lp->B, T = lp->T, N = B * T, C = c->C, HS = C / c->NH, QKV = model_dim_size(c, DIM_QKV),
+        FC = model_dim_size(c, DIM_FC_IN), F = c->F;
+    size_t NC = (size_t)N * C, natt = (size_t)B * c->NH * T * T;
+    const layer_params *w = &m->layer_w[l];
+    lowp_layer *a = &lp->layers[l];
+    /* attention branch: norm (fp32), qkv (low), attention (fp32 softmax on low q, k, v), projection (low) */
+    model_norm_forward(m, v->ln, a->ln1_mean, a->ln1_rstd, v->res, w->ln1w, w->ln1b, N);
+    store(lp, l, a->ln1, v->ln, NC, true);
+    mm_forward(m, site_of(l, SITE_QKV), v->qkv, v->ln, a->ln1, offset_of(m, w->qkvw), w->qkvb, N, C, QKV);
+    if (c->arch == MODEL_LLAMA) rope_forward(v->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
+    store(lp, l, a->qkv, v->qkv, (size_t)N * QKV, false);
+    attention_forward(v->atty, v->att, v->qkv, B, T, c->NH, c->KVH, HS);
+    if (a->att) store(lp, l, a->att, v->att, natt, false); /* selective: rebuilt in backward instead */
+    store(lp, l, a->atty, v->atty, NC, true);
+    mm_forward(m, site_of(l, SITE_ATTPROJ), v->branch, v->atty, a->atty, offset_of(m, w->attprojw), w->attprojb, N,
+               C, C);
+    round_in_place(lp, v->branch, NC);
+    residual_forward(v->branch, v->res, v->branch, (long)NC); /* fp32 + low -> fp32: the stream stays fp32 */
+    store_copy(lp, l, a->res2, v->branch, NC);
+    /* MLP branch */
+    model_norm_forward(m, v->ln, a->ln2_mean, a->ln2_rstd, v->branch, w->ln2w, w->ln2b, N);
+    store(lp, l, a->ln2, v->ln, NC, true);
+    mm_forward(m, site_of(l, SITE_FC), v->fch, v->ln, a->ln2, offset_of(m, w->fcw), w->fcb, N, C, FC);
+    store(lp, l, a->fch, v->fch, (size_t)N * FC, false);
+    if (c->arch == MODEL_GPT2) gelu_forward(v->fch_act, v->fch, (long)N * F);
+    else swiglu_forward(v->fch_act, v->fch, N, F);
+    store(lp, l, a->fch_act, v->fch_act, (size_t)N * F, true);
+    if (!to_output) return;
+    mm_forward(m, site_of(l, SITE_FCPROJ), v->res, v->fch_act, a->fch_act, offset_of(m, w->fcprojw), w->fcprojb, N,
+               F, C);
+    round_in_place(lp, v->res, NC);
+    residual_forward(v->res, v->branch, v->res, (long)NC);
+    keep_input(m, l + 1, v->res);
+}
+
 float model_lowp_forward(model *m, const int *inputs, const int *targets, int B, int T) {
     model_lowp *lp = m->lowp;
     ensure_store(m, B, T);
     const model_config *c = &m->cfg;
-    int N = B * T, C = c->C, HS = C / c->NH, QKV = model_dim_size(c, DIM_QKV), FC = model_dim_size(c, DIM_FC_IN),
-        F = c->F;
-    size_t NC = (size_t)N * C, natt = (size_t)B * c->NH * T * T;
+    int N = B * T, C = c->C, QKV = model_dim_size(c, DIM_QKV), FC = model_dim_size(c, DIM_FC_IN);
+    size_t NC = (size_t)N * C;
     if (lp->prec.compute == MODEL_COMPUTE_FP8) { /* codes for the largest tensor fake-quantised at once */
         size_t widest = zmax(zmax((size_t)QKV, (size_t)FC), (size_t)C), weights = (size_t)c->Vp * C;
         weights = zmax(weights, zmax((size_t)QKV * C, (size_t)FC * C));
@@ -651,38 +783,10 @@ float model_lowp_forward(model *m, const int *inputs, const int *targets, int B,
     pool_view v = pool_of(m);
     model_hook(m->hooks.before_forward, m->hooks.ctx, -1);
     encoder_forward(v.res, inputs, m->w.wte, m->w.wpe, B, T, C, c->V); /* embeddings: fp32 weights, fp32 */
-    store_copy(lp, -1, lp->encoded, v.res, NC);
+    keep_input(m, 0, v.res);
     for (int l = 0; l < c->L; l++) {
         model_hook(m->hooks.before_forward, m->hooks.ctx, l);
-        const layer_params *w = &m->layer_w[l];
-        lowp_layer *a = &lp->layers[l];
-        /* attention branch: norm (fp32), qkv (low), attention (fp32 softmax on low q, k, v), projection (low) */
-        model_norm_forward(m, v.ln, a->ln1_mean, a->ln1_rstd, v.res, w->ln1w, w->ln1b, N);
-        store(lp, l, a->ln1, v.ln, NC, true);
-        mm_forward(m, site_of(l, SITE_QKV), v.qkv, v.ln, a->ln1, offset_of(m, w->qkvw), w->qkvb, N, C, QKV);
-        if (c->arch == MODEL_LLAMA) rope_forward(v.qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
-        store(lp, l, a->qkv, v.qkv, (size_t)N * QKV, false);
-        attention_forward(v.atty, v.att, v.qkv, B, T, c->NH, c->KVH, HS);
-        store(lp, l, a->att, v.att, natt, false);
-        store(lp, l, a->atty, v.atty, NC, true);
-        mm_forward(m, site_of(l, SITE_ATTPROJ), v.branch, v.atty, a->atty, offset_of(m, w->attprojw), w->attprojb, N,
-                   C, C);
-        round_in_place(lp, v.branch, NC);
-        residual_forward(v.branch, v.res, v.branch, (long)NC); /* fp32 + low -> fp32: the stream stays fp32 */
-        store_copy(lp, l, a->res2, v.branch, NC);
-        /* MLP branch */
-        model_norm_forward(m, v.ln, a->ln2_mean, a->ln2_rstd, v.branch, w->ln2w, w->ln2b, N);
-        store(lp, l, a->ln2, v.ln, NC, true);
-        mm_forward(m, site_of(l, SITE_FC), v.fch, v.ln, a->ln2, offset_of(m, w->fcw), w->fcb, N, C, FC);
-        store(lp, l, a->fch, v.fch, (size_t)N * FC, false);
-        if (c->arch == MODEL_GPT2) gelu_forward(v.fch_act, v.fch, (long)N * F);
-        else swiglu_forward(v.fch_act, v.fch, N, F);
-        store(lp, l, a->fch_act, v.fch_act, (size_t)N * F, true);
-        mm_forward(m, site_of(l, SITE_FCPROJ), v.res, v.fch_act, a->fch_act, offset_of(m, w->fcprojw), w->fcprojb, N,
-                   F, C);
-        round_in_place(lp, v.res, NC);
-        residual_forward(v.res, v.branch, v.res, (long)NC);
-        store_copy(lp, l, a->res3, v.res, NC);
+        block_forward(m, l, &v, true); /* leaves the block's output in v.res */
     }
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
     model_norm_forward(m, v.ln, lp->lnf_mean, lp->lnf_rstd, v.res, m->w.lnfw, m->w.lnfb, N);
@@ -739,7 +843,7 @@ void model_lowp_backward(model *m, float loss_scale) {
 
     model_hook(m->hooks.before_backward, m->hooks.ctx, c->L);
     head_backward(m, v.dln);
-    load(lp, v.dec, c->L ? lp->layers[c->L - 1].res3 : lp->encoded, NC);
+    load_input(m, c->L, v.dec);
     memset(v.dres, 0, NC * sizeof(float));
     model_norm_backward(m, v.dres, m->g.lnfw, m->g.lnfb, v.dln, v.dec, m->w.lnfw, lp->lnf_mean, lp->lnf_rstd, N);
     model_grads_ready(m, c->L);
@@ -749,6 +853,14 @@ void model_lowp_backward(model *m, float loss_scale) {
         const layer_params *w = &m->layer_w[l];
         layer_params *dw = &m->layer_g[l];
         lowp_layer *a = &lp->layers[l];
+        model_keep keep = model_keep_of(m, l);
+        if (keep == MODEL_KEEP_INPUT) { /* after the hook (a ZeRO-3 gather), before anything reads the block */
+            pool_view rv = recompute_view(m);
+            memcpy(rv.res, a->in32, NC * sizeof(float));
+            lp->recomputing = true;
+            block_forward(m, l, &rv, false);
+            lp->recomputing = false;
+        }
         /* MLP branch */
         mm_backward(m, site_of(l, SITE_FCPROJ), l, v.dfch_act, offset_of(m, w->fcprojw), dw->fcprojb, v.dres,
                     a->fch_act, N, F, C);
@@ -760,12 +872,19 @@ void model_lowp_backward(model *m, float loss_scale) {
         mm_backward(m, site_of(l, SITE_ATTPROJ), l, v.datty, offset_of(m, w->attprojw), dw->attprojb, v.dres, a->atty,
                     N, C, C);
         load(lp, v.dec_qkv, a->qkv, (size_t)N * QKV);
-        load(lp, v.dec_att, a->att, natt);
+        if (keep == MODEL_KEEP_NO_SCORES) {
+            /* selective: softmax(q k^T) again from the stored q, k, v, rounded as forward would have stored
+             * it; the attention output comes again too, into v.dec (free until the norm below) */
+            attention_forward(v.dec, v.dec_att, v.dec_qkv, B, T, c->NH, c->KVH, HS);
+            round_in_place(lp, v.dec_att, natt);
+        } else {
+            load(lp, v.dec_att, a->att, natt);
+        }
         memset(v.dqkv, 0, (size_t)N * QKV * sizeof(float));
         attention_backward(v.dqkv, v.datty, v.dec_qkv, v.dec_att, B, T, c->NH, c->KVH, HS);
         if (c->arch == MODEL_LLAMA) rope_backward(v.dqkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
         mm_backward(m, site_of(l, SITE_QKV), l, v.dln, offset_of(m, w->qkvw), dw->qkvb, v.dqkv, a->ln1, N, C, QKV);
-        load(lp, v.dec, l ? lp->layers[l - 1].res3 : lp->encoded, NC);
+        load_input(m, l, v.dec);
         model_norm_backward(m, v.dres, dw->ln1w, dw->ln1b, v.dln, v.dec, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
         model_grads_ready(m, l);
     }

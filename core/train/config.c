@@ -133,6 +133,14 @@ static const field_spec comm_fields[] = {
      .about = "the share of each bucket's entries top-k sends"},
     {.key = "powersgd_rank", .kind = FK_INT, .offset = OFF(comm.powersgd_rank), .lo = 1, .hi = 64},
 };
+static const field_spec ckpt_fields[] = {
+    {.key = "policy", .kind = FK_ENUM, .offset = OFF(ckpt.policy), .names = model_recompute_names,
+     .about = "which blocks recompute their forward in backward, model/model.h"},
+    {.key = "every_k", .kind = FK_INT, .offset = OFF(ckpt.every_k), .lo = 1, .hi = 4096,
+     .about = "with policy every_k: blocks 0, k, 2k, ... are checkpointed"},
+};
+static const section_spec ckpt_section = {"activation_checkpointing", ckpt_fields, COUNT(ckpt_fields)};
+_Static_assert(sizeof(model_recompute) == sizeof(int), "model_recompute is stored as an int");
 static const field_spec model_fields[] = {
     {.key = "preset", .kind = FK_STRING, .offset = OFF(model.preset), .size = SIZE(model.preset), .about = "a model of `mixpar plan --list`"},
     {.key = "arch", .kind = FK_ENUM, .offset = OFF(model.model.arch), .names = arch_names},
@@ -195,6 +203,7 @@ static const field_spec top_fields[] = {
     {.key = "bf16", .kind = FK_SECTION, .sub = &bf16_section},
     {.key = "precision", .kind = FK_SECTION, .sub = &precision_section},
     {.key = "zero_optimization", .kind = FK_SECTION, .sub = &zero_section},
+    {.key = "activation_checkpointing", .kind = FK_SECTION, .sub = &ckpt_section},
     {.key = "communication", .kind = FK_SECTION, .sub = &comm_section},
     {.key = "model", .kind = FK_SECTION, .sub = &model_section},
     {.key = "data", .kind = FK_SECTION, .sub = &data_section},
@@ -469,6 +478,7 @@ static void set_defaults(train_config *cfg, int world) {
                               .offload_optimizer = OFFLOAD_NONE};
     cfg->precision = (config_precision){.stochastic_rounding = true, .fp8_history = 16, .fp8_margin = 0,
                                           .fp8_scaling = true};
+    cfg->ckpt = (config_activation_checkpointing){.policy = MODEL_RECOMPUTE_NONE, .every_k = 2};
     cfg->comm = (config_comm){.hook = DDP_HOOK_ALLREDUCE, .topk_ratio = 0.01, .powersgd_rank = 1};
     snprintf(cfg->data.dir, sizeof cfg->data.dir, "data");
     cfg->data.order = LOADER_SHUFFLE;

@@ -124,6 +124,20 @@ typedef struct {
     int powersgd_rank;                       /* powersgd: rank r of the approximation, 1..64 [1, PyTorch's] */
 } config_comm;
 
+/* "activation_checkpointing": DeepSpeed's section name with mixpar's own keys (model.h, lab 18):
+ *     "activation_checkpointing": {"policy": "every_k", "every_k": 2}
+ * DeepSpeed's keys in this section (partition_activations, cpu_checkpointing,
+ * contiguous_memory_optimization, number_checkpoints, synchronize_checkpoint_boundary, profile) tune its
+ * checkpoint() wrapper, which the model code calls around the blocks it chooses; mixpar's model chooses
+ * the blocks itself from the policy, keeps one block's recompute buffers in its own contiguous layout,
+ * has no model parallelism to partition over and offloads nothing (optimizer offload is lab 19). So
+ * they are unknown keys here, with the error naming the keys there are, rather than read and ignored. */
+typedef struct {
+    int policy;                              /* model_recompute: "none" [default], "every", "every_k",
+                                              * "selective" */
+    int every_k;                             /* every_k: blocks 0, k, 2k... are checkpointed, 1..4096 [2] */
+} config_activation_checkpointing;
+
 /* "model": either every field, or {"preset": "gpt2-124m"} (the planner's presets, plan/plan.h) with any
  * field overridden. model_config's fields are filled as far as the file says; Vp stays 0 unless
  * padded_vocab is given (model_config_complete pads it); V stays 0 when "vocab" is absent, until
@@ -177,6 +191,7 @@ typedef struct {
     config_precision precision;              /* "precision" */
     config_zero zero;
     config_comm comm;                        /* "communication" */
+    config_activation_checkpointing ckpt;    /* "activation_checkpointing" */
     config_model model;
     config_data data;
     config_train train;

@@ -479,6 +479,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
 
     model *m = model_create(&mc);
     model_init(m, cfg->train.seed);
+    model_set_recompute(m, (model_recompute)cfg->ckpt.policy, cfg->ckpt.every_k);
     freeze_tensors(m, cfg);
     model_precision mp = amp_model_precision(&precision);
     model_set_precision(m, &mp);
