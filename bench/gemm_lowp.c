@@ -1,4 +1,4 @@
-/* gemm_lowp.c: GFLOP/s of the linear layer's three products in fp32 (sgemm), bf16 decode+sgemm and bf16 AVX512-BF16, on GPT-2 shapes. */
+/* gemm_lowp.c: GFLOP/s of the linear layer's three products in fp32 (sgemm) and bf16 (decode+sgemm, AVX512-BF16, AMX) on GPT-2 shapes. */
 #include "base/clock.h"
 #include "base/mem.h"
 #include "fp/convert.h"
@@ -17,14 +17,13 @@
 
 /* Usage: gemm_lowp [repetitions (default 5)] [--small]   (--small: N = 64 instead of 256)
  *
- * Each product is timed for the three paths in turn, repetition after repetition, so a neighbour's load
- * on this shared machine hits all three alike; a figure is the median of the repetitions after one
- * warm-up round. FLOPs are 2 * N * C * OC per product. The ratios are the bf16 kernel's time against
- * fp32 sgemm and against the portable bf16 path.
+ * Each product is timed for every path in turn, repetition after repetition, so a neighbour's load on
+ * this shared machine hits all of them alike; a figure is the median of the repetitions after one
+ * warm-up round. FLOPs are 2 * N * C * OC per product. The ratios are speeds against fp32 sgemm.
  *
- * First it measures the ceiling: how many VDPBF16PS and how many fp32 FMA instructions (512-bit) one core
- * retires per second with plenty of independent accumulators. One VDPBF16PS is 32 multiply-adds, one FMA
- * 16, so if the first rate is at least half the second, bf16 can beat fp32 on arithmetic alone. */
+ * First it measures the ceilings: how many VDPBF16PS, fp32 FMA (512-bit) and AMX TDPBF16PS instructions
+ * one core retires per second with plenty of independent accumulators. One VDPBF16PS is 32 multiply-adds,
+ * one FMA 16, one TDPBF16PS 8192 (16 x 16 x 32). */
 
 /* ------------------------------------------------------------------ instruction rates */
 
@@ -58,6 +57,30 @@ __attribute__((target("avx512f"), noinline)) static float rate_fma(long iters) {
     return _mm512_reduce_add_ps(s);
 }
 
+/* 4 independent C tiles (tmm0-3) fed by the same A and B tiles (tmm4, tmm6), as in gemm_bf16's AMX block. */
+static double rate_amx_seconds(long iters) {
+    struct __attribute__((packed, aligned(64))) {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t bytes_per_row[16];
+        uint8_t rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.bytes_per_row[t] = 64, cfg.rows[t] = 16;
+    static float zeros[16 * 16] __attribute__((aligned(64)));
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm4" ::"r"(zeros), "r"(64L) : "memory");
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm6" ::"r"(zeros), "r"(64L) : "memory");
+    __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3" ::);
+    double t0 = mp_now();
+    for (long k = 0; k < iters; k++)
+        __asm__ volatile("tdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\ttdpbf16ps %%tmm6, %%tmm4, %%tmm1\n\t"
+                         "tdpbf16ps %%tmm6, %%tmm4, %%tmm2\n\ttdpbf16ps %%tmm6, %%tmm4, %%tmm3" ::);
+    double t = mp_now() - t0;
+    __asm__ volatile("tilerelease" ::: "memory");
+    return t;
+}
+
 static void report_instruction_rates(void) {
     if (!gemm_bf16_available()) {
         printf("this CPU has no AVX512_BF16: only the fp32 and decode+sgemm paths are measured\n\n");
@@ -79,8 +102,19 @@ static void report_instruction_rates(void) {
     printf("one core, 512-bit, %d independent chains:\n", CHAINS);
     printf("  VDPBF16PS    %5.2f G instructions/s x 64 flop = %6.1f GFLOP/s\n", dp_rate, 64 * dp_rate);
     printf("  VFMADD231PS  %5.2f G instructions/s x 32 flop = %6.1f GFLOP/s\n", fma_rate, 32 * fma_rate);
-    printf("  bf16 dot-product peak / fp32 FMA peak = %.2f (the most the bf16 kernel can gain on arithmetic)\n\n",
-           2.0 * dp_rate / fma_rate);
+    printf("  VDPBF16PS peak / fp32 FMA peak = %.2f\n", 2.0 * dp_rate / fma_rate);
+    if (gemm_bf16_best() == GEMM_BF16_AMX) {
+        const long amx_iters = RATE_ITERS / 16;
+        double best_amx = 1e30;
+        for (int r = 0; r < 3; r++) {
+            double t = rate_amx_seconds(amx_iters);
+            if (t < best_amx) best_amx = t;
+        }
+        const double amx_rate = 4.0 * amx_iters / best_amx / 1e9;
+        printf("  TDPBF16PS    %5.3f G instructions/s x 16384 flop = %6.1f GFLOP/s (%.1fx fp32 FMA)\n", amx_rate,
+               16384 * amx_rate, 16384 * amx_rate / (32 * fma_rate));
+    }
+    printf("\n");
     (void)sink;
 }
 
@@ -101,8 +135,8 @@ enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
 enum { P_FWD, P_DINP, P_DWEIGHT, NPRODUCTS };
 static const char *product_names[NPRODUCTS] = {"out = inp @ W^T", "dinp = dout @ W", "dW += dout^T @ inp"};
 
-enum { PATH_FP32, PATH_DECODE, PATH_BF16, NPATHS };
-static const char *path_names[NPATHS] = {"fp32 sgemm", "decode+sgemm", "avx512-bf16"};
+enum { PATH_FP32, PATH_DECODE, PATH_AVX512, PATH_AMX, NPATHS };
+static const char *path_names[NPATHS] = {"fp32 sgemm", "decode+sgemm", "avx512-bf16", "amx-bf16"};
 
 typedef struct {
     int N, C, OC;
@@ -119,11 +153,13 @@ static void run(operands *o, int product, int path) {
         return;
     }
     matmul_lowp_force_portable(path == PATH_DECODE);
+    if (path != PATH_DECODE) gemm_bf16_use(path == PATH_AMX ? GEMM_BF16_AMX : GEMM_BF16_AVX512);
     if (product == P_FWD) matmul_lowp_forward(o->out, o->inp16, o->weight16, NULL, N, C, OC, LOWP_BF16);
     else if (product == P_DINP)
         matmul_lowp_backward(o->dinp, NULL, NULL, o->dout16, o->inp16, o->weight16, N, C, OC, LOWP_BF16);
     else matmul_lowp_backward(NULL, o->dweight, NULL, o->dout16, o->inp16, o->weight16, N, C, OC, LOWP_BF16);
     matmul_lowp_force_portable(false);
+    gemm_bf16_use(gemm_bf16_best());
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -147,14 +183,16 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    const int paths = gemm_bf16_available() ? NPATHS : PATH_BF16;
+    /* the paths this machine runs: fp32 and decode+sgemm always, then each bf16 engine it has */
+    const int paths = PATH_DECODE + 1 + (int)gemm_bf16_best();
     printf("gemm_lowp: the linear layer's products, GPT-2 124M shapes, N = %d rows, %d threads, median of %d\n\n",
            rows, omp_get_max_threads(), reps);
     report_instruction_rates();
     double peak = bench_sgemm_peak_gflops();
-    printf("sgemm peak (1536^3, this run): %.1f GFLOP/s\n\n", peak);
-    printf("%-10s %-20s %11s %13s %12s   %9s %9s\n", "layer", "product", path_names[0], path_names[1],
-           path_names[2], "bf16/fp32", "bf16/dec");
+    printf("sgemm peak (1536^3, this run): %.1f GFLOP/s\n\nGFLOP/s (and speed against fp32 sgemm)\n", peak);
+    printf("%-10s %-19s", "layer", "product");
+    for (int path = 0; path < paths; path++) printf(" %20s", path_names[path]);
+    printf("\n");
     double *times = malloc(sizeof(double) * (size_t)reps * NPATHS);
     double log_ratio_sum = 0;
     int ratio_count = 0;
@@ -184,22 +222,23 @@ int main(int argc, char **argv) {
                 median[path] = times[path * reps + reps / 2];
                 gflops[path] = flops / median[path] / 1e9;
             }
-            char label[32];
-            snprintf(label, sizeof label, "%s", p == 0 ? shapes[s].name : "");
-            printf("%-10s %-20s %11.1f %13.1f", label, product_names[p], gflops[PATH_FP32], gflops[PATH_DECODE]);
-            if (paths == NPATHS) {
-                printf(" %12.1f   %8.2fx %8.2fx\n", gflops[PATH_BF16], median[PATH_FP32] / median[PATH_BF16],
-                       median[PATH_DECODE] / median[PATH_BF16]);
-                log_ratio_sum += log(median[PATH_FP32] / median[PATH_BF16]);
+            printf("%-10s %-19s", p == 0 ? shapes[s].name : "", product_names[p]);
+            for (int path = 0; path < paths; path++) {
+                if (path == PATH_FP32) printf(" %20.1f", gflops[path]);
+                else printf(" %12.1f (%4.2fx)", gflops[path], median[PATH_FP32] / median[path]);
+            }
+            printf("\n");
+            if (paths > PATH_AVX512) {
+                log_ratio_sum += log(median[PATH_FP32] / median[paths - 1]);
                 ratio_count++;
-            } else printf("\n");
+            }
         }
         mem_free(o.inp), mem_free(o.weight), mem_free(o.dout), mem_free(o.out), mem_free(o.dinp);
         mem_free(o.dweight), mem_free(o.inp16), mem_free(o.weight16), mem_free(o.dout16);
     }
     if (ratio_count)
-        printf("\ngeometric mean of bf16/fp32 speed over the %d products: %.2fx (goal: >= 1.0x on the big shapes)\n",
-               ratio_count, exp(log_ratio_sum / ratio_count));
+        printf("\n%s against fp32 sgemm, geometric mean over the %d products: %.2fx (goal: >= 1.0x)\n",
+               path_names[paths - 1], ratio_count, exp(log_ratio_sum / ratio_count));
     free(times);
     return 0;
 }

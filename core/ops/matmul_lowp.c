@@ -48,7 +48,8 @@ static float *widen(int which, const uint16_t *src, size_t n, lowp_format fmt) {
 
 /* ---------------------------------------------------------------- which path
  *
- * bf16 on a CPU with AVX512_BF16: gemm_bf16.c multiplies the 16-bit operands directly (VDPBF16PS).
+ * bf16 on a CPU with AVX512_BF16: gemm_bf16.c multiplies the 16-bit operands directly, on AMX tiles
+ * (TDPBF16PS) where the CPU has them, else with AVX-512 vectors (VDPBF16PS).
  * fp16 always takes decode+sgemm. AVX512_FP16 has no fp16 dot product that accumulates in fp32: its
  * VFMADD*PH multiply-adds round every partial sum to fp16 (11 significant bits, largest value 65504), so
  * a 768-term sum would lose most of its digits or overflow. Mixed precision needs fp32 accumulation, and
@@ -59,7 +60,10 @@ void matmul_lowp_force_portable(bool portable) { force_portable = portable; }
 
 static bool use_bf16_kernel(lowp_format fmt) { return fmt == LOWP_BF16 && !force_portable && gemm_bf16_available(); }
 
-const char *matmul_lowp_path(lowp_format fmt) { return use_bf16_kernel(fmt) ? "avx512-bf16" : "decode+sgemm"; }
+/* "amx-bf16" or "avx512-bf16" (gemm_bf16's engine), else "decode+sgemm" */
+const char *matmul_lowp_path(lowp_format fmt) {
+    return use_bf16_kernel(fmt) ? gemm_bf16_engine_name(gemm_bf16_engine_now()) : "decode+sgemm";
+}
 
 static void check_dims(int N, int C, int OC) {
     MP_ASSERT(N >= 0 && C >= 0 && OC >= 0, "matmul_lowp dims must be >= 0: N=%d C=%d OC=%d", N, C, OC);

@@ -1,4 +1,4 @@
-/* test_ops_matmul_lowp.c: 16-bit-input matmuls: every path (AVX512-BF16, decode+sgemm) against the definition, edge shapes, subnormals. */
+/* test_ops_matmul_lowp.c: 16-bit-input matmuls: every path (AMX, AVX512-BF16, decode+sgemm) against the definition, edge shapes, subnormals. */
 #include "ops/gemm_bf16.h"
 #include "ops/matmul_lowp.h"
 #include "ops_testutil.h"
@@ -7,6 +7,8 @@
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* What is checked, and how close is close enough.
  *
@@ -19,9 +21,10 @@
  * This is a worst-case bound: it never fails by bad luck, and it still catches a dropped or doubled term
  * (one term of K is about scale / K, far above K * u * scale for the K used here).
  *
- * Paths: "auto" is what matmul_lowp_* choose on this CPU (avx512-bf16 for bf16 when the CPU has
- * AVX512_BF16); "portable" is decode+sgemm, forced with matmul_lowp_force_portable. On a CPU without
- * AVX512_BF16 both are decode+sgemm and the tests still run (they then check the one path twice). */
+ * Paths: decode+sgemm (forced with matmul_lowp_force_portable), then each bf16 engine of gemm_bf16 this
+ * machine has (chosen with gemm_bf16_use): avx512-bf16 (VDPBF16PS) and amx-bf16 (TDPBF16PS). fp16 takes
+ * decode+sgemm whatever the engine, so for fp16 the engine paths check that path again. On a CPU
+ * without AVX512_BF16 only decode+sgemm runs, and the kernel-only tests are skipped. */
 
 static const lowp_format formats[] = {LOWP_BF16, LOWP_FP16};
 static const char *format_names[] = {"bf16", "fp16"};
@@ -87,21 +90,52 @@ static bool close_abs(const char *what, const float *ref, const float *got, long
 
 static double sum_tol(int K) { return (K + 3) * 0x1p-24; }
 
-static void set_path(int portable) { matmul_lowp_force_portable(portable != 0); }
+typedef struct {
+    bool portable;           /* decode+sgemm */
+    gemm_bf16_engine engine; /* otherwise this engine */
+} lowp_path;
+
+/* The paths this machine can run, decode+sgemm first; returns how many. */
+static int paths_here(lowp_path paths[3]) {
+    int n = 0;
+    paths[n++] = (lowp_path){true, GEMM_BF16_NONE};
+    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) paths[n++] = (lowp_path){false, e};
+    return n;
+}
+
+static void use_path(lowp_path p) {
+    matmul_lowp_force_portable(p.portable);
+    gemm_bf16_use(p.portable ? gemm_bf16_best() : p.engine);
+}
+
+static void use_default_path(void) {
+    matmul_lowp_force_portable(false);
+    gemm_bf16_use(gemm_bf16_best());
+}
 
 Test(matmul_lowp, path_names_say_what_runs) {
-    const char *bf16_auto = gemm_bf16_available() ? "avx512-bf16" : "decode+sgemm";
-    cr_expect_str_eq(matmul_lowp_path(LOWP_BF16), bf16_auto, "bf16 on this CPU (AVX512_BF16: %d)", gemm_bf16_available());
+    const char *bf16_auto = gemm_bf16_engine_name(gemm_bf16_best());
+    if (gemm_bf16_best() == GEMM_BF16_NONE) bf16_auto = "decode+sgemm";
+    cr_expect_str_eq(matmul_lowp_path(LOWP_BF16), bf16_auto, "bf16 on this CPU takes the best engine");
     cr_expect_str_eq(matmul_lowp_path(LOWP_FP16), "decode+sgemm", "fp16 always widens to fp32 (no fp32-accumulating fp16 dot product)");
     matmul_lowp_force_portable(true);
     cr_expect_str_eq(matmul_lowp_path(LOWP_BF16), "decode+sgemm", "forced portable");
     matmul_lowp_force_portable(false);
     cr_expect_str_eq(matmul_lowp_path(LOWP_BF16), bf16_auto, "force_portable(false) restores the automatic choice");
+    static const char *names[] = {[GEMM_BF16_AVX512] = "avx512-bf16", [GEMM_BF16_AMX] = "amx-bf16"};
+    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
+        gemm_bf16_use(e);
+        cr_expect_str_eq(matmul_lowp_path(LOWP_BF16), names[e], "with engine %d in use", e);
+        cr_expect_str_eq(matmul_lowp_path(LOWP_FP16), "decode+sgemm", "fp16 with engine %d in use", e);
+    }
+    use_default_path();
 }
 
 Test(matmul_lowp, forward_every_path_matches_reference) {
+    lowp_path paths[3];
+    const int npaths = paths_here(paths);
     for (int f = 0; f < 2; f++)
-        for (int portable = 0; portable < 2; portable++)
+        for (int pi = 0; pi < npaths; pi++)
             for (int s = 0; s < NSHAPES; s++) {
                 const int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
                 const lowp_format fmt = formats[f];
@@ -112,10 +146,10 @@ Test(matmul_lowp, forward_every_path_matches_reference) {
                 for (int with_bias = 0; with_bias < 2; with_bias++) {
                     const float *b = with_bias ? bias : NULL;
                     for (long i = 0; i < (long)N * OC; i++) out[i] = NAN; /* forward overwrites: no NaN may survive */
-                    set_path(portable);
+                    use_path(paths[pi]);
                     matmul_lowp_forward(out, inp, weight, b, N, C, OC, fmt);
                     const char *path = matmul_lowp_path(fmt);
-                    set_path(0);
+                    use_default_path();
                     matmul_lowp_forward_ref(ref, inp, weight, b, N, C, OC, fmt);
                     matmul_lowp_forward_ref(scale, inp_abs, weight_abs, with_bias ? bias_abs : NULL, N, C, OC, fmt);
                     char what[128];
@@ -130,8 +164,10 @@ Test(matmul_lowp, forward_every_path_matches_reference) {
 }
 
 Test(matmul_lowp, backward_every_path_matches_reference) {
+    lowp_path paths[3];
+    const int npaths = paths_here(paths);
     for (int f = 0; f < 2; f++)
-        for (int portable = 0; portable < 2; portable++)
+        for (int pi = 0; pi < npaths; pi++)
             for (int s = 0; s < NSHAPES; s++) {
                 const int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
                 const long nc = (long)N * C, oc_c = (long)OC * C, n_oc = (long)N * OC;
@@ -145,10 +181,10 @@ Test(matmul_lowp, backward_every_path_matches_reference) {
                 float *dbias = tu_uniform(OC, -1, 1, 90 + s);
                 float *dinp_ref = tu_copy(dinp, nc), *dweight_ref = tu_copy(dweight, oc_c), *dbias_ref = tu_copy(dbias, OC);
                 float *dinp_scale = tu_zeros(nc), *dweight_scale = float_abs(dweight, oc_c), *dbias_scale = float_abs(dbias, OC);
-                set_path(portable);
+                use_path(paths[pi]);
                 matmul_lowp_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fmt);
                 const char *path = matmul_lowp_path(fmt);
-                set_path(0);
+                use_default_path();
                 matmul_lowp_backward_ref(dinp_ref, dweight_ref, dbias_ref, dout, inp, weight, N, C, OC, fmt);
                 matmul_lowp_backward_ref(dinp_scale, dweight_scale, dbias_scale, dout_abs, inp_abs, weight_abs, N, C, OC, fmt);
                 char what[128];
@@ -166,44 +202,48 @@ Test(matmul_lowp, backward_every_path_matches_reference) {
 }
 
 Test(matmul_lowp, null_outputs_leave_the_others_right) {
+    lowp_path paths[3];
+    const int npaths = paths_here(paths);
     /* Each gradient alone, on both paths: asking for one must not skip or disturb another. */
     const int N = 37, C = 70, OC = 53;
     for (int f = 0; f < 2; f++)
-        for (int portable = 0; portable < 2; portable++)
+        for (int pi = 0; pi < npaths; pi++)
             for (int want = 0; want < 3; want++) {
                 const lowp_format fmt = formats[f];
                 uint16_t *inp = lowp_uniform(N * C, fmt, 1), *weight = lowp_uniform(OC * C, fmt, 2), *dout = lowp_uniform(N * OC, fmt, 3);
                 float *dinp = tu_zeros(N * C), *dweight = tu_zeros(OC * C), *dbias = tu_zeros(OC);
                 float *dinp_ref = tu_zeros(N * C), *dweight_ref = tu_zeros(OC * C), *dbias_ref = tu_zeros(OC);
-                set_path(portable);
+                use_path(paths[pi]);
                 matmul_lowp_backward(want == 0 ? dinp : NULL, want == 1 ? dweight : NULL, want == 2 ? dbias : NULL, dout, inp,
                                      weight, N, C, OC, fmt);
-                set_path(0);
+                use_default_path();
                 matmul_lowp_backward_ref(want == 0 ? dinp_ref : NULL, want == 1 ? dweight_ref : NULL,
                                          want == 2 ? dbias_ref : NULL, dout, inp, weight, N, C, OC, fmt);
                 /* unit-sized inputs: the sums are at most K in magnitude; 1e-5 relative to K is ample */
                 const char *names[] = {"dinp alone", "dweight alone", "dbias alone"};
-                cr_expect(close_abs(names[want], dinp_ref, dinp, N * C, OC * 1e-6), "%s %s portable=%d",
-                          names[want], format_names[f], portable);
-                cr_expect(close_abs(names[want], dweight_ref, dweight, OC * C, N * 1e-6), "%s %s portable=%d",
-                          names[want], format_names[f], portable);
-                cr_expect(close_abs(names[want], dbias_ref, dbias, OC, N * 1e-6), "%s %s portable=%d", names[want],
-                          format_names[f], portable);
+                cr_expect(close_abs(names[want], dinp_ref, dinp, N * C, OC * 1e-6), "%s %s path %d", names[want],
+                          format_names[f], pi);
+                cr_expect(close_abs(names[want], dweight_ref, dweight, OC * C, N * 1e-6), "%s %s path %d", names[want],
+                          format_names[f], pi);
+                cr_expect(close_abs(names[want], dbias_ref, dbias, OC, N * 1e-6), "%s %s path %d", names[want],
+                          format_names[f], pi);
                 free(inp), free(weight), free(dout), free(dinp), free(dweight), free(dbias);
                 free(dinp_ref), free(dweight_ref), free(dbias_ref);
             }
 }
 
 Test(matmul_lowp, zero_sizes_follow_the_conventions) {
+    lowp_path paths[3];
+    const int npaths = paths_here(paths);
     /* C = 0: out is the bias (or 0) and dbias still sums dout; OC = 0: dinp is zeros; N = 0: dweight and dbias
      * keep their values. Outputs start as 7s so that "untouched" and "overwritten" can be told apart. */
     for (int f = 0; f < 2; f++)
-        for (int portable = 0; portable < 2; portable++) {
+        for (int pi = 0; pi < npaths; pi++) {
             const lowp_format fmt = formats[f];
             uint16_t *x = lowp_uniform(64, fmt, 1), *w = lowp_uniform(64, fmt, 2), *g = lowp_uniform(64, fmt, 3);
             const float bias[3] = {1, -2, 0.5f};
             float out[12], dinp[12], dweight[12], dbias[3];
-            set_path(portable);
+            use_path(paths[pi]);
             const char *path = matmul_lowp_path(fmt);
             for (int i = 0; i < 12; i++) out[i] = 7;
             matmul_lowp_forward(out, x, w, bias, 4, 0, 3, fmt);
@@ -230,13 +270,13 @@ Test(matmul_lowp, zero_sizes_follow_the_conventions) {
             matmul_lowp_backward(NULL, dweight, dbias, NULL, NULL, w, 0, 4, 3, fmt);
             for (int i = 0; i < 12; i++) cr_expect_eq(dweight[i], 7.0f, "%s %s N=0: dweight[%d] must be unchanged, got %g", format_names[f], path, i, dweight[i]);
             cr_expect(close_abs("dbias with N=0", dbias_ref, dbias, 3, 1e-5), "%s %s N=0: dbias must be unchanged", format_names[f], path);
-            set_path(0);
+            use_default_path();
             free(x), free(w), free(g);
         }
 }
 
-Test(matmul_lowp, bf16_kernel_does_not_depend_on_thread_count) {
-    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+/* with the engine in use (gemm_bf16_use) */
+static void check_thread_count_independence(const char *engine) {
     /* forward splits columns (OC > N) here and rows (N > OC) in the second shape; dweight the other way */
     const int sizes[][3] = {{61, 70, 211}, {300, 47, 29}};
     for (int s = 0; s < 2; s++) {
@@ -249,13 +289,22 @@ Test(matmul_lowp, bf16_kernel_does_not_depend_on_thread_count) {
             matmul_lowp_forward(out[t], x, w, NULL, N, C, OC, LOWP_BF16);
             matmul_lowp_backward(dinp[t], dweight[t], dbias[t], g, x, w, N, C, OC, LOWP_BF16);
         }
-        cr_expect(tu_bits_equal(out[0], out[1], N * OC), "N=%d C=%d OC=%d: forward with 1 and 2 threads should be bit-identical", N, C, OC);
-        cr_expect(tu_bits_equal(dinp[0], dinp[1], N * C), "N=%d C=%d OC=%d: dinp with 1 and 2 threads", N, C, OC);
-        cr_expect(tu_bits_equal(dweight[0], dweight[1], OC * C), "N=%d C=%d OC=%d: dweight with 1 and 2 threads", N, C, OC);
-        cr_expect(tu_bits_equal(dbias[0], dbias[1], OC), "N=%d C=%d OC=%d: dbias with 1 and 2 threads", N, C, OC);
+        cr_expect(tu_bits_equal(out[0], out[1], N * OC), "%s N=%d C=%d OC=%d: forward with 1 and 2 threads should be bit-identical", engine, N, C, OC);
+        cr_expect(tu_bits_equal(dinp[0], dinp[1], N * C), "%s N=%d C=%d OC=%d: dinp with 1 and 2 threads", engine, N, C, OC);
+        cr_expect(tu_bits_equal(dweight[0], dweight[1], OC * C), "%s N=%d C=%d OC=%d: dweight with 1 and 2 threads", engine, N, C, OC);
+        cr_expect(tu_bits_equal(dbias[0], dbias[1], OC), "%s N=%d C=%d OC=%d: dbias with 1 and 2 threads", engine, N, C, OC);
         for (int t = 0; t < 2; t++) free(out[t]), free(dinp[t]), free(dweight[t]), free(dbias[t]);
         free(x), free(w), free(g);
     }
+}
+
+Test(matmul_lowp, bf16_kernel_does_not_depend_on_thread_count) {
+    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
+        gemm_bf16_use(e);
+        check_thread_count_independence(gemm_bf16_engine_name(e));
+    }
+    gemm_bf16_use(gemm_bf16_best());
 }
 
 static float bf16_value(uint16_t b) {
@@ -265,8 +314,8 @@ static float bf16_value(uint16_t b) {
     return f;
 }
 
-Test(matmul_lowp, gemm_bf16_every_transpose_with_leading_dimensions) {
-    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+/* with the engine in use (gemm_bf16_use) */
+static void check_gemm_bf16_transposes(const char *engine) {
     /* The kernel's own interface, including the one combination matmul_lowp does not use (both
      * transposed), padded leading dimensions (the padding of C must stay untouched), bias with and without
      * accumulation. M, N, K: column split, row split, k past one block, and tiny. */
@@ -296,19 +345,101 @@ Test(matmul_lowp, gemm_bf16_every_transpose_with_leading_dimensions) {
                     ref[i * ldc + j] = (float)sum, scale[i * ldc + j] = (float)mag;
                 }
             cr_expect(within_bound("gemm_bf16", ref, Cm, scale, (long)M * ldc, sum_tol(K)),
-                      "M=%d N=%d K=%d trans_a=%d trans_b=%d accumulate=%d bias=%d (the padding columns of C must stay untouched too)",
-                      M, N, K, ta, tb, acc, use_bias);
+                      "%s M=%d N=%d K=%d trans_a=%d trans_b=%d accumulate=%d bias=%d (the padding columns of C must stay "
+                      "untouched too)", engine, M, N, K, ta, tb, acc, use_bias);
             free(A), free(B), free(bias), free(Cm), free(ref), free(scale);
         }
 }
 
+Test(matmul_lowp, gemm_bf16_every_transpose_with_leading_dimensions) {
+    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
+        gemm_bf16_use(e);
+        check_gemm_bf16_transposes(gemm_bf16_engine_name(e));
+    }
+    gemm_bf16_use(gemm_bf16_best());
+}
+
+/* Memory whose last byte sits just before an inaccessible page: reading one element past the end
+ * crashes the test instead of passing by luck (packing code works in 64-byte pieces and must stop at
+ * the edge of every operand). Freed with guarded_free(p, bytes). */
+static void *guarded_alloc(size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (bytes + page - 1) / page * page;
+    char *base = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(base != MAP_FAILED, "mmap");
+    cr_assert(mprotect(base + span, page, PROT_NONE) == 0, "mprotect");
+    return base + span - bytes;
+}
+
+static void guarded_free(void *p, size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (bytes + page - 1) / page * page;
+    munmap((char *)p + bytes - span, span + page);
+}
+
+static void check_no_reads_past_the_operands(const char *engine) {
+    /* odd sizes, every transpose: the last row of each operand is short of a 64-byte piece */
+    const int sizes[][3] = {{33, 47, 29}, {47, 33, 31}, {5, 3, 801}, {70, 9, 3}};
+    for (int s = 0; s < 4; s++)
+        for (int combo = 0; combo < 4; combo++) {
+            const bool ta = combo & 1, tb = combo & 2;
+            const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+            const size_t a_bytes = (size_t)M * K * 2, b_bytes = (size_t)N * K * 2, c_bytes = (size_t)M * N * 4;
+            uint16_t *A = guarded_alloc(a_bytes), *B = guarded_alloc(b_bytes);
+            float *Cm = guarded_alloc(c_bytes), *bias = guarded_alloc((size_t)N * 4);
+            uint16_t *a_src = lowp_uniform((long)M * K, LOWP_BF16, 1), *b_src = lowp_uniform((long)N * K, LOWP_BF16, 2);
+            memcpy(A, a_src, a_bytes), memcpy(B, b_src, b_bytes);
+            for (int j = 0; j < N; j++) bias[j] = 1.0f;
+            gemm_bf16(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, bias, false, Cm, N);
+            gemm_bf16(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, NULL, true, Cm, N);
+            cr_expect(isfinite(Cm[(size_t)M * N - 1]), "%s M=%d N=%d K=%d trans_a=%d trans_b=%d", engine, M, N, K, ta, tb);
+            guarded_free(A, a_bytes), guarded_free(B, b_bytes), guarded_free(Cm, c_bytes), guarded_free(bias, (size_t)N * 4);
+            free(a_src), free(b_src);
+        }
+}
+
+Test(matmul_lowp, gemm_bf16_reads_nothing_past_its_operands) {
+    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
+        gemm_bf16_use(e);
+        check_no_reads_past_the_operands(gemm_bf16_engine_name(e));
+    }
+    gemm_bf16_use(gemm_bf16_best());
+}
+
+static void check_stale_buffers(const char *engine) {
+    /* A product whose operands are all +inf leaves infinities in the packing buffers; the next, shallower
+     * product pads its k blocks to whole tiles. If the padding were left as it was, 0 * inf = NaN. */
+    const int M = 64, N = 64, K = 64, K_small = 3;
+    uint16_t *inf = calloc((size_t)M * K, 2), *ones = calloc((size_t)M * K, 2);
+    for (int i = 0; i < M * K; i++) inf[i] = 0x7F80, ones[i] = 0x3F80; /* bf16 +inf and 1.0 */
+    float *Cm = tu_zeros(M * N);
+    gemm_bf16(false, true, M, N, K, inf, K, inf, K, NULL, false, Cm, N);
+    gemm_bf16(false, true, M, N, K_small, ones, K_small, ones, K_small, NULL, false, Cm, N);
+    for (int i = 0; i < M * N; i++)
+        if (Cm[i] != (float)K_small) {
+            cr_expect_eq(Cm[i], (float)K_small, "%s: [%d] should be %d (3 ones times ones), got %g: stale packed data",
+                         engine, i, K_small, Cm[i]);
+            break;
+        }
+    free(inf), free(ones), free(Cm);
+}
+
+Test(matmul_lowp, gemm_bf16_padding_does_not_see_stale_buffers) {
+    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
+        gemm_bf16_use(e);
+        check_stale_buffers(gemm_bf16_engine_name(e));
+    }
+    gemm_bf16_use(gemm_bf16_best());
+}
+
 /* ---- subnormals
  *
- * VDPBF16PS treats subnormal bf16 inputs (exponent field 0: magnitudes below 2^-126 ~ 1.2e-38) as zero,
- * whatever the MXCSR says, as GPUs' bf16 tensor-core paths do. So the fast path drops every product that
+ * VDPBF16PS and TDPBF16PS treat subnormal bf16 inputs (exponent field 0: magnitudes below 2^-126 ~ 1.2e-38)
+ * as zero, whatever the MXCSR says, as GPUs' bf16 tensor-core paths do. So the kernels drop every product that
  * has a subnormal factor: at most 2^-126 * |other factor| per term. Next to normal-sized terms that is far
  * below fp32 resolution; it only shows when a result is made of such products alone. The portable path
- * widens exactly (a subnormal bf16 is a normal... or subnormal fp32, kept by sgemm) and keeps them. */
+ * widens exactly (a subnormal bf16 is a subnormal fp32, which sgemm multiplies like any other number). */
 
 static uint16_t random_subnormal(mp_rng *rng) {
     uint32_t r = mp_rng_u32(rng);
@@ -336,17 +467,19 @@ Test(matmul_lowp, bf16_subnormal_inputs_are_flushed_by_the_kernel_and_kept_by_de
     cr_expect(within_bound("decode+sgemm, subnormal inputs", ref, out, scale, N * OC, sum_tol(C)),
               "decode+sgemm must keep subnormal bf16 inputs (exact widening, fp32 sgemm)");
 
-    if (gemm_bf16_available()) {
+    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
+        gemm_bf16_use(e);
         matmul_lowp_forward(out, inp, weight, NULL, N, C, OC, LOWP_BF16);
         for (int i = 0; i < N * OC; i++)
-            cr_expect_eq(out[i], 0.0f, "avx512-bf16: VDPBF16PS flushes subnormal inputs, so out[%d] should be 0 "
-                                       "(the exact value is %g)", i, ref[i]);
+            cr_expect_eq(out[i], 0.0f, "%s flushes subnormal inputs, so out[%d] should be 0 (the exact value is %g)",
+                         gemm_bf16_engine_name(e), i, ref[i]);
     }
+    gemm_bf16_use(gemm_bf16_best());
     free(inp), free(weight), free(inp_abs), free(weight_abs), free(ref), free(out), free(scale);
 }
 
-Test(matmul_lowp, bf16_kernel_with_some_subnormals_equals_the_kernel_on_zeros) {
-    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+/* with the engine in use (gemm_bf16_use) */
+static void check_subnormals_act_as_zeros(const char *engine) {
     /* A quarter of the inputs, weights and output gradients subnormal: the kernel's results are bit for bit
      * those with the subnormals replaced by (signed) zeros, and within the summation bound plus the
      * dropped products (sum over subnormal factors of |a| |b|) of the exact result. */
@@ -368,7 +501,7 @@ Test(matmul_lowp, bf16_kernel_with_some_subnormals_equals_the_kernel_on_zeros) {
     float *out = tu_zeros(n_oc), *out0 = tu_zeros(n_oc), *ref = tu_zeros(n_oc), *scale = tu_zeros(n_oc), *dropped = tu_zeros(n_oc);
     matmul_lowp_forward(out, inp, weight, NULL, N, C, OC, LOWP_BF16);
     matmul_lowp_forward(out0, inp0, weight0, NULL, N, C, OC, LOWP_BF16);
-    cr_expect(tu_bits_equal(out, out0, n_oc), "forward: subnormal inputs should act exactly as zeros in the kernel");
+    cr_expect(tu_bits_equal(out, out0, n_oc), "%s forward: subnormal inputs should act exactly as zeros in the kernel", engine);
     /* the bound against the exact result: fp32 summation plus the dropped products */
     uint16_t *inp_abs = lowp_abs(inp, nc), *weight_abs = lowp_abs(weight, oc_c);
     matmul_lowp_forward_ref(ref, inp, weight, NULL, N, C, OC, LOWP_BF16);
@@ -378,14 +511,23 @@ Test(matmul_lowp, bf16_kernel_with_some_subnormals_equals_the_kernel_on_zeros) {
     matmul_lowp_forward_ref(part, inp_abs, weight_sub, NULL, N, C, OC, LOWP_BF16);
     for (long i = 0; i < n_oc; i++) scale[i] += (dropped[i] + part[i]) / (float)sum_tol(C);
     cr_expect(within_bound("forward with subnormals vs exact", ref, out, scale, n_oc, sum_tol(C)),
-              "forward: further from the exact result than summation and flushing explain");
+              "%s forward: further from the exact result than summation and flushing explain", engine);
 
     float *dinp = tu_zeros(nc), *dinp0 = tu_zeros(nc), *dw = tu_zeros(oc_c), *dw0 = tu_zeros(oc_c);
     matmul_lowp_backward(dinp, dw, NULL, dout, inp, weight, N, C, OC, LOWP_BF16);
     matmul_lowp_backward(dinp0, dw0, NULL, dout0, inp0, weight0, N, C, OC, LOWP_BF16);
-    cr_expect(tu_bits_equal(dinp, dinp0, nc), "dinp: subnormal dout and weight should act exactly as zeros");
-    cr_expect(tu_bits_equal(dw, dw0, oc_c), "dweight: subnormal dout and inp should act exactly as zeros");
+    cr_expect(tu_bits_equal(dinp, dinp0, nc), "%s dinp: subnormal dout and weight should act exactly as zeros", engine);
+    cr_expect(tu_bits_equal(dw, dw0, oc_c), "%s dweight: subnormal dout and inp should act exactly as zeros", engine);
     free(inp), free(weight), free(dout), free(inp0), free(weight0), free(dout0), free(inp_sub), free(weight_sub);
     free(inp_abs), free(weight_abs), free(out), free(out0), free(ref), free(scale), free(dropped), free(part);
     free(dinp), free(dinp0), free(dw), free(dw0);
+}
+
+Test(matmul_lowp, bf16_kernel_with_some_subnormals_equals_the_kernel_on_zeros) {
+    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
+        gemm_bf16_use(e);
+        check_subnormals_act_as_zeros(gemm_bf16_engine_name(e));
+    }
+    gemm_bf16_use(gemm_bf16_best());
 }
