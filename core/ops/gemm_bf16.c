@@ -116,11 +116,14 @@ bool gemm_bf16_available(void) { return gemm_bf16_engine_now() != GEMM_BF16_NONE
 /* Transpose 16 rows of 16 words in place: r[j] word i := old r[i] word j. Four rounds of shuffles within
  * and across the 128-bit lanes (16 x 4 = 64 shuffles for 256 words). */
 GEMM_TARGET static GEMM_INLINE void transpose_16x16(__m512i r[16]) {
+    /* every loop unrolled (GCC -O2 would not), so the 16 rows stay in registers */
     __m512i t[16];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++) { /* per lane: (a0 b0 a1 b1), (a2 b2 a3 b3) */
         t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) { /* per lane: column j of rows 4i..4i+3, j = 0..3 */
         r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
         r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
@@ -128,6 +131,7 @@ GEMM_TARGET static GEMM_INLINE void transpose_16x16(__m512i r[16]) {
         r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
     }
     /* r[4g + j] lane L now holds column 4L + j of row group g; gather the four groups' lane L together */
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         __m512i x = _mm512_shuffle_i32x4(r[j], r[4 + j], _MM_SHUFFLE(2, 0, 2, 0));
         __m512i y = _mm512_shuffle_i32x4(r[j], r[4 + j], _MM_SHUFFLE(3, 1, 3, 1));
@@ -138,6 +142,7 @@ GEMM_TARGET static GEMM_INLINE void transpose_16x16(__m512i r[16]) {
         t[4 + j] = _mm512_shuffle_i32x4(y, w, _MM_SHUFFLE(2, 0, 2, 0));  /* column 4 + j  (lane 1) */
         t[12 + j] = _mm512_shuffle_i32x4(y, w, _MM_SHUFFLE(3, 1, 3, 1)); /* column 12 + j (lane 3) */
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++) r[i] = t[i];
 }
 
@@ -160,6 +165,7 @@ GEMM_TARGET static void pack_k_contiguous(uint32_t *dst, const uint16_t *src, in
              * partner of an odd last element loads as zero. */
             const __mmask32 mask = elements >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << elements) - 1);
             __m512i r[16];
+#pragma GCC unroll 16
             for (int i = 0; i < 16; i++) {
                 const uint16_t *row = src + (size_t)(x0 + l0 + i) * ld + k;
                 /* 16 rows walked side by side are more streams than the hardware prefetcher follows
@@ -168,7 +174,9 @@ GEMM_TARGET static void pack_k_contiguous(uint32_t *dst, const uint16_t *src, in
                 r[i] = i < lines ? _mm512_maskz_loadu_epi16(mask, row) : _mm512_setzero_si512();
             }
             transpose_16x16(r);
-            for (int j = 0; j < pairs; j++) store_words(dst + (size_t)(p + j) * W + l0, r[j], width);
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++)
+                if (j < pairs) store_words(dst + (size_t)(p + j) * W + l0, r[j], width);
         }
     }
 }
@@ -324,8 +332,10 @@ GEMM_TARGET static void amx_pack_a(uint32_t *dst, int dst_ld, const uint16_t *sr
             const int pairs = kp - pc <= 0 ? 0 : kp - pc >= 16 ? 16 : kp - pc;
             if (rows > 0 && pairs > 0) pack_x_contiguous(panel, src, ld, m0 + h, rows, p0 + pc, pairs, K, 16);
             __m512i r[16];
+#pragma GCC unroll 16
             for (int p = 0; p < 16; p++) r[p] = p < pairs && rows > 0 ? _mm512_load_si512(panel + 16 * p) : _mm512_setzero_si512();
             transpose_16x16(r);
+#pragma GCC unroll 16
             for (int l = 0; l < 16; l++) _mm512_storeu_si512(dst + (size_t)(h + l) * dst_ld + pc, r[l]);
         }
     }
