@@ -29,10 +29,11 @@
 static const lowp_format formats[] = {LOWP_BF16, LOWP_FP16};
 static const char *format_names[] = {"bf16", "fp16"};
 
-/* N, C, OC. Sizes that are not multiples of the kernel's tiles (8 rows x 48 columns, 16-pair packing
- * blocks), odd C (the last bf16 pair is half padding), C and N past one 768-deep k block (9 x 1001,
- * 800 x 13), products big enough (N*C*OC > 2^18) to run on several threads, split by columns (61x70x211
- * forward) and by rows (300x47x29 forward, every tall dweight), and GPT-2's width at a small batch. */
+/* N, C, OC. Sizes that are not multiples of the kernels' blocks (8 x 48 VDPBF16PS tiles, 32 x 32 AMX
+ * blocks, 16-pair packing blocks), odd C (the last bf16 pair is half padding), C and N past one 768-deep
+ * k block (9 x 1001, 800 x 13), products big enough (N*C*OC > 2^18) to run on several threads, split by
+ * columns (61x70x211 forward) and by rows (300x47x29 forward, every tall dweight), and GPT-2's width at
+ * a small batch. */
 static const int shapes[][3] = {{1, 1, 1},     {1, 7, 5},    {3, 5, 7},     {17, 33, 19},   {64, 48, 80},
                                 {37, 100, 65}, {5, 1, 9},    {61, 70, 211}, {300, 47, 29}, {9, 1001, 50},
                                 {800, 13, 20}, {8, 768, 96}, {49, 96, 97}};
