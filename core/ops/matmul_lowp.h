@@ -22,6 +22,7 @@
  *     flushes subnormal inputs and outputs to zero and rounds to nearest even, as GPUs' bf16 paths do.
  * Results of the two paths differ only in the order of fp32 additions. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,10 @@ void matmul_lowp_backward_ref(float *dinp, float *dweight, float *dbias, const u
 
 /* "decode+sgemm" or "avx512-bf16": the path matmul_lowp_* takes for this format on this CPU. */
 const char *matmul_lowp_path(lowp_format fmt);
+
+/* For tests and benchmarks: true makes every format take the portable decode+sgemm path (so both paths
+ * can be compared on one machine); false restores the automatic choice. Call it between matmuls. */
+void matmul_lowp_force_portable(bool portable);
 
 /* Widen n 16-bit values to fp32 / round n fp32 values to 16 bits (nearest even), in the format. */
 void lowp_decode(float *dst, const uint16_t *src, size_t n, lowp_format fmt);
