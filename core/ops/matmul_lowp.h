@@ -17,10 +17,14 @@
  * How the product is computed on a CPU (matmul_lowp_path says which one runs):
  *   - "decode+sgemm": both operands are widened to fp32 (exact) in blocks and multiplied by the fp32
  *     sgemm. Correct for both formats everywhere; it pays the conversion on top of an fp32 product.
- *   - "avx512-bf16": bf16 only, on CPUs with AVX512_BF16 (VDPBF16PS: 32 bf16 products summed pairwise
- *     into 16 fp32 lanes per instruction, twice the multiply rate of fp32 FMA). The instruction
- *     flushes subnormal inputs and outputs to zero and rounds to nearest even, as GPUs' bf16 paths do.
- * Results of the two paths differ only in the order of fp32 additions. */
+ *   - "amx-bf16": bf16 on CPUs with AMX (TDPBF16PS on 16x32 bf16 tiles into 16x16 fp32 tiles), when the
+ *     kernel grants the tile registers (arch_prctl ARCH_REQ_XCOMP_PERM): measured 3-5.6x the fp32 sgemm
+ *     on GPT-2's shapes on this machine (bench/gemm_lowp).
+ *   - "avx512-bf16": bf16 on CPUs with AVX512_BF16 but no AMX (VDPBF16PS: 32 bf16 products summed
+ *     pairwise into 16 fp32 lanes). Not a win everywhere: on this machine it issues at half the rate of
+ *     fp32 FMA and runs at 0.6-0.75x the sgemm, so AMX is preferred where both exist.
+ * The 16-bit engines flush subnormal inputs to zero and round to nearest even, as GPUs' bf16 paths do.
+ * Results of the paths differ only in the order of fp32 additions (and in those flushed subnormals). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,7 +43,7 @@ void matmul_lowp_forward_ref(float *out, const uint16_t *inp, const uint16_t *we
 void matmul_lowp_backward_ref(float *dinp, float *dweight, float *dbias, const uint16_t *dout,
                               const uint16_t *inp, const uint16_t *weight, int N, int C, int OC, lowp_format fmt);
 
-/* "decode+sgemm" or "avx512-bf16": the path matmul_lowp_* takes for this format on this CPU. */
+/* "decode+sgemm", "amx-bf16" or "avx512-bf16": the path matmul_lowp_* takes for this format on this CPU. */
 const char *matmul_lowp_path(lowp_format fmt);
 
 /* For tests and benchmarks: true makes every format take the portable decode+sgemm path (so both paths

@@ -388,9 +388,13 @@ static const char *precision_matmul_path(const model *m) {
     case MODEL_COMPUTE_TF32: return "tf32 (rounded inputs, fp32 sgemm)";
     case MODEL_COMPUTE_FP8: return "fp8 e4m3/e5m2, delayed scaling (exact products on the fp32 sgemm)";
     case MODEL_COMPUTE_FP16: return "fp16 (exact products on the fp32 sgemm)";
-    default:
-        return strcmp(matmul_lowp_path(LOWP_BF16), "decode+sgemm") == 0 ? "bf16 (exact products on the fp32 sgemm)"
-                                                                         : "bf16 (avx512-bf16 kernel)";
+    default: {
+        static char path[64];
+        const char *how = matmul_lowp_path(LOWP_BF16);
+        if (strcmp(how, "decode+sgemm") == 0) return "bf16 (exact products on the fp32 sgemm)";
+        snprintf(path, sizeof path, "bf16 (%s kernel)", how);
+        return path;
+    }
     }
 }
 
