@@ -50,8 +50,8 @@ check_output "train: a dataset that does not exist" 2 "a dataset of .mixpar data
 check_output "sample: a prompt character outside the vocabulary" 2 "not among the vocabulary" \
   "$MIXPAR" sample --checkpoint "$work/a/checkpoint.safetensors" --prompt "12+x"
 check_output "sample: a bad temperature" 2 "temperature" "$MIXPAR" sample --checkpoint "$work/a/checkpoint.safetensors" --temperature -1
-check_output "train: a precision recipe the model cannot run yet is refused, not faked" 2 "runs fp32 only for now" \
-  train --set bf16.enabled=true --set train.run_dir="$work/c"
+check_output "train: fp16 with bf16 is refused before anything runs" 2 "fp16.enabled and bf16.enabled are both true" \
+  train --set bf16.enabled=true --set fp16.enabled=true --set train.run_dir="$work/c"
 check "train: the saved checkpoint is intact after all that" cmp "$work/a/checkpoint.safetensors" "$work/saved.safetensors"
 
 # Checkpoint tools: inspect, and llm.c's GPT-2 format out and back in.
