@@ -83,12 +83,13 @@ MPT_TEST(activations_llama_gqa_swiglu_rmsnorm) {
     CHECK_ACT_MEASURED(&c, 2, 16, MODEL_COMPUTE_FP32, 0.02, "LLaMA-style");
 }
 
-/* Every compute mode, at a shape with odd sizes (the allocator rounds each buffer up to 64 bytes). */
+/* Every compute mode but fp8 (its casts are lab 25's code, a later lab; its activations are stored as bf16's),
+ * at a shape with odd sizes (the allocator rounds each buffer up to 64 bytes). */
 MPT_TEST(activations_every_mode_matches_the_allocator) {
     static const model_compute modes[] = {MODEL_COMPUTE_FP32, MODEL_COMPUTE_TF32, MODEL_COMPUTE_BF16,
-                                          MODEL_COMPUTE_FP16, MODEL_COMPUTE_FP8};
+                                          MODEL_COMPUTE_FP16};
     model_config a = lab10_gpt2(3, 48, 6, 97, 13), b = lab10_gpt2(2, 64, 4, 1100, 32);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 4; i++) {
         CHECK_ACT_MEASURED(&a, 3, 13, modes[i], 0.01, "L=3 C=48 NH=6 V=97");
         CHECK_ACT_MEASURED(&b, 5, 32, modes[i], 0.01, "L=2 C=64 NH=4 V=1100 (padded to 1152)");
     }
