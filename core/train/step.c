@@ -12,18 +12,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-void train_step_init(train_step *s, model *m, const optim_config *opt, double grad_clip) {
-    s->m = m;
-    s->opt = *opt;
-    s->grad_clip = grad_clip;
-    s->ddp = NULL;
-    s->zero = NULL;
+/* No mixed precision, no agreement partner, no injected overflow: what train_step_set_amp and the trainer change. */
+static void step_defaults(train_step *s) {
     s->amp = NULL;
     s->master = NULL;
     s->master_spans = NULL;
     s->found_inf_comm = NULL;
     s->inject_inf_at = -1;
     s->updates = 0;
+}
+
+void train_step_init(train_step *s, model *m, const optim_config *opt, double grad_clip) {
+    s->m = m;
+    s->opt = *opt;
+    s->grad_clip = grad_clip;
+    s->ddp = NULL;
+    s->zero = NULL;
+    step_defaults(s);
     int n;
     const model_tensor *t = model_tensors(m, &n);
     s->nspans = n;
@@ -47,12 +52,7 @@ void train_step_init_zero(train_step *s, model *m, const optim_config *opt, doub
     s->grad_clip = grad_clip;
     s->ddp = NULL;
     s->zero = z;
-    s->amp = NULL;
-    s->master = NULL;
-    s->master_spans = NULL;
-    s->found_inf_comm = NULL;
-    s->inject_inf_at = -1;
-    s->updates = 0;
+    step_defaults(s);
     zero_shard_spans(z, &s->spans, &s->clips, &s->nspans);
     optim_state_init(&s->state, opt->kind, zero_shard_elems(z));
 }
