@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const VZ_TAG_NAMES[VZ_NTAGS] = {"param", "grad", "master", "optim", "act", "comm", "other"};
+const char *const VZ_TAG_NAMES[VZ_NTAGS] = {"param", "grad", "master", "optim", "act", "comm", "other", "host"};
 const char *const VZ_TARGET_NAMES[VZ_NTARGETS] = {"fp16", "bf16", "e4m3", "e5m2", "tf32"};
 const char *const VZ_SPAN_NAMES[VZ_NSPAN_KINDS] = {"forward", "backward", "optimizer", "other"};
 

@@ -21,7 +21,7 @@ enum {
 };
 
 /* Memory tags, in the order of core/base/mem.h and the mem event's objects. */
-typedef enum { VZ_TAG_PARAM, VZ_TAG_GRAD, VZ_TAG_MASTER, VZ_TAG_OPTIM, VZ_TAG_ACT, VZ_TAG_COMM, VZ_TAG_OTHER, VZ_NTAGS } vz_tag;
+typedef enum { VZ_TAG_PARAM, VZ_TAG_GRAD, VZ_TAG_MASTER, VZ_TAG_OPTIM, VZ_TAG_ACT, VZ_TAG_COMM, VZ_TAG_OTHER, VZ_TAG_HOST, VZ_NTAGS } vz_tag;
 extern const char *const VZ_TAG_NAMES[VZ_NTAGS]; /* "param", "grad", ... */
 
 /* The formats a hist event counts losses for, in the order of core/fp/hist.h. */

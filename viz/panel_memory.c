@@ -7,7 +7,7 @@
 
 enum { LABEL_COLS = 9, VALUE_COLS = 10 };
 
-static const char TAG_CHARS[VZ_NTAGS] = {'P', 'G', 'M', 'O', 'A', 'C', '.'};
+static const char TAG_CHARS[VZ_NTAGS] = {'P', 'G', 'M', 'O', 'A', 'C', '.', 'H'};
 
 static double total(const double v[VZ_NTAGS]) {
     double t = 0;

@@ -3,20 +3,25 @@
 #include "base/error.h"
 
 #include <stdatomic.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Every block carries a 64-byte header in front of the user pointer, which keeps the user pointer
  * 64-byte aligned (a cache line, and an AVX-512 vector) and lets mem_free find the tag and size. */
-enum { HEADER_BYTES = 64, MEM_MAGIC = 0x6d697870 /* "mixp" */ };
+enum { HEADER_BYTES = 64, MEM_MAGIC = 0x6d697870 /* "mixp" */, RESERVED_MAGIC = 0x72657376 /* "resv" */ };
 typedef struct {
     uint32_t magic;
     uint32_t tag;
     size_t bytes;
+    _Atomic size_t committed; /* reserved blocks: bytes counted now */
+    size_t mapped;            /* reserved blocks: bytes of the mapping, header page included */
 } block_header;
 
-static const char *const tag_names[MEM_NTAGS] = {"param", "grad", "master", "optim", "act", "comm", "other"};
+static const char *const tag_names[MEM_NTAGS] = {"param", "grad",  "master", "optim",
+                                                 "act",   "comm",  "other",  "host"};
 
 static _Atomic size_t current_bytes[MEM_NTAGS];
 static _Atomic size_t peak_bytes[MEM_NTAGS];
@@ -39,6 +44,17 @@ static void raise_peak(_Atomic size_t *peak, size_t now) {
     }
 }
 
+/* Counts `bytes` more (or, negative through `add` false, fewer) under a tag; the totals skip MEM_HOST. */
+static void count(mem_tag tag, size_t bytes, int add) {
+    if (add) {
+        raise_peak(&peak_bytes[tag], atomic_fetch_add(&current_bytes[tag], bytes) + bytes);
+        if (tag != MEM_HOST) raise_peak(&peak_total, atomic_fetch_add(&current_total, bytes) + bytes);
+    } else {
+        atomic_fetch_sub(&current_bytes[tag], bytes);
+        if (tag != MEM_HOST) atomic_fetch_sub(&current_total, bytes);
+    }
+}
+
 void *mem_alloc(size_t bytes, mem_tag tag, const char *what) {
     MP_ASSERT((unsigned)tag < MEM_NTAGS, "memory tag %d out of range", (int)tag);
     void *raw = NULL;
@@ -52,24 +68,91 @@ void *mem_alloc(size_t bytes, mem_tag tag, const char *what) {
     h->magic = MEM_MAGIC;
     h->tag = (uint32_t)tag;
     h->bytes = bytes;
-    raise_peak(&peak_bytes[tag], atomic_fetch_add(&current_bytes[tag], bytes) + bytes);
-    raise_peak(&peak_total, atomic_fetch_add(&current_total, bytes) + bytes);
+    count(tag, bytes, 1);
     return (char *)raw + HEADER_BYTES;
 }
 
 static block_header *header_of(const void *p) {
     block_header *h = (block_header *)((char *)p - HEADER_BYTES);
-    MP_ASSERT(h->magic == MEM_MAGIC, "mem_free/mem_size on a pointer not from mem_alloc (or freed twice): %p", p);
+    MP_ASSERT(h->magic == MEM_MAGIC || h->magic == RESERVED_MAGIC,
+              "mem_free/mem_size on a pointer not from mem_alloc (or freed twice): %p", p);
     return h;
 }
 
 void mem_free(void *p) {
     if (!p) return;
     block_header *h = header_of(p);
-    atomic_fetch_sub(&current_bytes[h->tag], h->bytes);
-    atomic_fetch_sub(&current_total, h->bytes);
+    if (h->magic == RESERVED_MAGIC) {
+        count((mem_tag)h->tag, atomic_load(&h->committed), 0);
+        h->magic = 0;
+        munmap((char *)p - (h->mapped - h->bytes), h->mapped);
+        return;
+    }
+    count((mem_tag)h->tag, h->bytes, 0);
     h->magic = 0; /* so a second free is caught rather than corrupting the counters */
     free(h);
+}
+
+/* ------------------------------------------------------------------ reserved blocks */
+
+static size_t page_size(void) {
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+void *mem_reserve(size_t bytes, mem_tag tag, const char *what) {
+    MP_ASSERT((unsigned)tag < MEM_NTAGS, "memory tag %d out of range", (int)tag);
+    size_t page = page_size(), pages = (bytes + page - 1) / page;
+    size_t mapped = (pages + 1) * page; /* one page in front for the header */
+    /* Address space only: MAP_NORESERVE asks for no swap reservation, and untouched pages take no memory. */
+    char *raw = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        mp_fail_input(__FILE__, __LINE__, "enough address space for the reservation",
+                      "cannot reserve %zu bytes for %s (tag %s)", bytes, what ? what : "?", tag_names[tag]);
+    char *user = raw + page;
+    block_header *h = (block_header *)(user - HEADER_BYTES);
+    h->magic = RESERVED_MAGIC;
+    h->tag = (uint32_t)tag;
+    h->bytes = bytes;
+    atomic_store(&h->committed, 0);
+    h->mapped = mapped;
+    return user;
+}
+
+int mem_is_reserved(const void *p) { return p && header_of(p)->magic == RESERVED_MAGIC; }
+
+static block_header *reserved_header(const void *base, size_t offset, size_t bytes) {
+    block_header *h = header_of(base);
+    MP_ASSERT(h->magic == RESERVED_MAGIC, "mem_commit/mem_decommit on a block that was not reserved: %p", base);
+    MP_ASSERT(offset <= h->bytes && bytes <= h->bytes - offset, "range [%zu, +%zu) outside a reserved block of %zu bytes",
+              offset, bytes, h->bytes);
+    return h;
+}
+
+void mem_commit(void *base, size_t offset, size_t bytes) {
+    block_header *h = reserved_header(base, offset, bytes);
+    atomic_fetch_add(&h->committed, bytes);
+    count((mem_tag)h->tag, bytes, 1);
+}
+
+void mem_decommit(void *base, size_t offset, size_t bytes) {
+    block_header *h = reserved_header(base, offset, bytes);
+    MP_ASSERT(atomic_load(&h->committed) >= bytes, "decommitting %zu bytes of a block with %zu committed", bytes,
+              atomic_load(&h->committed));
+    char *lo = (char *)base + offset, *hi = lo + bytes;
+    size_t page = page_size();
+    /* Whole pages inside the range go back to the system (and read as zeros again); the partial pages at its
+     * ends may hold a neighbouring range that is still in use, so those bytes are zeroed by hand. */
+    char *first = (char *)(((uintptr_t)lo + page - 1) / page * page), *last = (char *)((uintptr_t)hi / page * page);
+    if (first < last) {
+        memset(lo, 0, (size_t)(first - lo));
+        memset(last, 0, (size_t)(hi - last));
+        madvise(first, (size_t)(last - first), MADV_DONTNEED);
+    } else {
+        memset(lo, 0, bytes);
+    }
+    atomic_fetch_sub(&h->committed, bytes);
+    count((mem_tag)h->tag, bytes, 0);
 }
 
 size_t mem_size(const void *p) { return header_of(p)->bytes; }

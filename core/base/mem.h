@@ -14,6 +14,8 @@ typedef enum {
     MEM_ACT,    /* activations kept for backward */
     MEM_COMM,   /* communication buffers: buckets, gather staging */
     MEM_OTHER,  /* everything else */
+    MEM_HOST,   /* offloaded to host memory (ZeRO-Offload's optimizer state and master weights): a separate
+                 * pool, not device memory, so it is left out of the totals below */
     MEM_NTAGS
 } mem_tag;
 
@@ -28,8 +30,22 @@ size_t mem_size(const void *p);                 /* bytes asked for at mem_alloc 
 
 size_t mem_current(mem_tag tag);
 size_t mem_peak(mem_tag tag);
+/* The totals are of device memory: every tag but MEM_HOST, whose pool has its own mem_current / mem_peak. */
 size_t mem_current_total(void);
 size_t mem_peak_total(void);                    /* peak of the sum, not the sum of peaks */
 void mem_reset_peaks(void);                     /* peaks := current values */
+
+/* Reserved blocks: address space for a whole buffer, backed by memory only where committed. ZeRO-3 and
+ * FSDP keep the model's full parameter and gradient buffers this way: every layer keeps its address, so
+ * all the code that indexes the flat buffers works unchanged, while only the layers gathered right now
+ * occupy memory. A block starts all uncommitted and reads as zeros there. Commit and decommit count
+ * bytes under the block's tag; decommit zeroes the range and gives its whole pages back to the operating
+ * system (madvise), so the process's resident memory falls with the count. Ranges must not overlap a
+ * range committed and not yet decommitted (the caller's bookkeeping; no check). mem_free works on a
+ * reserved block too and releases what is still committed. */
+void *mem_reserve(size_t bytes, mem_tag tag, const char *what);
+void mem_commit(void *base, size_t offset, size_t bytes);
+void mem_decommit(void *base, size_t offset, size_t bytes);
+int mem_is_reserved(const void *p);
 
 #endif

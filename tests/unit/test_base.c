@@ -46,6 +46,50 @@ Test(mem, total_peak_is_peak_of_sum) {
     mem_free(b);
 }
 
+Test(mem, host_pool_is_outside_the_device_total) {
+    size_t base = mem_current_total();
+    void *h = mem_alloc(4096, MEM_HOST, "offloaded");
+    cr_expect_eq(mem_current_total(), base, "host memory is not device memory");
+    cr_expect_eq(mem_current(MEM_HOST), 4096);
+    mem_free(h);
+    cr_expect_eq(mem_current(MEM_HOST), 0);
+}
+
+/* Resident set size of this process in bytes, from /proc/self/statm. */
+static size_t resident_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+Test(mem, reserved_blocks_count_and_hold_only_committed_ranges) {
+    size_t before = mem_current(MEM_PARAM), n = 64u << 20; /* 64 MiB of address space */
+    float *p = mem_reserve(n, MEM_PARAM, "reserved");
+    cr_assert(mem_is_reserved(p));
+    cr_expect_eq(mem_current(MEM_PARAM), before, "a reservation alone counts nothing");
+    for (size_t i = 0; i < n / sizeof(float); i += 1024) cr_assert_eq(p[i], 0.0f, "reads as zeros");
+    size_t rss0 = resident_bytes();
+    mem_commit(p, 1000, 32u << 20);
+    cr_expect_eq(mem_current(MEM_PARAM), before + (32u << 20));
+    for (size_t i = 250; i < 250 + (8u << 20); i++) p[i] = 1.0f;
+    p[249] = 7.0f; /* a neighbour sharing the first page stays alive */
+    size_t rss1 = resident_bytes();
+    cr_expect_geq(rss1, rss0 + (30u << 20), "writing the committed range makes it resident (%zu -> %zu)", rss0, rss1);
+    mem_decommit(p, 1000, 32u << 20);
+    cr_expect_eq(mem_current(MEM_PARAM), before);
+    cr_expect_leq(resident_bytes(), rss1 - (30u << 20), "decommit gives the pages back");
+    cr_expect_eq(p[249], 7.0f, "bytes outside the range are kept");
+    cr_expect_eq(p[250], 0.0f, "the range reads as zeros again");
+    cr_expect_eq(p[250 + (8u << 20) - 1], 0.0f);
+    mem_commit(p, 0, 4096);
+    mem_free(p);
+    cr_expect_eq(mem_current(MEM_PARAM), before, "freeing releases what was still committed");
+}
+
 Test(mem, tag_names_round_trip) {
     for (int t = 0; t < MEM_NTAGS; t++) cr_expect_eq(mem_tag_from_name(mem_tag_name(t)), t);
     cr_expect_eq(mem_tag_from_name("nope"), -1);
