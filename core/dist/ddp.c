@@ -131,7 +131,7 @@ static void on_grads_ready(void *ctx, int layer) {
 /* ------------------------------------------------------------------ set-up */
 
 /* Every rank must build the same model: compare a hash of the config and the parameter count. */
-static void check_replicas_agree(comm_t *c, uint64_t hash) {
+void ddp_check_replicas_agree(comm_t *c, uint64_t hash) {
     int size = comm_size(c);
     int64_t mine = (int64_t)hash, *all = malloc((size_t)size * sizeof *all);
     MP_ASSERT(all, "out of memory");
@@ -159,7 +159,7 @@ ddp *ddp_create(model *m, comm_t *c, const ddp_options *opt, uint64_t config_has
     int ntensors = 0;
     const model_tensor *tensors = model_tensors(m, &ntensors);
     d->hook = ddp_hook_create(&opt->hook, tensors, ntensors, model_num_params(m));
-    check_replicas_agree(c, config_hash ^ (uint64_t)model_num_params(m) * 0x9e3779b97f4a7c15ULL);
+    ddp_check_replicas_agree(c, config_hash ^ (uint64_t)model_num_params(m) * 0x9e3779b97f4a7c15ULL);
     /* Rank 0's initial weights for everyone, so the replicas start identical whatever their seeds. */
     /* LAB 13 BEGIN parameter broadcast: every replica starts from rank 0's weights */
     comm_broadcast(c, model_params(m), model_num_params(m), COMM_FP32, 0, COMM_ALGO_DEFAULT);

@@ -57,6 +57,9 @@ typedef struct ddp ddp;
  * the replicas' configs or parameter counts differ (a hash compared across ranks), exit 2. */
 ddp *ddp_create(model *m, comm_t *c, const ddp_options *opt, uint64_t config_hash);
 void ddp_free(ddp *d);
+/* Collective: stops with exit 2 naming the ranks whose hash differs from rank 0's (what ddp_create checks;
+ * dist/fsdp.h uses it too). */
+void ddp_check_replicas_agree(comm_t *c, uint64_t hash);
 /* Whether the coming backward reduces (true) or only accumulates locally (false: gradient accumulation's
  * no_sync micro-steps). Default true. */
 void ddp_set_sync(ddp *d, bool sync);

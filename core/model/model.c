@@ -352,7 +352,7 @@ size_t model_count_params(const model_config *cfg) {
     return counter.nparams;
 }
 
-model *model_create(const model_config *cfg) {
+static model *create(const model_config *cfg, bool reserved) {
     model *m = calloc(1, sizeof *m);
     MP_ASSERT(m, "out of memory");
     m->cfg = *cfg;
@@ -360,8 +360,14 @@ model *model_create(const model_config *cfg) {
     build_registry(m, true);
     m->tensors = calloc((size_t)m->ntensors, sizeof *m->tensors);
     build_registry(m, false);
-    m->params = mem_alloc(m->nparams * sizeof(float), MEM_PARAM, "model parameters");
-    m->grads = mem_alloc(m->nparams * sizeof(float), MEM_GRAD, "model gradients");
+    m->reserved = reserved;
+    if (reserved) { /* what is gathered for a layer while it runs: communication buffers (dist/fsdp.h) */
+        m->params = mem_reserve(m->nparams * sizeof(float), MEM_COMM, "gathered parameters");
+        m->grads = mem_reserve(m->nparams * sizeof(float), MEM_COMM, "unreduced gradients");
+    } else {
+        m->params = mem_alloc(m->nparams * sizeof(float), MEM_PARAM, "model parameters");
+        m->grads = mem_alloc(m->nparams * sizeof(float), MEM_GRAD, "model gradients");
+    }
     m->layer_w = calloc((size_t)m->cfg.L, sizeof *m->layer_w);
     m->layer_g = calloc((size_t)m->cfg.L, sizeof *m->layer_g);
     m->acts = calloc((size_t)m->cfg.L, sizeof *m->acts);
@@ -369,6 +375,18 @@ model *model_create(const model_config *cfg) {
     bind_pointers(m, m->params, m->layer_w, &m->w);
     bind_pointers(m, m->grads, m->layer_g, &m->g);
     return m;
+}
+
+model *model_create(const model_config *cfg) { return create(cfg, false); }
+model *model_create_reserved(const model_config *cfg) { return create(cfg, true); }
+bool model_is_reserved(const model *m) { return m->reserved; }
+
+void model_weights_arrived(model *m, size_t offset, size_t n) {
+    if (m->lowp) model_lowp_cast_range(m, offset, n);
+}
+
+void model_weights_leaving(model *m, size_t offset, size_t n) {
+    if (m->lowp) model_lowp_drop_range(m, offset, n);
 }
 
 void model_free(model *m) {
@@ -468,7 +486,10 @@ void model_grads_ready(model *m, int layer) {
             memset(m->grads + m->tensors[i].offset, 0, m->tensors[i].size * sizeof(float));
     model_hook(m->hooks.grads_ready, m->hooks.ctx, layer);
 }
-void model_zero_grad(model *m) { memset(m->grads, 0, m->nparams * sizeof(float)); }
+void model_zero_grad(model *m) {
+    if (m->reserved) return; /* reads zero wherever it is not committed, and fsdp decommits after reducing */
+    memset(m->grads, 0, m->nparams * sizeof(float));
+}
 
 static init_kind init_of(const model_tensor *t) {
     const char *base = strrchr(t->name, '.');
@@ -482,7 +503,9 @@ static init_kind init_of(const model_tensor *t) {
     return INIT_ZERO;
 }
 
-void model_init(model *m, uint64_t seed) {
+void model_init(model *m, uint64_t seed) { model_init_layerwise(m, seed, NULL, NULL, NULL); }
+
+void model_init_layerwise(model *m, uint64_t seed, void (*before)(void *, int), void (*after)(void *, int), void *ctx) {
     mp_rng rng;
     mp_rng_seed(&rng, seed);
     /* Residual projections add into the stream once per layer and twice per block, so their
@@ -490,6 +513,8 @@ void model_init(model *m, uint64_t seed) {
     float residual_std = 0.02f / sqrtf(2.0f * m->cfg.L);
     for (int i = 0; i < m->ntensors; i++) {
         const model_tensor *t = &m->tensors[i];
+        /* The registry is layer-major: a layer's tensors are consecutive, in the order of the random draws. */
+        if (before && (i == 0 || m->tensors[i - 1].layer != t->layer)) before(ctx, t->layer);
         float *p = m->params + t->offset;
         init_kind kind = init_of(t);
         for (size_t j = 0; j < t->size; j++) {
@@ -503,6 +528,7 @@ void model_init(model *m, uint64_t seed) {
         /* Padded vocabulary rows are never a token and their logits are ignored: keep them zero. */
         if (t->shape[0] == m->cfg.Vp && t->ndim == 2)
             memset(p + (size_t)m->cfg.V * m->cfg.C, 0, (size_t)(m->cfg.Vp - m->cfg.V) * m->cfg.C * sizeof(float));
+        if (after && (i == m->ntensors - 1 || m->tensors[i + 1].layer != t->layer)) after(ctx, t->layer);
     }
 }
 

@@ -75,9 +75,25 @@ void model_layer_span(const model *m, int layer, size_t *offset, size_t *size); 
 float *model_params(model *m);
 float *model_grads(model *m);
 
+/* Sharded parameters (ZeRO-3 and FSDP, dist/fsdp.h). model_create_reserved lays the parameter and gradient
+ * buffers out as usual but only reserves their address space (base/mem.h mem_reserve, tag MEM_COMM): no
+ * layer has memory until a strategy commits its span, gathers its weights there and later decommits it.
+ * Every piece of code that indexes the flat buffers keeps working; reading a layer that is not gathered
+ * gives zeros. On a reserved model model_zero_grad does nothing (a decommitted range is zero) and the
+ * low-precision weight cache is made per range: model_weights_arrived after a span's weights were
+ * written, model_weights_leaving before it is decommitted. fp8 compute is not available on it. */
+model *model_create_reserved(const model_config *cfg);
+bool model_is_reserved(const model *m);
+void model_weights_arrived(model *m, size_t offset, size_t n);
+void model_weights_leaving(model *m, size_t offset, size_t n);
+
 /* GPT-2 initialisation: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0, norm
  * gains 1, padded vocabulary rows 0. Same seed, same weights on every machine. */
 void model_init(model *m, uint64_t seed);
+/* The same values, layer by layer: before(ctx, layer) runs before a layer's tensors are written (a reserved
+ * model commits the span there), after(ctx, layer) once they are (a strategy keeps its shard and decommits
+ * it), so the whole model never needs to be in memory at once. Either may be NULL. */
+void model_init_layerwise(model *m, uint64_t seed, void (*before)(void *, int), void (*after)(void *, int), void *ctx);
 
 void model_set_hooks(model *m, const model_hooks *hooks);
 

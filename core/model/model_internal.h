@@ -73,6 +73,7 @@ struct model {
     fp_hist *act_hists;                 /* (L + 2) activation histograms being collected, or NULL */
     model_recompute recompute;          /* activation checkpointing policy (model.h) [none] */
     int recompute_k;                    /* every_k's k [1] */
+    bool reserved;                      /* params and grads are reserved address space (model_create_reserved) */
 };
 
 
@@ -105,5 +106,8 @@ void model_lowp_backward(model *m, float loss_scale);
 const float *model_lowp_logits(model *m, int b, int t);
 void model_lowp_free(model_lowp *lp);
 void model_lowp_drop_activations(model *m); /* frees the stored activations and the scratch (a new policy) */
+/* Reserved models: the weight cache of params[offset, offset + n) made (committed and cast) or dropped. */
+void model_lowp_cast_range(model *m, size_t offset, size_t n);
+void model_lowp_drop_range(model *m, size_t offset, size_t n);
 
 #endif

@@ -301,20 +301,44 @@ static void mm_backward(model *m, int site, int layer, float *dinp, size_t woff,
     round_in_place(lp, dinp, (size_t)N * C);
 }
 
-/* The weights as this forward's matmuls read them. */
-static void cast_weights(model *m) {
-    model_lowp *lp = m->lowp;
+/* The 16-bit (or rounded fp32) copy of params[offset, offset + n) for the bf16, fp16 and tf32 matmuls. */
+static void cast_range(model_lowp *lp, const float *params, size_t offset, size_t n) {
     switch (lp->prec.compute) {
     case MODEL_COMPUTE_BF16:
     case MODEL_COMPUTE_FP16:
         if (lp->kernel) {
-            encode_par(lp->w16, m->params, m->nparams, lp->fmt);
+            encode_par(lp->w16 + offset, params + offset, n, lp->fmt);
         } else {
-            memcpy(lp->w32, m->params, m->nparams * sizeof(float));
-            round_in_place(lp, lp->w32, m->nparams);
+            memcpy(lp->w32 + offset, params + offset, n * sizeof(float));
+            round_in_place(lp, lp->w32 + offset, n);
         }
         break;
-    case MODEL_COMPUTE_TF32: tf32_round_array(lp->w32, m->params, m->nparams); break;
+    case MODEL_COMPUTE_TF32: tf32_round_array(lp->w32 + offset, params + offset, n); break;
+    default: MP_ASSERT(false, "cast_range in compute mode %d", (int)lp->prec.compute);
+    }
+}
+
+void model_lowp_cast_range(model *m, size_t offset, size_t n) {
+    model_lowp *lp = m->lowp;
+    if (lp->w16) mem_commit(lp->w16, offset * 2, n * 2);
+    else mem_commit(lp->w32, offset * 4, n * 4);
+    cast_range(lp, m->params, offset, n);
+}
+
+void model_lowp_drop_range(model *m, size_t offset, size_t n) {
+    model_lowp *lp = m->lowp;
+    if (lp->w16) mem_decommit(lp->w16, offset * 2, n * 2);
+    else mem_decommit(lp->w32, offset * 4, n * 4);
+}
+
+/* The weights as this forward's matmuls read them (a reserved model casts each range as it is gathered). */
+static void cast_weights(model *m) {
+    model_lowp *lp = m->lowp;
+    if (m->reserved) return;
+    switch (lp->prec.compute) {
+    case MODEL_COMPUTE_BF16:
+    case MODEL_COMPUTE_FP16:
+    case MODEL_COMPUTE_TF32: cast_range(lp, m->params, 0, m->nparams); break;
     case MODEL_COMPUTE_FP8:
         for (int l = 0; l < m->cfg.L; l++) {
             const layer_params *w = &m->layer_w[l];
@@ -564,10 +588,16 @@ void model_set_precision(model *m, const model_precision *p) {
     MP_ASSERT(lp->layers && lp->rounding && lp->logit_row, "out of memory");
     lp->nsites = m->cfg.L * SITES_PER_LAYER + 1;
     lp->kernel = p->compute == MODEL_COMPUTE_BF16 && strcmp(matmul_lowp_path(LOWP_BF16), "decode+sgemm") != 0;
+    if (m->reserved && p->compute == MODEL_COMPUTE_FP8)
+        MP_FAIL_HINT("a compute mode of bf16, fp16 or tf32 with sharded parameters (ZeRO-3, FSDP)",
+                     "fp8's delayed scaling takes every weight's amax at each forward; with sharded weights use bf16",
+                     "compute fp8 on a reserved model");
+    /* A reserved model (sharded weights) caches only the ranges that are gathered: model_lowp_cast_range. */
+    void *(*get)(size_t, mem_tag, const char *) = m->reserved ? mem_reserve : mem_alloc;
     if (lp->kernel)
-        lp->w16 = mem_alloc(m->nparams * 2, MEM_OTHER, "autocast weight cache (16-bit)");
+        lp->w16 = get(m->nparams * 2, MEM_OTHER, "autocast weight cache (16-bit)");
     else
-        lp->w32 = mem_alloc(m->nparams * 4, MEM_OTHER, "autocast weight cache (rounded values in fp32)");
+        lp->w32 = get(m->nparams * 4, MEM_OTHER, "autocast weight cache (rounded values in fp32)");
     if (p->compute == MODEL_COMPUTE_FP8) {
         lp->fp8 = calloc((size_t)lp->nsites * FP8_PER_SITE, sizeof *lp->fp8);
         MP_ASSERT(lp->fp8, "out of memory");

@@ -16,6 +16,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "dist/fsdp.h"
 #include "dist/hooks.h"
 #include "plan/plan.h"
 #include "amp/setup.h"
@@ -127,6 +128,15 @@ static const field_spec zero_fields[] = {
      .hi = NO_LIMIT, .about = "elements"},
     {.key = "offload_optimizer", .kind = FK_SECTION, .sub = &offload_section},
 };
+static const char *const backward_prefetch_names[] = {"BACKWARD_PRE", "NONE", NULL};
+static const field_spec fsdp_fields[] = {
+    {.key = "sharding_strategy", .kind = FK_ENUM, .offset = OFF(fsdp.sharding_strategy), .names = fsdp_strategy_names},
+    {.key = "hybrid_shard_size", .kind = FK_INT, .offset = OFF(fsdp.hybrid_shard_size), .lo = 0, .hi = 1 << 20,
+     .about = "HYBRID_SHARD: ranks per shard group, dividing the world size"},
+    {.key = "forward_prefetch", .kind = FK_BOOL, .offset = OFF(fsdp.forward_prefetch)},
+    {.key = "backward_prefetch", .kind = FK_ENUM, .offset = OFF(fsdp.backward_prefetch), .names = backward_prefetch_names},
+    {.key = "limit_all_gathers", .kind = FK_BOOL, .offset = OFF(fsdp.limit_all_gathers)},
+};
 static const field_spec comm_fields[] = {
     {.key = "hook", .kind = FK_ENUM, .offset = OFF(comm.hook), .names = ddp_hook_names},
     {.key = "topk_ratio", .kind = FK_DOUBLE, .offset = OFF(comm.topk_ratio), .lo = 0, .lo_open = true, .hi = 1,
@@ -187,6 +197,7 @@ static const section_spec fp16_section = {"fp16", fp16_fields, COUNT(fp16_fields
 static const section_spec bf16_section = {"bf16", bf16_fields, COUNT(bf16_fields)};
 static const section_spec precision_section = {"precision", precision_fields, COUNT(precision_fields)};
 static const section_spec zero_section = {"zero_optimization", zero_fields, COUNT(zero_fields)};
+static const section_spec fsdp_section = {"fsdp", fsdp_fields, COUNT(fsdp_fields)};
 static const section_spec comm_section = {"communication", comm_fields, COUNT(comm_fields)};
 static const section_spec model_section = {"model", model_fields, COUNT(model_fields)};
 static const section_spec data_section = {"data", data_fields, COUNT(data_fields)};
@@ -204,6 +215,7 @@ static const field_spec top_fields[] = {
     {.key = "precision", .kind = FK_SECTION, .sub = &precision_section},
     {.key = "zero_optimization", .kind = FK_SECTION, .sub = &zero_section},
     {.key = "activation_checkpointing", .kind = FK_SECTION, .sub = &ckpt_section},
+    {.key = "fsdp", .kind = FK_SECTION, .sub = &fsdp_section},
     {.key = "communication", .kind = FK_SECTION, .sub = &comm_section},
     {.key = "model", .kind = FK_SECTION, .sub = &model_section},
     {.key = "data", .kind = FK_SECTION, .sub = &data_section},
@@ -479,6 +491,7 @@ static void set_defaults(train_config *cfg, int world) {
     cfg->precision = (config_precision){.stochastic_rounding = true, .fp8_history = 16, .fp8_margin = 0,
                                           .fp8_scaling = true};
     cfg->ckpt = (config_activation_checkpointing){.policy = MODEL_RECOMPUTE_NONE, .every_k = 2};
+    cfg->fsdp = (config_fsdp){.sharding_strategy = FSDP_FULL_SHARD, .backward_prefetch = 0, .limit_all_gathers = true};
     cfg->comm = (config_comm){.hook = DDP_HOOK_ALLREDUCE, .topk_ratio = 0.01, .powersgd_rank = 1};
     snprintf(cfg->data.dir, sizeof cfg->data.dir, "data");
     cfg->data.order = LOADER_SHUFFLE;
@@ -547,6 +560,22 @@ static bool resolve_precision_and_zero(train_config *cfg, const cJSON *root, dat
                         cfg->fp16.initial_scale_power, initial);
     /* DeepSpeed: overlap_comm defaults to true for stage 3 only. */
     if (!child(child(root, "zero_optimization"), "overlap_comm")) cfg->zero.overlap_comm = cfg->zero.stage == 3;
+    if (child(root, "fsdp")) {
+        if (cfg->zero.stage != 0)
+            return DATA_ERR(err, "either an \"fsdp\" section or zero_optimization.stage 1-3, not both", NULL,
+                            "\"fsdp\" with zero_optimization.stage %d", cfg->zero.stage);
+        cfg->fsdp.enabled = true;
+        cfg->zero.overlap_comm = true; /* FSDP always overlaps (its streams); the thread needs a safe communicator */
+        if (cfg->fsdp.sharding_strategy == FSDP_HYBRID_SHARD &&
+            (cfg->fsdp.hybrid_shard_size < 1 || cfg->world % cfg->fsdp.hybrid_shard_size != 0))
+            return DATA_ERR(err, "fsdp.hybrid_shard_size dividing the world size with HYBRID_SHARD", NULL,
+                            "hybrid_shard_size %d with %d ranks", cfg->fsdp.hybrid_shard_size, cfg->world);
+    } else if (cfg->zero.stage == 3) { /* DeepSpeed's stage 3: FSDP's FULL_SHARD, prefetching when asked */
+        cfg->fsdp.enabled = true;
+        cfg->fsdp.sharding_strategy = FSDP_FULL_SHARD;
+        cfg->fsdp.forward_prefetch = cfg->zero.stage3_prefetch_bucket_size > 0;
+        cfg->fsdp.backward_prefetch = cfg->zero.stage3_prefetch_bucket_size > 0 ? 0 : 1;
+    }
     if (cfg->zero.offload_optimizer != OFFLOAD_NONE && cfg->zero.stage == 0)
         return DATA_ERR(err, "zero_optimization.offload_optimizer with stage 1, 2 or 3", NULL,
                         "offload_optimizer.device \"%s\" with zero_optimization.stage 0",

@@ -113,6 +113,21 @@ typedef struct {
     bool offload_pin_memory;                 /* "offload_optimizer": {"pin_memory": ...} [false] */
 } config_zero;
 
+/* "fsdp": PyTorch FSDP's options under their own names (dist/fsdp.h, lab 20). The section's presence turns
+ * FSDP on (zero_optimization.stage must then be 0: two ways of sharding at once are refused);
+ * zero_optimization.stage 3 is FSDP's FULL_SHARD under DeepSpeed's keys.
+ *     "fsdp": {"sharding_strategy": "HYBRID_SHARD", "hybrid_shard_size": 2, "forward_prefetch": true} */
+typedef struct {
+    bool enabled;                            /* the section was given (or stage 3 asked for FULL_SHARD) */
+    int sharding_strategy;                   /* fsdp_strategy: "FULL_SHARD" [default], "SHARD_GRAD_OP",
+                                              * "NO_SHARD", "HYBRID_SHARD" */
+    int hybrid_shard_size;                   /* HYBRID_SHARD: ranks per shard group, dividing the world [0: required] */
+    bool forward_prefetch;                   /* [false, PyTorch's default] */
+    int backward_prefetch;                   /* "BACKWARD_PRE" [default] or "NONE" */
+    bool limit_all_gathers;                  /* at most one unit gathered ahead of the running one [true];
+                                              * false: prefetch runs as far ahead as it likes */
+} config_fsdp;
+
 /* "communication": mixpar's own section (DeepSpeed has no such key): how data parallel averages the
  * gradients, a DDP communication hook (dist/hooks.h). Unknown hook names are an error naming
  * communication.hook and listing the known ones.
@@ -190,6 +205,7 @@ typedef struct {
     config_bf16 bf16;
     config_precision precision;              /* "precision" */
     config_zero zero;
+    config_fsdp fsdp;                        /* "fsdp" */
     config_comm comm;                        /* "communication" */
     config_activation_checkpointing ckpt;    /* "activation_checkpointing" */
     config_model model;

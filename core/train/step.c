@@ -28,6 +28,7 @@ void train_step_init(train_step *s, model *m, const optim_config *opt, double gr
     s->grad_clip = grad_clip;
     s->ddp = NULL;
     s->zero = NULL;
+    s->fsdp = NULL;
     step_defaults(s);
     int n;
     const model_tensor *t = model_tensors(m, &n);
@@ -52,9 +53,22 @@ void train_step_init_zero(train_step *s, model *m, const optim_config *opt, doub
     s->grad_clip = grad_clip;
     s->ddp = NULL;
     s->zero = z;
+    s->fsdp = NULL;
     step_defaults(s);
     zero_shard_spans(z, &s->spans, &s->clips, &s->nspans);
     optim_state_init(&s->state, opt->kind, zero_shard_elems(z));
+}
+
+void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, double grad_clip, fsdp *f) {
+    s->m = m;
+    s->opt = *opt;
+    s->grad_clip = grad_clip;
+    s->ddp = NULL;
+    s->zero = NULL;
+    s->fsdp = f;
+    step_defaults(s);
+    fsdp_shard_spans(f, &s->spans, &s->clips, &s->nspans);
+    optim_state_init(&s->state, opt->kind, fsdp_shard_elems(f));
 }
 
 /* The global norm from the shards: each rank's sum of squares, summed over ranks; then clipping of the
@@ -62,7 +76,7 @@ void train_step_init_zero(train_step *s, model *m, const optim_config *opt, doub
 static double clip_sharded(train_step *s) {
     double local = 0;
     for (int i = 0; i < s->nspans; i++) local += clip_sum_squares(s->clips[i].data, s->clips[i].n);
-    double norm = clip_norm_finish(zero_sum_over_ranks(s->zero, local));
+    double norm = clip_norm_finish(s->fsdp ? fsdp_sum_over_shards(s->fsdp, local) : zero_sum_over_ranks(s->zero, local));
     float scale = s->grad_clip > 0 ? clip_scale_for(norm, s->grad_clip) : 1.0f;
     if (scale != 1.0f)
         for (int i = 0; i < s->nspans; i++) clip_scale(s->clips[i].data, s->clips[i].n, scale);
@@ -183,7 +197,7 @@ static bool agree_found_inf(train_step *s, bool found_inf) {
 }
 
 static double clip_step_norm(train_step *s) {
-    if (s->zero) return clip_sharded(s);
+    if (s->zero || s->fsdp) return clip_sharded(s);
     return s->grad_clip > 0 ? clip_grad_norm(s->clips, s->nspans, s->grad_clip) : clip_global_norm(s->clips, s->nspans);
 }
 
@@ -235,6 +249,7 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
     train_step_result r = {0};
     float scale = s->amp ? amp_scaler_scale(&s->scaler) : 1.0f;
     model_zero_grad(s->m);
+    if (s->fsdp) fsdp_zero_grad(s->fsdp);
     double loss_sum = 0;
     size_t per_micro = (size_t)B * T;
     for (int k = 0; k < accum; k++) {
@@ -247,6 +262,7 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
         r.t_backward += mp_now() - t1;
     }
     if (s->ddp) ddp_finish(s->ddp);
+    if (s->fsdp) fsdp_finish(s->fsdp);
     r.loss = (float)(loss_sum / accum);
     double t0 = mp_now();
     if (s->amp) {
@@ -262,6 +278,7 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
             if (s->zero) zero_allgather_params(s->zero); /* each rank updated its shard: make replicas whole */
         }
     }
+    if (s->fsdp) fsdp_after_update(s->fsdp); /* gathered copies of the old weights (an evaluation's) go */
     r.t_optimizer = mp_now() - t0;
     return r;
 }

@@ -6,6 +6,7 @@
 #include "amp/scaler.h"
 #include "comm/comm.h"
 #include "dist/ddp.h"
+#include "dist/fsdp.h"
 #include "dist/zero.h"
 #include "model/model.h"
 #include "optim/clip.h"
@@ -23,6 +24,7 @@ typedef struct {
     double grad_clip;    /* max global norm; 0 = no clipping */
     ddp *ddp;            /* data parallel across ranks, or NULL for one rank */
     zero *zero;          /* ZeRO stage 1 or 2: spans, clips and state cover this rank's shard only; or NULL */
+    fsdp *fsdp;          /* ZeRO-3 / FSDP: spans, clips and state cover this rank's parameter shards; or NULL */
     /* mixed precision (train_step_set_amp); amp == NULL: plain fp32, no scaler, no extra pass */
     const amp_recipe_info *amp;
     amp_recipe recipe;
@@ -52,6 +54,10 @@ void train_step_init(train_step *s, model *m, const optim_config *opt, double gr
  * Psi/N parameters); the step clips with a norm summed across ranks and all-gathers the parameters after
  * the update. s->ddp must be set, with zero_reduce_bucket as its bucket reduction, before the first step. */
 void train_step_init_zero(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z);
+/* The same for ZeRO-3 and FSDP (dist/fsdp.h): the spans are over the rank's parameter and gradient shards,
+ * the norm is summed over the shard group, and nothing is gathered after the update (the next forward
+ * gathers the layers it runs). No s->ddp. */
+void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, double grad_clip, fsdp *f);
 void train_step_free(train_step *s);
 
 /* Mixed precision for the step (call after init, before the first step; the model's compute mode is

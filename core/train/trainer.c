@@ -241,6 +241,47 @@ static void full_state_buffers(train_step *ts, float **m, float **v) {
     *v = ts->state.v ? mem_alloc(bytes, MEM_OTHER, "zero.checkpoint.v") : NULL;
 }
 
+/* FSDP: the whole weights into the model's (reserved) buffer, committed for the while, and the whole optimizer
+ * state into full buffers, gathered from every rank's shards. Transient: only around a checkpoint. */
+static void fsdp_full_state(train_step *ts, float **m, float **v) {
+    size_t n = model_num_params(ts->m), owned = fsdp_shard_elems(ts->fsdp);
+    fsdp_after_update(ts->fsdp); /* no unit gathered (an evaluation's): the whole buffer is this function's */
+    float *packed = mem_alloc((owned ? owned : 1) * sizeof(float), MEM_OTHER, "fsdp.checkpoint.params");
+    size_t at = 0;
+    for (int i = 0; i < ts->nspans; i++) { /* the spans are the shard's pieces in order */
+        memcpy(packed + at, ts->spans[i].param, ts->spans[i].n * sizeof(float));
+        at += ts->spans[i].n;
+    }
+    mem_commit(model_params(ts->m), 0, n * sizeof(float));
+    fsdp_gather_full(ts->fsdp, packed, model_params(ts->m));
+    mem_free(packed);
+    full_state_buffers(ts, m, v);
+    if (*m) fsdp_gather_full(ts->fsdp, ts->state.m, *m);
+    if (*v) fsdp_gather_full(ts->fsdp, ts->state.v, *v);
+}
+
+static void fsdp_full_state_free(train_step *ts, float *m, float *v) {
+    mem_decommit(model_params(ts->m), 0, model_num_params(ts->m) * sizeof(float));
+    mem_free(m);
+    mem_free(v);
+}
+
+/* FSDP after reading a whole checkpoint into the model's buffer and m, v: each rank keeps its shards. */
+static void fsdp_take_state(train_step *ts, const float *m, const float *v) {
+    size_t owned = fsdp_shard_elems(ts->fsdp);
+    float *packed = mem_alloc((owned ? owned : 1) * sizeof(float), MEM_OTHER, "fsdp.checkpoint.params");
+    fsdp_take_shard(ts->fsdp, model_params(ts->m), packed);
+    size_t at = 0;
+    for (int i = 0; i < ts->nspans; i++) {
+        memcpy(ts->spans[i].param, packed + at, ts->spans[i].n * sizeof(float));
+        at += ts->spans[i].n;
+    }
+    mem_free(packed);
+    if (m) fsdp_take_shard(ts->fsdp, m, ts->state.m);
+    if (v) fsdp_take_shard(ts->fsdp, v, ts->state.v);
+    mem_decommit(model_params(ts->m), 0, model_num_params(ts->m) * sizeof(float));
+}
+
 /* Every rank calls it (under ZeRO the optimizer shards are gathered to rank 0 first); rank 0 writes one
  * complete checkpoint, the same file an unsharded run writes. */
 static void save_checkpoint(const char *path, train_step *ts, const train_config *cfg, long step, const loader *tl,
@@ -250,6 +291,10 @@ static void save_checkpoint(const char *path, train_step *ts, const train_config
         if (rank == 0) full_state_buffers(ts, &m, &v);
         else m = v = NULL;
         zero_gather_state(ts->zero, &ts->state, m, v);
+    }
+    if (ts->fsdp) { /* every rank gathers the whole state (the weights into the model's buffer) */
+        fsdp_full_state(ts, &m, &v);
+        if (rank != 0) fsdp_full_state_free(ts, m, v);
     }
     if (rank != 0) return;
     char *config_json = config_dump(cfg);
@@ -274,6 +319,7 @@ static void save_checkpoint(const char *path, train_step *ts, const train_config
         mem_free(m);
         mem_free(v);
     }
+    if (ts->fsdp) fsdp_full_state_free(ts, m, v);
     struct stat st;
     ev_begin(ev, "checkpoint");
     ev_int(ev, "step", step);
@@ -288,11 +334,16 @@ static long load_checkpoint(const char *path, train_step *ts, loader *tl) {
     int ntensors;
     const model_tensor *tensors = model_tensors(ts->m, &ntensors);
     float *m = ts->state.m, *v = ts->state.v;
-    if (ts->zero) full_state_buffers(ts, &m, &v); /* every rank reads the whole file and keeps its shard */
+    if (ts->zero || ts->fsdp) full_state_buffers(ts, &m, &v); /* every rank reads the whole file, keeps its shard */
+    if (ts->fsdp) {
+        fsdp_after_update(ts->fsdp);
+        mem_commit(model_params(ts->m), 0, model_num_params(ts->m) * sizeof(float));
+    }
     state_buffers sb = state_of(ts, m, v);
     ckpt_read(f, tensors, ntensors, sb.buffers, sb.nbuffers, CKPT_STRICT, NULL);
-    if (ts->zero) {
-        zero_load_state(ts->zero, &ts->state, m, v);
+    if (ts->zero) zero_load_state(ts->zero, &ts->state, m, v);
+    if (ts->fsdp) fsdp_take_state(ts, m, v);
+    if (ts->zero || ts->fsdp) {
         mem_free(m);
         mem_free(v);
     }
@@ -331,7 +382,8 @@ static void format_duration(double s, char *out, size_t n) {
     else snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
 }
 
-static void print_sample(model *m, const tokenizer *tok, const train_config *cfg, long step) {
+/* Under FSDP every rank generates (each forward gathers every layer, so all must take part); `show` prints. */
+static void print_sample(model *m, const tokenizer *tok, const train_config *cfg, long step, bool show) {
     const char *prompt = cfg->train.sample_prompt;
     int ntok = cfg->train.sample_tokens;
     size_t cap = strlen(prompt) + 1; /* every character takes at least one byte */
@@ -343,7 +395,7 @@ static void print_sample(model *m, const tokenizer *tok, const train_config *cfg
     int n = sample_generate(m, tokens, (int)(nprompt > 0 ? nprompt : 0), ntok, &so);
     textbuf text = {0};
     for (int i = 0; i < n; i++) tokenizer_decode_token(tok, (uint32_t)tokens[i], &text);
-    printf("sample at step %ld (temperature 0.8):\n  %s\n", step, text.data ? text.data : "");
+    if (show) printf("sample at step %ld (temperature 0.8):\n  %s\n", step, text.data ? text.data : "");
     textbuf_free(&text);
     free(tokens);
     free(ids);
@@ -374,9 +426,9 @@ static void freeze_tensors(model *m, const train_config *cfg) {
                          "'mixpar checkpoint info' on a checkpoint of this model lists its tensors: wte, wpe, h.0.qkvw, ...",
                          "'%s' matches no tensor", p);
     }
-    if (cfg->zero.stage > 0 && model_count_frozen(m) > 0)
-        MP_FAIL("train.freeze empty with zero_optimization.stage 1 or 2", "%d frozen tensors with stage %d",
-                model_count_frozen(m), cfg->zero.stage);
+    if ((cfg->zero.stage > 0 || cfg->fsdp.enabled) && model_count_frozen(m) > 0)
+        MP_FAIL("train.freeze empty with ZeRO or FSDP", "%d frozen tensors with stage %d%s", model_count_frozen(m),
+                cfg->zero.stage, cfg->fsdp.enabled ? " (FSDP)" : "");
 }
 
 /* ------------------------------------------------------------------ mixed precision */
@@ -442,12 +494,16 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     bool quiet = opt && opt->quiet;
     amp_setup precision;
     amp_recipe_from_config(cfg, &precision, NULL); /* conflicts were refused when the config was parsed */
+    if ((precision.recipe == AMP_RECIPE_FP16_O2 || precision.recipe == AMP_RECIPE_BF16_PURE) && cfg->fsdp.enabled)
+        MP_FAIL_HINT("precision recipe fp32, fp16, bf16 or tf32 with FSDP / ZeRO-3",
+                     "the shards hold the fp32 weights the optimizer updates; autocast casts each gathered layer",
+                     "recipe %s with sharded parameters", amp_recipe_get(precision.recipe)->name);
     if (precision.recipe == AMP_RECIPE_FP16_O2 && cfg->zero.stage > 0)
         MP_FAIL_HINT("precision recipe fp16-o2 with zero_optimization.stage 0",
                      "ZeRO shards the fp32 master copy itself; use the fp16 recipe (fp32 weights, autocast) with ZeRO",
                      "recipe fp16-o2 with stage %d", cfg->zero.stage);
-    if (cfg->zero.stage > 0) {
-        zero_check_stage(cfg->zero.stage); /* stage 3: a message and exit 2 */
+    if (cfg->zero.stage > 0 && !cfg->fsdp.enabled) {
+        zero_check_stage(cfg->zero.stage);
         if (cfg->comm.hook != 0)
             MP_FAIL_HINT("communication.hook \"allreduce\" with zero_optimization.stage 1 or 2",
                          "ZeRO reduce-scatters the fp32 gradients itself; the compression hooks are for stage 0",
@@ -455,6 +511,15 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         if (cfg->zero.offload_optimizer != OFFLOAD_NONE)
             MP_FAIL_HINT("offload_optimizer.device \"none\"", "optimizer offload is not implemented in this trainer",
                          "offload_optimizer with zero_optimization.stage %d", cfg->zero.stage);
+    }
+    if (cfg->fsdp.enabled) {
+        if (cfg->comm.hook != 0)
+            MP_FAIL_HINT("communication.hook \"allreduce\" with FSDP / ZeRO-3",
+                         "FSDP reduce-scatters the fp32 gradients itself; the compression hooks are for plain DDP",
+                         "communication.hook \"%s\"", ddp_hook_names[cfg->comm.hook]);
+        if (cfg->zero.offload_optimizer != OFFLOAD_NONE)
+            MP_FAIL_HINT("offload_optimizer.device \"none\" with FSDP / ZeRO-3",
+                         "optimizer offload works with zero_optimization.stage 1 and 2", "offload with stage 3 / FSDP");
     }
     if (cfg->train.threads > 0) omp_set_num_threads(cfg->train.threads);
     else share_cores_between_local_ranks();
@@ -481,8 +546,21 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     loader_init(&tl, train_tokens, 0, train_tokens->token_count, B * world, T, cfg->data.order, cfg->train.seed, NULL);
     loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
 
-    model *m = model_create(&mc);
-    model_init(m, cfg->train.seed);
+    /* FSDP / ZeRO-3 on several ranks: the model's buffers are reserved, each rank keeps shards (dist/fsdp.h). */
+    bool sharded = cfg->fsdp.enabled && world > 1;
+    model *m = sharded ? model_create_reserved(&mc) : model_create(&mc);
+    fsdp *fs = NULL;
+    if (sharded) {
+        fsdp_options fo = {.strategy = (fsdp_strategy)cfg->fsdp.sharding_strategy,
+                           .shard_size = cfg->fsdp.hybrid_shard_size,
+                           .forward_prefetch = cfg->fsdp.forward_prefetch,
+                           .backward_prefetch = cfg->fsdp.backward_prefetch == 0,
+                           .max_inflight = cfg->fsdp.limit_all_gathers ? 1 : mc.L,
+                           .overlap = cfg->zero.overlap_comm};
+        fs = fsdp_create(m, comm, &fo, config_hash(cfg), cfg->train.seed); /* draws the weights, keeps shards */
+    } else {
+        model_init(m, cfg->train.seed);
+    }
     model_set_recompute(m, (model_recompute)cfg->ckpt.policy, cfg->ckpt.every_k);
     freeze_tensors(m, cfg);
     model_precision mp = amp_model_precision(&precision);
@@ -491,10 +569,11 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     model_rounding_enable(m, cfg->train.hist_interval > 0);
     train_step ts;
     /* ZeRO shards over the data-parallel ranks; on one rank there is nothing to shard. */
-    zero *zr = world > 1 && cfg->zero.stage > 0
+    zero *zr = world > 1 && cfg->zero.stage > 0 && !sharded
                    ? zero_create(m, comm, cfg->zero.stage, (size_t)cfg->zero.reduce_bucket_size)
                    : NULL;
     if (zr) train_step_init_zero(&ts, m, &cfg->optimizer, cfg->gradient_clipping, zr);
+    else if (fs) train_step_init_fsdp(&ts, m, &cfg->optimizer, cfg->gradient_clipping, fs);
     else train_step_init(&ts, m, &cfg->optimizer, cfg->gradient_clipping);
     if (precision.recipe != AMP_RECIPE_FP32)
         train_step_set_amp(&ts, precision.recipe, &precision.scaler, precision.stochastic_rounding, cfg->train.seed);
@@ -534,7 +613,11 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         ev_int(ev, "bucket_elems", (long long)cfg->zero.reduce_bucket_size);
         ev_bool(ev, "overlap", cfg->zero.overlap_comm && comm_thread_safe_serialized(comm));
         ev_str(ev, "hook", ddp_hook_names[cfg->comm.hook]);
-        ev_int(ev, "zero_stage", zr ? zero_stage(zr) : 0);
+        ev_int(ev, "zero_stage", zr ? zero_stage(zr) : fs ? 3 : 0);
+        if (fs) {
+            ev_str(ev, "fsdp", fsdp_strategy_names[cfg->fsdp.sharding_strategy]);
+            ev_int(ev, "shard_size", fsdp_shard_size(fs));
+        }
         ev_str(ev, "backend", comm_backend_name(comm));
         ev_object_end(ev);
     }
@@ -543,7 +626,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     free(config_json);
     /* After the run header, so it stays the first line; DDP's comm events go to the same file. */
     ddp *dp = NULL;
-    if (world > 1) {
+    if (fs) fsdp_set_events(fs, cfg->train.run_dir);
+    if (world > 1 && !fs) {
         ddp_options dopt = {.bucket_elems = (size_t)cfg->zero.reduce_bucket_size, .algo = COMM_ALGO_DEFAULT,
                             .overlap = cfg->zero.overlap_comm, .events_dir = cfg->train.run_dir,
                             .hook = {.kind = (ddp_hook_kind)cfg->comm.hook, .topk_ratio = cfg->comm.topk_ratio,
@@ -575,16 +659,25 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             printf("precision: %s (%s); loss scaler %s%s; matmuls %s\n", amp_recipe_get(precision.recipe)->name,
                    precision.source, amp_scaler_kind_get(precision.scaler.kind)->name, scale, precision_matmul_path(m));
         }
-        if (world > 1)
+        if (fs)
+            printf("%s: %d ranks (%s), shards of %d ranks, %zu parameters per rank, forward prefetch %s, backward "
+                   "prefetch %s, overlap %s\n",
+                   cfg->zero.stage == 3 ? "ZeRO stage 3 (FSDP FULL_SHARD)" : fsdp_strategy_names[cfg->fsdp.sharding_strategy],
+                   world, comm_backend_name(comm), fsdp_shard_size(fs), fsdp_shard_elems(fs),
+                   cfg->fsdp.forward_prefetch ? "on" : "off", cfg->fsdp.backward_prefetch == 0 ? "on" : "off",
+                   cfg->zero.overlap_comm ? "on" : "off");
+        else if (world > 1)
             printf("data parallel: %d ranks (%s), buckets of %zu elements, overlap %s, hook %s, ZeRO stage %d%s\n",
                    world, comm_backend_name(comm), (size_t)cfg->zero.reduce_bucket_size,
                    cfg->zero.overlap_comm ? "on" : "off", zr ? "reduce-scatter" : ddp_hook_names[cfg->comm.hook],
                    cfg->zero.stage, zr ? " (optimizer state sharded)" : "");
-        else if (cfg->zero.stage > 0)
-            printf("ZeRO stage %d on one rank: nothing to shard, plain training\n", cfg->zero.stage);
+        else if (cfg->zero.stage > 0 || cfg->fsdp.enabled)
+            printf("%s on one rank: nothing to shard, plain training\n", cfg->fsdp.enabled ? "FSDP" : "ZeRO");
         printf("run: %s (events, checkpoint)\n", cfg->train.run_dir);
-        if (cfg->train.sample_interval > 0 && step == 0) print_sample(m, &tok, cfg, 0);
+        if (cfg->train.sample_interval > 0 && step == 0 && !fs) print_sample(m, &tok, cfg, 0, true);
     }
+    bool all_sample = fs && !(opt && opt->quiet); /* FSDP: every rank generates alongside rank 0 */
+    if (all_sample && cfg->train.sample_interval > 0 && step == 0) print_sample(m, &tok, cfg, 0, rank == 0);
 
     size_t per_step = (size_t)accum * B * T;
     int *inputs = malloc(per_step * sizeof(int)), *targets = malloc(per_step * sizeof(int));
@@ -632,13 +725,20 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             ev_int(ev, "skipped_total", ts.scaler.skipped);
         }
         ev_num(ev, "tokens_per_s", per_step / dt);
+        if (fs) { /* what this rank sent gathering weights and reducing gradients in this step */
+            fsdp_stats fst;
+            fsdp_get_stats(fs, &fst);
+            ev_int(ev, "comm_bytes", (long long)(fst.gather_bytes + fst.reduce_bytes));
+            ev_int(ev, "gather_bytes", (long long)fst.gather_bytes);
+            ev_int(ev, "reduce_bytes", (long long)fst.reduce_bytes);
+        }
         if (dp) { /* bytes this rank sent averaging this step's gradients (the hook's, from comm_stats) */
             ddp_stats ds;
             ddp_get_stats(dp, &ds);
             /* ZeRO adds the parameters' all-gather after the update */
             ev_int(ev, "comm_bytes", (long long)(ds.bytes_sent + (zr && !skipped ? zero_allgather_bytes(zr) : 0)));
         }
-        if (hash_params) { /* replicas must stay bit-identical: tests compare this across ranks */
+        if (hash_params && !fs) { /* replicas must stay bit-identical: tests compare this across ranks */
             char hex[24];
             snprintf(hex, sizeof hex, "%016llx", (unsigned long long)params_hash(m));
             ev_str(ev, "param_hash", hex);
@@ -673,7 +773,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         if (cfg->train.log_interval > 0 && done % cfg->train.log_interval == 0) ev_mem(ev, done);
         /* Under ZeRO only this rank's shard of the gradient buffer is averaged: no histograms of the rest. */
         bool hist_now = cfg->train.hist_interval > 0 && (done % cfg->train.hist_interval == 0 || done == first + 1);
-        if (!zr && hist_now) emit_gradient_histograms(ev, m, done, r.update.scale);
+        if (!zr && !fs && hist_now) emit_gradient_histograms(ev, m, done, r.update.scale);
         if (hist_now && ts.amp) emit_rounding(ev, m, done);
         if (hist_step) {
             for (int l = 0; l < mc.L + 2; l++) emit_hist(ev, done, "act", l - 1, &act_hists[l], 1.0f);
@@ -688,12 +788,12 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             ev_end(ev);
             if (!quiet) printf("eval at step %ld: validation loss %.4f\n", done, sum.last_val_loss);
         }
-        if (!quiet && cfg->train.sample_interval > 0 &&
+        if ((fs ? all_sample : !quiet) && cfg->train.sample_interval > 0 &&
             (done % cfg->train.sample_interval == 0 || done == cfg->train.steps))
-            print_sample(m, &tok, cfg, done);
+            print_sample(m, &tok, cfg, done, !quiet);
         bool checkpoint_now = cfg->train.checkpoint_interval > 0 &&
                               (done % cfg->train.checkpoint_interval == 0 || done == cfg->train.steps);
-        if (checkpoint_now && (rank == 0 || zr)) save_checkpoint(checkpoint_path, &ts, cfg, done, &tl, ev, rank);
+        if (checkpoint_now && (rank == 0 || zr || fs)) save_checkpoint(checkpoint_path, &ts, cfg, done, &tl, ev, rank);
     }
     sum.steps_done = step - first;
     sum.seconds = mp_now() - t_start;
@@ -704,6 +804,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
 
     ddp_free(dp);
     zero_free(zr);
+    fsdp_free(fs);
     ev_close(ev);
     free(inputs);
     free(targets);
