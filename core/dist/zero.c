@@ -33,9 +33,8 @@ struct zero {
 
 void zero_check_stage(int stage) {
     if (stage == 3)
-        MP_FAIL_HINT("zero_optimization.stage 0, 1 or 2",
-                     "stage 3 (parameters sharded and gathered layer by layer) is not implemented in this "
-                     "trainer; stage 2 shards the optimizer state and the gradients' reduction",
+        MP_FAIL_HINT("zero_optimization.stage 1 or 2 for dist/zero.h",
+                     "stage 3 shards the parameters too: that is dist/fsdp.h (FULL_SHARD), which the trainer uses for it",
                      "zero_optimization.stage 3");
     if (stage < 1 || stage > 2)
         MP_FAIL("zero_optimization.stage 1 or 2 for ZeRO", "zero_optimization.stage %d", stage);

@@ -53,7 +53,7 @@
 
 typedef struct zero zero;
 
-/* Stops with exit 2 unless stage is 1 or 2 (stage 3, parameter sharding, is not implemented). */
+/* Stops with exit 2 unless stage is 1 or 2 (stage 3, parameter sharding, is dist/fsdp.h's FULL_SHARD). */
 void zero_check_stage(int stage);
 
 /* The shard layout of this rank for a model split into DDP's buckets of bucket_elems elements (stage 1

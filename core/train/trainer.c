@@ -204,7 +204,13 @@ static void emit_plan(ev_writer *ev, const train_config *cfg, const model_config
     pr.batch = (uint64_t)cfg->micro_batch;
     pr.seq = (uint64_t)cfg->data.seq_len;
     pr.dropout = false;
-    if (cfg->world > 1 && cfg->zero.stage > 0) { /* the planner's ZeRO: model states split over the ranks */
+    if (cfg->world > 1 && cfg->fsdp.enabled) { /* FSDP shards everything over its shard group (NO_SHARD: none) */
+        int group = cfg->fsdp.sharding_strategy == FSDP_HYBRID_SHARD ? cfg->fsdp.hybrid_shard_size
+                    : cfg->fsdp.sharding_strategy == FSDP_NO_SHARD    ? 1
+                                                                      : cfg->world;
+        pr.zero_stage = group > 1 ? 3 : 0;
+        pr.world = (uint64_t)group;
+    } else if (cfg->world > 1 && cfg->zero.stage > 0) { /* the planner's ZeRO: model states split over the ranks */
         pr.zero_stage = cfg->zero.stage;
         pr.world = (uint64_t)cfg->world;
     }

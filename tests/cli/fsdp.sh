@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# fsdp.sh: ZeRO-3 and FSDP's strategies on real MPI ranks: DDP's losses (fp32 and bf16), model-state bytes per
+# rank equal to the planner's, communication per step against the ZeRO paper's 3 Psi / 2 Psi, reductions that
+# overlap backward, prefetch that raises the gathered peak by a block, an exact resume from a stage-3
+# checkpoint (and on one rank), and the refusals: a hybrid group that does not divide the world, two ways of
+# sharding at once, fp8 on sharded weights.
+source "$(dirname "$0")/../lib.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$ROOT" || exit 1
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+base=(--config configs/synthetic-addition.json --quiet --set train.steps=40 --set scheduler.params.total_steps=40
+      --set scheduler.params.warmup_steps=10 --set train.eval_interval=20 --set train.sample_interval=0
+      --set train.checkpoint_interval=0 --set train.log_interval=40)
+losses() { grep '"kind":"step"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+max_diff() { paste <(losses "$1") <(losses "$2") | awk '$1 != $3 {bad=1} {d=$2-$4; if (d<0) d=-d; if (d>m) m=d} END {if (bad || NR == 0) print 1e9; else print m + 0}'; }
+# run NAME RANKS [more --set ...]
+run() {
+  local name=$1 n=$2; shift 2
+  "$MIXPAR" run -n "$n" -- "$MIXPAR" train "${base[@]}" --set train.run_dir="$work/$name" "$@" >"$work/$name.log" 2>&1
+}
+header() { head -n 1 "$work/$1/events.rank0.jsonl"; }
+plan_of() { header "$1" | grep -o '"plan":{[^}]*}' | grep -o "\"$2\":[0-9]*" | cut -d: -f2; }
+peak() { grep '"kind":"mem"' "$work/$1/events.rank$3.jsonl" | tail -n 1 | grep -o '"peak":{[^}]*}' | grep -o "\"$2\":[0-9]*" | cut -d: -f2; }
+step_field() { grep '"kind":"step"' "$work/$1/events.rank0.jsonl" | sed -n 5p | grep -o "\"$2\":[0-9]*" | cut -d: -f2; }
+within() { awk -v a="$1" -v b="$2" -v tol="$3" 'BEGIN{d=a-b; if (d<0) d=-d; exit !(b > 0 && d <= tol*b)}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", a/b}'; }
+
+# ---- 2 ranks: ZeRO-3 (DeepSpeed's keys) against DDP, fp32 and bf16 autocast
+run ddp2 2
+run z3 2 --set zero_optimization.stage=3
+run ddp2_bf16 2 --set precision.recipe=bf16
+run z3_bf16 2 --set precision.recipe=bf16 --set zero_optimization.stage=3
+for pair in "ddp2 z3" "ddp2_bf16 z3_bf16"; do
+  set -- $pair
+  d=$(max_diff "$work/$1/events.rank0.jsonl" "$work/$2/events.rank0.jsonl")
+  check "fsdp: $2's losses equal DDP's over 40 steps on 2 ranks (max |diff| $d <= 1e-5)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'
+done
+check_output "fsdp: the run header says stage 3, FULL_SHARD" 0 '"zero_stage":3,"fsdp":"FULL_SHARD","shard_size":2' header z3
+
+# ---- 4 ranks: every strategy against DDP; memory against the planner; communication against the paper
+q=(--set train_micro_batch_size_per_gpu=8)
+run ddp4 4 "${q[@]}"
+run full4 4 "${q[@]}" --set fsdp.sharding_strategy=FULL_SHARD --set fsdp.forward_prefetch=true
+run sgo4 4 "${q[@]}" --set fsdp.sharding_strategy=SHARD_GRAD_OP
+run none4 4 "${q[@]}" --set fsdp.sharding_strategy=NO_SHARD
+run hybrid4 4 "${q[@]}" --set fsdp.sharding_strategy=HYBRID_SHARD --set fsdp.hybrid_shard_size=2
+psi=$(( $(plan_of ddp4 param) / 4 ))
+for r in full4 sgo4 none4 hybrid4; do
+  d=$(max_diff "$work/ddp4/events.rank0.jsonl" "$work/$r/events.rank0.jsonl")
+  check "fsdp: $r losses equal DDP's on 4 ranks (max |diff| $d <= 1e-5)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'
+  for tag in param grad optim; do
+    got=$(peak $r $tag 3) want=$(plan_of $r $tag)
+    check "fsdp: $r rank 3 $tag bytes $got = the planner's $want within 5%" within "${got:-0}" "${want:-0}" 0.05
+  done
+done
+# Bytes one rank sends per step, in fp32 elements x 4: all-gathers and reduce-scatters move (N-1)/N of Psi each.
+full=$(step_field full4 comm_bytes) sgo=$(step_field sgo4 comm_bytes) none=$(step_field none4 comm_bytes)
+three=$(( 3 * psi * 3 / 4 * 4 )) two=$(( 2 * psi * 3 / 4 * 4 ))
+check "fsdp: FULL_SHARD sends $(ratio "$full" "$three") x 3 Psi per step (the root unit is gathered once: 0.95-1.0)" \
+  awk -v a="$full" -v b="$three" 'BEGIN{exit !(a <= b && a >= 0.95*b)}'
+check "fsdp: SHARD_GRAD_OP sends $(ratio "$sgo" "$two") x 2 Psi per step (one all-gather fewer)" within "$sgo" "$two" 0.01
+check "fsdp: NO_SHARD sends $(ratio "$none" "$two") x 2 Psi per step (DDP's all-reduce)" within "$none" "$two" 0.01
+check "fsdp: FULL_SHARD gathers more than SHARD_GRAD_OP (its blocks again for backward)" test \
+  "$(( $(step_field full4 gather_bytes) > $(step_field sgo4 gather_bytes) ))" = 1
+overlap=$(awk -F'"step":' '
+  /"kind":"span"/ && /"name":"backward"/ { split($2, a, ","); s=a[1]; match($0, /"t1":[0-9.e+-]+/); bend[s]=substr($0, RSTART+5, RLENGTH-5) }
+  /"kind":"step"/ { split($2, a, ","); cur=a[1]+1 }
+  /"kind":"comm"/ && /"op":"reduce_scatter"/ && !(cur in first) { match($0, /"t0":[0-9.e+-]+/); first[cur]=substr($0, RSTART+5, RLENGTH-5) }
+  END { k=0; for (s in bend) if ((s in first) && first[s] < bend[s]) k++; print k }' "$work/full4/events.rank0.jsonl")
+check "fsdp: the first reduce-scatter of a step starts before its backward ends (in $overlap of 40 steps)" test "${overlap:-0}" -ge 20
+
+# ---- prefetch: a block gathered ahead costs a block of memory
+run noprefetch 2 --set zero_optimization.stage=3 --set zero_optimization.stage3_prefetch_bucket_size=0 --set train.steps=5
+run prefetch 2 --set zero_optimization.stage=3 --set train.steps=5
+a=$(peak noprefetch comm 0) b=$(peak prefetch comm 0)
+check "fsdp: prefetch raises the gathered peak ($a -> $b bytes)" test "${b:-0}" -gt "${a:-0}"
+
+# ---- checkpoints: resume a stage-3 run exactly; resume it on one rank with the same global batch
+run whole 2 --set zero_optimization.stage=3
+run part 2 --set zero_optimization.stage=3 --set train.steps=20 --set train.checkpoint_interval=20
+"$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set zero_optimization.stage=3 --set train.run_dir="$work/part" \
+  --resume auto >"$work/resume.log" 2>&1
+d=$(max_diff "$work/whole/events.rank0.jsonl" "$work/part/events.rank0.jsonl")
+check "fsdp: a stage-3 checkpoint resumes bit for bit (max |diff| $d)" test "$d" = 0
+"$MIXPAR" train "${base[@]}" --set train_micro_batch_size_per_gpu=64 --set train.run_dir="$work/one" \
+  --resume "$work/part/checkpoint.safetensors" >"$work/one.log" 2>&1
+d=$(paste <(losses "$work/one/events.rank0.jsonl") <(losses "$work/whole/events.rank0.jsonl" | tail -n 20) |
+    awk '{d=$2-$4; if (d<0) d=-d; if (d>m) m=d} END {print (NR == 20) ? m + 0 : 1e9}')
+check "fsdp: the stage-3 checkpoint resumes on one rank (max |diff| $d <= 1e-4)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-4)}'
+
+# ---- refusals
+check_output "fsdp: a hybrid group that does not divide the world is refused" 2 "hybrid_shard_size" \
+  "$MIXPAR" run -n 4 -- "$MIXPAR" train "${base[@]}" --set train.run_dir="$work/bad1" \
+  --set fsdp.sharding_strategy=HYBRID_SHARD --set fsdp.hybrid_shard_size=3
+check_output "fsdp: an fsdp section with zero_optimization.stage 2 is refused" 2 "not both" \
+  "$MIXPAR" train "${base[@]}" --set train.run_dir="$work/bad2" --set zero_optimization.stage=2 \
+  --set fsdp.sharding_strategy=FULL_SHARD
+check_output "fsdp: fp8 on sharded weights is refused" 2 "fp8" \
+  "$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set train.run_dir="$work/bad3" --set zero_optimization.stage=3 \
+  --set precision.recipe=fp8
