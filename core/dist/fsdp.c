@@ -32,8 +32,12 @@ typedef struct {
     size_t k;           /* shard length: ceil(n / G) */
     size_t shard_at;    /* where this unit's shard starts in the rank's shard buffers */
     unit_state state;
+    bool resident;      /* its gathered copy is in the spans (set by the gather, cleared when it goes) */
     bool cast;          /* the model's low-precision cache of it was made (main thread) */
     bool grads_live;    /* its gradient span is committed */
+    bool whole_step;    /* the tied root: gathered from the start of forward to the end of backward */
+    bool keep_forward;  /* not dropped after its forward (the head: backward starts with it) */
+    bool lookup;        /* the untied embeddings: backward of a lookup reads no weights, so no gather */
 } unit;
 
 typedef enum { JOB_GATHER, JOB_REDUCE } job_kind;
@@ -49,6 +53,7 @@ struct fsdp {
     int rank, world_size, G, shard_rank;
     unit *units;
     int nunits, L;
+    bool tied;
     float *param_shard, *grad_shard;            /* (sum of k) each: MEM_PARAM, MEM_GRAD */
     size_t shard_total;                         /* sum of k */
     size_t owned;                               /* elements this rank really owns (no padding) */
@@ -66,7 +71,13 @@ struct fsdp {
 
 /* ------------------------------------------------------------------ layout */
 
-static int unit_of_layer(const fsdp *f, int layer) { return layer < 0 || layer >= f->L ? 0 : layer + 1; }
+/* Tied: the root (embeddings and head) is unit 0, block l is unit l + 1. Untied: the embeddings are unit 0 and
+ * the final norm and head unit L + 1 of their own, so neither is held longer than it is used. */
+static int unit_of_layer(const fsdp *f, int layer) {
+    if (layer < 0) return 0;
+    if (layer >= f->L) return f->tied ? 0 : f->L + 1;
+    return layer + 1;
+}
 
 /* Flat offset of element i of a unit (its spans concatenated). */
 static size_t flat_of(const unit *u, size_t i) {
@@ -97,7 +108,7 @@ static void owned_range(const unit *u, int r, size_t *lo, size_t *hi) {
 }
 
 static void make_units(fsdp *f) {
-    f->nunits = f->L + 1;
+    f->nunits = f->tied ? f->L + 1 : f->L + 2;
     f->units = calloc((size_t)f->nunits, sizeof *f->units);
     MP_ASSERT(f->units, "out of memory");
     for (int layer = -1; layer <= f->L; layer++) {
@@ -108,6 +119,9 @@ static void make_units(fsdp *f) {
         u->len[u->nspans++] = n;
         u->n += n;
     }
+    f->units[0].whole_step = f->units[0].keep_forward = f->tied;
+    f->units[0].lookup = !f->tied;
+    if (!f->tied) f->units[f->L + 1].keep_forward = true;
     size_t at = 0;
     for (int i = 0; i < f->nunits; i++) {
         unit *u = &f->units[i];
@@ -156,6 +170,7 @@ static void gather_unit(fsdp *f, unit *u) {
         at += u->len[s];
     }
     /* LAB 20 END */
+    u->resident = true;
     f->stats.gather_bytes += bytes_sent(f->shard_comm) - before;
     f->stats.gathers++;
     mem_free(staging);
@@ -163,6 +178,8 @@ static void gather_unit(fsdp *f, unit *u) {
 
 /* The unit's gathered copy goes: the low-precision cache first, then the fp32 spans. */
 static void drop_copy(fsdp *f, unit *u) {
+    if (!u->resident) return;
+    u->resident = false;
     float *params = model_params(f->m);
     if (u->cast)
         for (int s = 0; s < u->nspans; s++) model_weights_leaving(f->m, u->off[s], u->len[s]);
@@ -232,7 +249,7 @@ static void *comm_thread(void *arg) {
         /* A reduced block's weights go (on_grads_ready already marked it free, so a later request queues a
          * new gather behind this job); the root's stay until fsdp_after_update. */
         if (j.kind == JOB_GATHER) f->units[j.unit].state = UNIT_READY;
-        else if (j.unit != 0) drop_copy(f, &f->units[j.unit]);
+        else if (!f->units[j.unit].whole_step) drop_copy(f, &f->units[j.unit]);
         f->busy = false;
         pthread_cond_broadcast(&f->done);
     }
@@ -245,7 +262,7 @@ static void submit(fsdp *f, job j) {
     if (!f->threaded) {
         run_job(f, j);
         if (j.kind == JOB_GATHER) f->units[j.unit].state = UNIT_READY;
-        else if (j.unit != 0) drop_copy(f, &f->units[j.unit]);
+        else if (!f->units[j.unit].whole_step) drop_copy(f, &f->units[j.unit]);
         return;
     }
     pthread_mutex_lock(&f->mu);
@@ -289,13 +306,14 @@ static void ensure(fsdp *f, int i) {
 
 /* Drops unit i if it is gathered (its gather finished: ensure ran before). */
 static void release(fsdp *f, int i) {
-    if (i <= 0 || i >= f->nunits) return; /* the root stays until its gradients are reduced */
+    if (i < 0 || i >= f->nunits || f->units[i].keep_forward) return;
     if (f->threaded) pthread_mutex_lock(&f->mu);
     if (f->units[i].state == UNIT_READY) drop_unit(f, &f->units[i]);
     if (f->threaded) pthread_mutex_unlock(&f->mu);
 }
 
-/* The next `ahead` units in the direction of travel (+1 forward, -1 backward), within the blocks. */
+/* The next `ahead` units in the direction of travel (+1 forward, -1 backward), from the blocks on (unit 0, the
+ * root or the embeddings, is never prefetched: forward starts with it, backward needs none of it). */
 static void prefetch(fsdp *f, int from, int dir) {
     if (!f->threaded) return;
     for (int d = 1; d <= f->opt.max_inflight; d++) {
@@ -311,7 +329,7 @@ static void on_before_forward(void *ctx, int layer) {
     fsdp *f = ctx;
     int i = unit_of_layer(f, layer);
     bool reshard = f->opt.strategy != FSDP_SHARD_GRAD_OP && f->opt.strategy != FSDP_NO_SHARD;
-    if (layer >= 0 && layer <= f->L && reshard) release(f, layer); /* the block before: unit layer = block layer-1 */
+    if (layer >= 0 && reshard) release(f, unit_of_layer(f, layer - 1)); /* the layer before is done */
     ensure(f, i);
     if (layer < f->L && f->opt.forward_prefetch) prefetch(f, i, +1);
 }
@@ -321,21 +339,21 @@ static void on_before_backward(void *ctx, int layer) {
     int i = unit_of_layer(f, layer);
     unit *u = &f->units[i];
     if (layer == f->L) f->stats.first_reduce_start = 0;
-    ensure(f, i);
+    if (!u->lookup) ensure(f, i);
     if (!u->grads_live) {
         commit_spans(f, u, model_grads(f->m));
         u->grads_live = true;
     }
-    /* Backward goes from block L-1 down to block 0 (units L .. 1); the root is already here. */
-    if (f->opt.backward_prefetch) prefetch(f, layer == f->L ? f->nunits : i, -1);
+    /* Backward goes from block L-1 down to block 0 (units L .. 1) after the head. */
+    if (f->opt.backward_prefetch) prefetch(f, layer == f->L ? f->L + 1 : i, -1);
 }
 
 static void on_grads_ready(void *ctx, int layer) {
     fsdp *f = ctx;
-    if (layer == f->L) return; /* the root's gradients are final after the embeddings' (layer -1) */
-    if (layer == -1) f->stats.backward_end = mp_elapsed();
     int i = unit_of_layer(f, layer);
-    if (i != 0) { /* done with this block's weights in this pass: its copy goes once its gradients are reduced */
+    if (layer == f->L && f->units[i].whole_step) return; /* the tied root is final after the embeddings (-1) */
+    if (layer == -1) f->stats.backward_end = mp_elapsed();
+    if (!f->units[i].whole_step) { /* done with its weights in this pass: the copy goes once its gradients are reduced */
         if (f->threaded) pthread_mutex_lock(&f->mu);
         f->units[i].state = UNIT_FREE;
         if (f->threaded) pthread_mutex_unlock(&f->mu);
@@ -393,6 +411,7 @@ fsdp *fsdp_create(model *m, comm_t *world, const fsdp_options *opt, uint64_t con
     f->rank = comm_rank(world);
     f->world_size = comm_size(world);
     f->L = model_get_config(m)->L;
+    f->tied = model_get_config(m)->tied;
     switch (opt->strategy) {
     case FSDP_NO_SHARD: f->G = 1; break;
     case FSDP_HYBRID_SHARD:
