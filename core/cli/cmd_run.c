@@ -4,6 +4,9 @@
 #include "base/error.h"
 #include "base/parse.h"
 #include "comm/launch.h"
+#include "dist/fsdp.h"
+#include "model/model.h"
+#include "train/trainer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,11 @@ static void usage(FILE *out) {
             "\n"
             "Slurm: skip mixpar run and let srun start the ranks; comm_init() recognises them (PMIX_RANK):\n"
             "  srun --mpi=pmix -N 2 --ntasks-per-node=8 build/mixpar comm-bench --op allreduce\n"
+            "Before starting `mixpar train` on this machine it checks the planner's bytes per rank times N\n"
+            "against the memory available (MemAvailable) and refuses a run that cannot fit, with the plan\n"
+            "and what would fit (MIXPAR_NO_MEMORY_CHECK=1 skips the check; MIXPAR_AVAILABLE_MEMORY=24GB\n"
+            "checks against that size instead).\n"
+            "\n"
             "torchrun: a job started with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
             "MASTER_PORT) and no mpirun stops with an explanation: mixpar's ranks connect through MPI.\n",
             comm_launch_cores());
@@ -50,6 +58,79 @@ static bool program_exists(const char *program) {
         p += n + (p[n] == ':');
     }
     return false;
+}
+
+/* Bytes of memory the system can give without swapping (/proc/meminfo's MemAvailable); 0 if unknown.
+ * MIXPAR_AVAILABLE_MEMORY ("24GB") says it instead: for a check of a machine other than this one, and tests. */
+static uint64_t available_memory(void) {
+    const char *given = getenv("MIXPAR_AVAILABLE_MEMORY");
+    double bytes;
+    if (given && *given) {
+        if (!parse_bytes(given, &bytes) || bytes < 1)
+            mp_usage_error("run", "MIXPAR_AVAILABLE_MEMORY must be a size such as 24GB or 64GiB, not '%s'", given);
+        return (uint64_t)bytes;
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+static double gb(uint64_t bytes) { return (double)bytes / 1e9; }
+
+/* `mixpar run -n N -- mixpar train ...` on this machine: the planner's bytes per rank (trainer_plan, what the run
+ * header will record) times N against the memory available, before any rank starts. A run that cannot fit is
+ * refused with the plan and what would fit (exit 2), instead of N ranks swapping or being killed while they
+ * allocate. Anything the check cannot read (a config with errors, a vocabulary still to be built) is left to
+ * the ranks, which report it themselves. */
+static void check_train_fits(int ranks, char **program) {
+    const char *base = strrchr(program[0], '/');
+    base = base ? base + 1 : program[0];
+    if (strcmp(base, "mixpar") != 0 || !program[1] || strcmp(program[1], "train") != 0) return;
+    const char *env = getenv("MIXPAR_NO_MEMORY_CHECK");
+    if (env && *env && strcmp(env, "0") != 0) return;
+    const char *config = NULL, *sets[256];
+    int nsets = 0;
+    for (int i = 2; program[i] && program[i + 1]; i++) {
+        if (strcmp(program[i], "--config") == 0) config = program[++i];
+        else if (strcmp(program[i], "--set") == 0 && nsets < 256) sets[nsets++] = program[++i];
+    }
+    train_config cfg;
+    if (!config || !config_load(config, sets, nsets, ranks, &cfg, NULL)) return;
+    if (cfg.model.model.V == 0 && !config_load_vocab(&cfg, NULL)) return;
+    model_config mc = cfg.model.model;
+    model_config_complete(&mc);
+    plan_result plan;
+    trainer_plan(&cfg, &mc, &plan);
+    uint64_t available = available_memory(), need = plan.total_bytes * (uint64_t)ranks;
+    if (!available || need <= available) return;
+    /* What full sharding would need: FSDP FULL_SHARD (ZeRO-3) over the same ranks. */
+    train_config sharded = cfg;
+    sharded.zero.stage = 0;
+    sharded.fsdp.enabled = true;
+    sharded.fsdp.sharding_strategy = FSDP_FULL_SHARD;
+    plan_result alt;
+    trainer_plan(&sharded, &mc, &alt);
+    char hint[512];
+    if (alt.total_bytes * (uint64_t)ranks <= available || cfg.fsdp.enabled)
+        snprintf(hint, sizeof hint,
+                 "%s: %.2f GB per rank, %.1f GB in all (`mixpar plan --zero all --world %d` compares the stages)",
+                 cfg.fsdp.enabled ? "fewer ranks per machine, a smaller micro-batch or a smaller model"
+                                  : "shard the model states with zero_optimization.stage 3 (or an fsdp section)",
+                 gb(alt.total_bytes), gb(alt.total_bytes * (uint64_t)ranks), ranks);
+    else
+        snprintf(hint, sizeof hint, "even fully sharded it needs %.2f GB per rank: fewer ranks, a smaller micro-batch "
+                 "or a smaller model", gb(alt.total_bytes));
+    MP_FAIL_HINT("a run that fits in this machine's available memory (MIXPAR_NO_MEMORY_CHECK=1 skips this check)", hint,
+                 "the plan needs %.2f GB per rank (weights %.2f, gradients %.2f, optimizer %.2f, activations %.2f) x %d "
+                 "ranks = %.1f GB; %.1f GB available",
+                 gb(plan.total_bytes), gb(plan.bytes[MEM_PARAM]), gb(plan.bytes[MEM_GRAD]),
+                 gb(plan.bytes[MEM_OPTIM] + plan.bytes[MEM_MASTER]), gb(plan.bytes[MEM_ACT]), ranks, gb(need),
+                 gb(available));
 }
 
 int cmd_run(int argc, char **argv) {
@@ -93,6 +174,7 @@ int cmd_run(int argc, char **argv) {
     if (!comm_launch_mpirun())
         mp_usage_error("run", "mpirun is not on PATH: install OpenMPI (make deps installs openmpi-bin), or set "
                               "MIXPAR_MPIRUN to its path");
+    if (!o.hostfile) check_train_fits(o.ranks, program); /* one machine: every rank is here */
     if (dry_run) {
         char *cmd[512];
         comm_launch_argv(&o, program, cmd, (int)(sizeof cmd / sizeof cmd[0]));

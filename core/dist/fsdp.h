@@ -16,11 +16,15 @@
  * parameters are all-gathered just before it runs and dropped after.
  *
  * Units. The model's parameters are grouped into flat-parameter units, FSDP's wrapping of one transformer
- * block per unit: unit 0 is the root (the embeddings, layer -1, and the final norm and head, layer L:
- * the tied head is the embedding matrix, so they must live in one unit), units 1..L are the blocks. A
- * unit of n elements is cut into G shards of k = ceil(n / G) (the last ones padded with zeros, the
- * planner's ceil(Psi/N)); rank r of a shard group owns elements [r k, (r+1) k) of the unit's
- * concatenated spans, with its parameters (fp32, MEM_PARAM), gradients (MEM_GRAD) and optimizer state.
+ * block per unit: units 1..L are the blocks. With a tied head (GPT-2) unit 0 is the root: the embeddings
+ * (layer -1) and the final norm and head (layer L) together, since the head is the embedding matrix; it
+ * stays gathered from the start of forward until its gradients are reduced after the embeddings'
+ * backward (FSDP does not reshard its root either). Untied (LLaMA), the embeddings are unit 0 and the
+ * final norm and head unit L + 1, each held only while used: the head from its forward to its backward,
+ * the embeddings for their forward only (the backward of a lookup reads no weights). A unit of n
+ * elements is cut into G shards of k = ceil(n / G) (the last ones padded with zeros, the planner's
+ * ceil(Psi/N)); rank r of a shard group owns elements [r k, (r+1) k) of the unit's concatenated spans,
+ * with its parameters (fp32, MEM_PARAM), gradients (MEM_GRAD) and optimizer state.
  *
  * The model is created reserved (model.h model_create_reserved): its flat parameter and gradient buffers
  * are address space, and a unit's span holds memory (MEM_COMM: all-gather output) only while gathered:
@@ -31,12 +35,12 @@
  *             unit backward needs next; when its gradients are final: reduce-scatter them (average), add
  *             this rank's shard into its gradient shard, decommit the gradient span and drop the weights.
  *   step      the optimizer updates the shards only (fsdp_shard_spans); nothing is gathered after it: the
- *             next forward gathers the new weights. The root stays gathered from the start of forward to
- *             the end of backward (it is used first and last: FSDP's root unit is not resharded).
+ *             next forward gathers the new weights.
  *
  * Strategies (PyTorch's ShardingStrategy; DeepSpeed's stage 3 is FULL_SHARD):
  *   FULL_SHARD     shard over all ranks; blocks dropped after forward and gathered again for backward.
- *                  Communication per step: 2 all-gathers + 1 reduce-scatter of Psi = the paper's 3 Psi.
+ *                  Communication per step: 2 all-gathers + 1 reduce-scatter of Psi = the paper's 3 Psi
+ *                  (a little less: the root, or the head and the embeddings, are gathered once).
  *   SHARD_GRAD_OP  shard over all ranks; blocks kept from forward to their backward (ZeRO-2-like memory
  *                  during the step, one all-gather fewer: 2 Psi).
  *   NO_SHARD       shards of 1 rank (everyone holds everything); gradients all-reduced: DDP.
@@ -83,7 +87,7 @@ void fsdp_free(fsdp *f);
 void fsdp_set_events(fsdp *f, const char *dir);
 
 int fsdp_shard_size(const fsdp *f);          /* G: ranks one unit is split over */
-int fsdp_units(const fsdp *f);               /* 1 + L */
+int fsdp_units(const fsdp *f);               /* L + 1 (tied) or L + 2 (untied) */
 size_t fsdp_shard_elems(const fsdp *f);      /* this rank's parameters (padding included): sum of k per unit */
 
 /* This rank's shard as optimizer spans over its parameter and gradient shards, cut at tensor boundaries

@@ -192,7 +192,7 @@ static plan_optimizer plan_optimizer_for(optim_kind kind) {
 
 /* The planner's prediction for this run, bytes per tag, in the run header: the visualizer's memory panel
  * draws it beside the allocator's measurements. */
-static void emit_plan(ev_writer *ev, const train_config *cfg, const model_config *mc) {
+void trainer_plan(const train_config *cfg, const model_config *mc, plan_result *out) {
     plan_model pm = {.arch = mc->arch == MODEL_LLAMA ? PLAN_ARCH_LLAMA : PLAN_ARCH_GPT2, .layers = (uint64_t)mc->L,
                      .hidden = (uint64_t)mc->C, .heads = (uint64_t)mc->NH, .kv_heads = (uint64_t)mc->KVH,
                      .ffn = (uint64_t)mc->F, .vocab = (uint64_t)mc->V, .context = (uint64_t)mc->maxT,
@@ -214,8 +214,12 @@ static void emit_plan(ev_writer *ev, const train_config *cfg, const model_config
         pr.zero_stage = cfg->zero.stage;
         pr.world = (uint64_t)cfg->world;
     }
+    plan_compute(&pm, &pr, out);
+}
+
+static void emit_plan(ev_writer *ev, const train_config *cfg, const model_config *mc) {
     plan_result r;
-    plan_compute(&pm, &pr, &r);
+    trainer_plan(cfg, mc, &r);
     ev_object_begin(ev, "plan");
     for (int tag = 0; tag < MEM_NTAGS; tag++) ev_int(ev, mem_tag_name(tag), (long long)r.bytes[tag]);
     ev_object_end(ev);

@@ -3,6 +3,7 @@
 #define MIXPAR_TRAIN_TRAINER_H
 
 #include "comm/comm.h"
+#include "plan/plan.h"
 #include "train/config.h"
 
 #include <stdbool.h>
@@ -29,5 +30,10 @@ typedef struct {
  * <run_dir>/checkpoint.safetensors (atomically replaced). Bad input stops with a message, exit 2.
  * Resuming continues the exact loss sequence of the uninterrupted run, bit for bit. */
 trainer_summary trainer_run(train_config *cfg, const trainer_options *opt);
+
+/* The planner's bytes per rank for this run (plan/plan.h), what the run header's "plan" records: fp32
+ * weights and gradients (the trainer's, under every autocast recipe), the optimizer's states, the ZeRO
+ * stage or FSDP strategy's sharding over its group, the micro-batch's activations. mc: completed. */
+void trainer_plan(const train_config *cfg, const model_config *mc, plan_result *out);
 
 #endif

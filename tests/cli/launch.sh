@@ -34,3 +34,17 @@ check "launch: in ranks mpirun started, its variables win over stray RANK/WORLD_
 check_output "launch: mixpar run refuses to start inside a torchrun worker with bad variables" 2 \
   "LOCAL_RANK=3 is not below LOCAL_WORLD_SIZE=2" env RANK=1 WORLD_SIZE=4 LOCAL_RANK=3 LOCAL_WORLD_SIZE=2 \
   MASTER_ADDR=h MASTER_PORT=29500 "$MIXPAR" run -n 2 -- "$MIXPAR" train "${short[@]}"
+# The plan before the launch: a 1.1B model under plain DDP on 4 ranks cannot fit on this machine (16 bytes of
+# model states per parameter on every rank); ZeRO-3 fits. --dry-run stops after the check, which is made
+# against a stated 24 GB (this machine's size), not whatever happens to be free while the tests run.
+export MIXPAR_AVAILABLE_MEMORY=24GB
+check_output "launch: plain DDP of the 1B model on 4 ranks is refused with the plan" 2 \
+  "needs [0-9.]+ GB per rank .* x 4 ranks.*zero_optimization.stage 3" \
+  "$MIXPAR" run -n 4 --dry-run -- "$MIXPAR" train --config configs/llama-1b-zero3.json --set zero_optimization.stage=0
+check_output "launch: the 1B model with ZeRO-3 on 4 ranks passes the check" 0 "mpirun" \
+  "$MIXPAR" run -n 4 --dry-run -- "$MIXPAR" train --config configs/llama-1b-zero3.json
+check_output "launch: MIXPAR_NO_MEMORY_CHECK=1 skips the check" 0 "mpirun" env MIXPAR_NO_MEMORY_CHECK=1 \
+  "$MIXPAR" run -n 4 --dry-run -- "$MIXPAR" train --config configs/llama-1b-zero3.json --set zero_optimization.stage=0
+check_output "launch: a bad MIXPAR_AVAILABLE_MEMORY is a usage error" 2 "MIXPAR_AVAILABLE_MEMORY" \
+  env MIXPAR_AVAILABLE_MEMORY=lots "$MIXPAR" run -n 4 --dry-run -- "$MIXPAR" train --config configs/llama-1b-zero3.json
+unset MIXPAR_AVAILABLE_MEMORY
