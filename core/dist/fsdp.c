@@ -155,25 +155,32 @@ static uint64_t bytes_sent(comm_t *c) {
     return total;
 }
 
+/* A unit of one span whose length the shards divide exactly needs no staging: the collectives read and write
+ * the span itself (every block and the untied head on a power-of-two shard group, as a rule). Otherwise a
+ * staging buffer holds the unit's concatenated spans, padded to G shards. */
+static bool direct(const fsdp *f, const unit *u) { return u->nspans == 1 && u->n == u->k * (size_t)f->G; }
+
 /* The unit's weights from every rank's shard into its spans of the model's parameter buffer. */
 static void gather_unit(fsdp *f, unit *u) {
     float *params = model_params(f->m);
-    size_t padded = u->k * (size_t)f->G;
-    float *staging = mem_alloc(padded * sizeof(float), MEM_COMM, "fsdp all-gather staging");
+    commit_spans(f, u, params);
+    float *recv = direct(f, u) ? params + u->off[0]
+                               : mem_alloc(u->k * (size_t)f->G * sizeof(float), MEM_COMM, "fsdp all-gather staging");
     uint64_t before = bytes_sent(f->shard_comm);
     /* LAB 20 BEGIN gather a unit: every rank's shard of it, into the unit's spans of the flat buffer */
-    comm_allgather(f->shard_comm, f->param_shard + u->shard_at, staging, u->k, COMM_FP32, COMM_ALGO_DEFAULT);
-    commit_spans(f, u, params);
-    size_t at = 0;
-    for (int s = 0; s < u->nspans; s++) {
-        memcpy(params + u->off[s], staging + at, u->len[s] * sizeof(float));
-        at += u->len[s];
+    comm_allgather(f->shard_comm, f->param_shard + u->shard_at, recv, u->k, COMM_FP32, COMM_ALGO_DEFAULT);
+    if (!direct(f, u)) { /* from the padded staging buffer into the spans */
+        size_t at = 0;
+        for (int s = 0; s < u->nspans; s++) {
+            memcpy(params + u->off[s], recv + at, u->len[s] * sizeof(float));
+            at += u->len[s];
+        }
     }
     /* LAB 20 END */
     u->resident = true;
     f->stats.gather_bytes += bytes_sent(f->shard_comm) - before;
     f->stats.gathers++;
-    mem_free(staging);
+    if (!direct(f, u)) mem_free(recv);
 }
 
 /* The unit's gathered copy goes: the low-precision cache first, then the fp32 spans. */
@@ -196,15 +203,17 @@ static void drop_unit(fsdp *f, unit *u) {
  * then the gradient span and the weights are given back. */
 static void reduce_unit(fsdp *f, unit *u) {
     float *grads = model_grads(f->m);
-    size_t padded = u->k * (size_t)f->G;
-    float *staging = mem_alloc(padded * sizeof(float), MEM_COMM, "fsdp reduce-scatter staging");
+    float *staging = grads + u->off[0];
+    if (!direct(f, u)) { /* the spans, concatenated and padded with zeros to G shards */
+        staging = mem_alloc(u->k * (size_t)f->G * sizeof(float), MEM_COMM, "fsdp reduce-scatter staging");
+        size_t at = 0;
+        for (int s = 0; s < u->nspans; s++) {
+            memcpy(staging + at, grads + u->off[s], u->len[s] * sizeof(float));
+            at += u->len[s];
+        }
+    }
     float *mine = mem_alloc((u->k ? u->k : 1) * sizeof(float), MEM_COMM, "fsdp reduced shard");
     uint64_t before = bytes_sent(f->shard_comm) + (f->replica_comm ? bytes_sent(f->replica_comm) : 0);
-    size_t at = 0;
-    for (int s = 0; s < u->nspans; s++) {
-        memcpy(staging + at, grads + u->off[s], u->len[s] * sizeof(float));
-        at += u->len[s];
-    }
     /* LAB 20 BEGIN reduce a unit: average its gradients over every rank, keep this rank's shard */
     /* Inside the shard group: each rank gets the group's average of its own shard. */
     if (f->G > 1) comm_reduce_scatter(f->shard_comm, staging, mine, u->k, COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
@@ -217,7 +226,7 @@ static void reduce_unit(fsdp *f, unit *u) {
     /* LAB 20 END */
     f->stats.reduce_bytes += bytes_sent(f->shard_comm) + (f->replica_comm ? bytes_sent(f->replica_comm) : 0) - before;
     f->stats.reduces++;
-    mem_free(staging);
+    if (!direct(f, u)) mem_free(staging);
     mem_free(mine);
     decommit_spans(u, grads);
     u->grads_live = false;

@@ -49,6 +49,7 @@ struct model_lowp {
     size_t esz;                 /* bytes per stored activation: 2 (bf16, fp16, fp8's bf16) or 4 (tf32) */
     lowp_format fmt;            /* the 16-bit format of storage (and of the matmuls for bf16 / fp16) */
     bool kernel;                /* matmuls through the 16-bit kernel; otherwise "wide" (see mm_forward) */
+    bool in_place;              /* w32 is the model's own (reserved) parameter buffer: model_lowp_cast_range */
     /* stored for backward (MEM_ACT) */
     char *store;
     size_t store_bytes;
@@ -309,7 +310,7 @@ static void cast_range(model_lowp *lp, const float *params, size_t offset, size_
         if (lp->kernel) {
             encode_par(lp->w16 + offset, params + offset, n, lp->fmt);
         } else {
-            memcpy(lp->w32 + offset, params + offset, n * sizeof(float));
+            if (lp->w32 != params) memcpy(lp->w32 + offset, params + offset, n * sizeof(float));
             round_in_place(lp, lp->w32 + offset, n);
         }
         break;
@@ -320,6 +321,14 @@ static void cast_range(model_lowp *lp, const float *params, size_t offset, size_
 
 void model_lowp_cast_range(model *m, size_t offset, size_t n) {
     model_lowp *lp = m->lowp;
+    if (lp->in_place) { /* only the matmul weights (2-D tensors of the blocks and the head) are rounded */
+        for (int i = 0; i < m->ntensors; i++) {
+            const model_tensor *t = &m->tensors[i];
+            if (t->ndim != 2 || t->layer < 0 || t->offset < offset || t->offset + t->size > offset + n) continue;
+            cast_range(lp, m->params, t->offset, t->size);
+        }
+        return;
+    }
     if (lp->w16) mem_commit(lp->w16, offset * 2, n * 2);
     else mem_commit(lp->w32, offset * 4, n * 4);
     cast_range(lp, m->params, offset, n);
@@ -327,6 +336,7 @@ void model_lowp_cast_range(model *m, size_t offset, size_t n) {
 
 void model_lowp_drop_range(model *m, size_t offset, size_t n) {
     model_lowp *lp = m->lowp;
+    if (lp->in_place) return; /* the gathered copy itself goes */
     if (lp->w16) mem_decommit(lp->w16, offset * 2, n * 2);
     else mem_decommit(lp->w32, offset * 4, n * 4);
 }
@@ -556,7 +566,7 @@ void model_lowp_free(model_lowp *lp) {
     mem_free(lp->scratch);
     mem_free(lp->operands);
     mem_free(lp->w16);
-    mem_free(lp->w32);
+    if (!lp->in_place) mem_free(lp->w32);
     mem_free(lp->q8);
     for (int i = 0; lp->fp8 && i < lp->nsites * FP8_PER_SITE; i++) amp_fp8_free(&lp->fp8[i]);
     free(lp->fp8);
@@ -592,10 +602,16 @@ void model_set_precision(model *m, const model_precision *p) {
         MP_FAIL_HINT("a compute mode of bf16, fp16 or tf32 with sharded parameters (ZeRO-3, FSDP)",
                      "fp8's delayed scaling takes every weight's amax at each forward; with sharded weights use bf16",
                      "compute fp8 on a reserved model");
-    /* A reserved model (sharded weights) caches only the ranges that are gathered: model_lowp_cast_range. */
+    /* A reserved model (sharded weights) caches only the ranges that are gathered: model_lowp_cast_range. Its
+     * gathered weights are a copy (the fp32 master is the shard), so in the wide path with an untied head the
+     * matmul weights are rounded where they are, and no cache is needed: only matmuls read them. A tied
+     * head is also the embedding table, which the lookup reads unrounded: it keeps a cache. */
+    lp->in_place = m->reserved && !lp->kernel && !m->cfg.tied;
     void *(*get)(size_t, mem_tag, const char *) = m->reserved ? mem_reserve : mem_alloc;
     if (lp->kernel)
         lp->w16 = get(m->nparams * 2, MEM_OTHER, "autocast weight cache (16-bit)");
+    else if (lp->in_place)
+        lp->w32 = m->params;
     else
         lp->w32 = get(m->nparams * 4, MEM_OTHER, "autocast weight cache (rounded values in fp32)");
     if (p->compute == MODEL_COMPUTE_FP8) {
