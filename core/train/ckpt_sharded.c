@@ -794,6 +794,21 @@ bool ckpt_sharded_check_buffers(const ckpt_sharded *s, const char *const *names,
     return true;
 }
 
+bool ckpt_sharded_verify(const ckpt_sharded *s, int r, data_err *err) {
+    MP_ASSERT(r >= 0 && r < s->world, "shard %d of %d", r, s->world);
+    if (s->verified[r]) return true;
+    char path[4200], hex[65];
+    join(path, sizeof path, s->dir, s->shards[r].file);
+    if (sha256_file_hex(path, hex) != 0)
+        return DATA_ERR(err, "readable shards", NULL, "cannot read '%s': %s", path, strerror(errno));
+    if (strcmp(hex, s->shards[r].sha256) != 0)
+        return DATA_ERR(err, "each shard with the sha256 the index records", "the shard was damaged or replaced",
+                        "shard '%s' (rank %d) has sha256 %.16s..., the index says %.16s...", path, r, hex,
+                        s->shards[r].sha256);
+    s->verified[r] = true;
+    return true;
+}
+
 bool ckpt_sharded_read(const ckpt_sharded *s, size_t total, const ckpt_range *ranges, int nranges,
                        const ckpt_shard_buffer *buffers, int nbuffers, data_err *err) {
     check_buffers_arg(buffers, nbuffers);
@@ -825,18 +840,8 @@ bool ckpt_sharded_read(const ckpt_sharded *s, size_t total, const ckpt_range *ra
             x = p->offset + p->n;
         }
     bool ok = true;
-    for (int r = 0; ok && r < s->world; r++) {
-        if (!touch[r] || s->verified[r]) continue;
-        char path[4200], hex[65];
-        join(path, sizeof path, s->dir, s->shards[r].file);
-        if (sha256_file_hex(path, hex) != 0)
-            ok = DATA_ERR(err, "readable shards", NULL, "cannot read '%s': %s", path, strerror(errno));
-        else if (strcmp(hex, s->shards[r].sha256) != 0)
-            ok = DATA_ERR(err, "each shard with the sha256 the index records", "the shard was damaged or replaced",
-                          "shard '%s' (rank %d) has sha256 %.16s..., the index says %.16s...", path, r, hex,
-                          s->shards[r].sha256);
-        else s->verified[r] = true;
-    }
+    for (int r = 0; ok && r < s->world; r++)
+        if (touch[r]) ok = ckpt_sharded_verify(s, r, err);
     free(touch);
     if (!ok) return false;
     for (int b = 0; b < nbuffers; b++) {

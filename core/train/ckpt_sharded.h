@@ -161,6 +161,9 @@ bool ckpt_sharded_check_buffers(const ckpt_sharded *s, const char *const *names,
  * from, before it writes a byte. */
 bool ckpt_sharded_read(const ckpt_sharded *s, size_t total, const ckpt_range *ranges, int nranges,
                        const ckpt_shard_buffer *buffers, int nbuffers, data_err *err);
+/* Checks shard r's sha256 against the index (once; reads remember it). What a read does first for each
+ * shard it touches; `mixpar checkpoint info` does it for all. */
+bool ckpt_sharded_verify(const ckpt_sharded *s, int r, data_err *err);
 /* Collective ckpt_sharded_read: every rank reads its ranges, then all agree, so a shard that one rank
  * finds corrupt stops every rank (exit 2 or false everywhere) rather than leaving the others waiting. */
 bool ckpt_sharded_read_all(const ckpt_sharded *s, comm_t *c, size_t total, const ckpt_range *ranges, int nranges,
