@@ -394,7 +394,9 @@ static long load_sharded(const char *dir, train_step *ts, loader *tl, comm_t *co
 /* Restores weights, optimizer state, the step and the data position; returns the step to continue from.
  * path is one file (any run's) or a sharded checkpoint's directory (any world size's). */
 static long load_checkpoint(const char *path, train_step *ts, loader *tl, comm_t *comm, int rank) {
-    if (ckpt_sharded_is_dir(path)) return load_sharded(path, ts, tl, comm, rank);
+    struct stat st;
+    if (ckpt_sharded_is_dir(path) || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+        return load_sharded(path, ts, tl, comm, rank); /* a directory without an index is refused there */
     ckpt_file *f = ckpt_open(path, NULL);
     int ntensors;
     const model_tensor *tensors = model_tensors(ts->m, &ntensors);
@@ -429,7 +431,7 @@ static long load_checkpoint(const char *path, train_step *ts, loader *tl, comm_t
 /* --resume auto: the run's checkpoint, single file or sharded directory; when both are there (a run
  * resumed with another layout), the one of the later step. */
 static const char *resume_auto(const char *single, const char *sharded) {
-    bool has_single = file_exists(single), has_sharded = ckpt_sharded_is_dir(sharded);
+    bool has_single = file_exists(single), has_sharded = ckpt_sharded_is_dir(sharded) || file_exists(sharded);
     if (!has_single && !has_sharded)
         MP_FAIL_HINT("a checkpoint in the run directory for --resume auto", "train with train.checkpoint_interval > 0 first",
                      "neither '%s' nor '%s' exists", single, sharded);
