@@ -173,6 +173,11 @@ static bool remove_checkpoint_dir(const char *dir, data_err *err) {
     return ok;
 }
 
+static void without_trailing_slash(const char *path, char *out, size_t len) {
+    snprintf(out, len, "%s", path);
+    for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--) out[n - 1] = '\0';
+}
+
 static bool is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -361,10 +366,12 @@ static bool other_rank_failed(data_err *mine, int rank, const char *what, const 
 
 enum { HDR_OK, HDR_NRANGES, HDR_BYTES, HDR_SHA, HDR_WORDS = HDR_SHA + 4 };
 
-bool ckpt_sharded_save(const char *dir, comm_t *c, size_t total, const ckpt_range *ranges, int nranges,
+bool ckpt_sharded_save(const char *dir_arg, comm_t *c, size_t total, const ckpt_range *ranges, int nranges,
                        const ckpt_shard_buffer *buffers, int nbuffers, const ckpt_meta *meta, int nmeta,
                        data_err *err) {
     check_buffers_arg(buffers, nbuffers);
+    char dir[4096];
+    without_trailing_slash(dir_arg, dir, sizeof dir); /* "ck/" must give "ck.tmp", not "ck/.tmp" */
     int rank = c ? comm_rank(c) : 0, world = c ? comm_size(c) : 1;
     data_err mine = {0};
     char tmpdir[4200];
@@ -489,7 +496,9 @@ void ckpt_sharded_close(ckpt_sharded *s) {
     free(s);
 }
 
-bool ckpt_sharded_is_dir(const char *path) {
+bool ckpt_sharded_is_dir(const char *path_arg) {
+    char path[4096];
+    without_trailing_slash(path_arg, path, sizeof path);
     if (has_index(path)) return true;
     if (is_dir(path)) return false;
     char old[4200];
@@ -676,10 +685,12 @@ static bool open_shard(ckpt_sharded *s, int r, data_err *err) {
     return true;
 }
 
-ckpt_sharded *ckpt_sharded_open(const char *dir, data_err *err) {
+ckpt_sharded *ckpt_sharded_open(const char *dir_arg, data_err *err) {
     ckpt_sharded *s = calloc(1, sizeof *s);
     MP_ASSERT(s, "out of memory");
     cJSON *root = NULL;
+    char dir[4096];
+    without_trailing_slash(dir_arg, dir, sizeof dir);
     /* A crash between the fallback's two renames leaves only dir.old complete (see the header). */
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     if (!is_dir(dir)) {

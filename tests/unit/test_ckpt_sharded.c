@@ -380,6 +380,22 @@ Test(ckpt_sharded, a_new_save_replaces_the_old_and_leaves_no_temporaries) {
     unit_remove_tree(root);
 }
 
+Test(ckpt_sharded, a_trailing_slash_names_the_same_directory) {
+    char *root = unit_tmpdir("ckpt-sharded");
+    char dir[600], slash[700], tmp_inside[800];
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    snprintf(slash, sizeof slash, "%s/", dir);
+    snprintf(tmp_inside, sizeof tmp_inside, "%s/.tmp", dir);
+    data_err err;
+    cr_assert(save_one(slash, 1, "10", &err), "%s", err.found);
+    cr_assert(save_one(slash, 2, "20", &err), "%s", err.found);
+    struct stat st;
+    cr_expect_neq(stat(tmp_inside, &st), 0, "the temporary directory is DIR.tmp, beside DIR, not inside it");
+    expect_step(dir, "20", 2);
+    expect_step(slash, "20", 2);
+    unit_remove_tree(root);
+}
+
 Test(ckpt_sharded, a_failed_save_leaves_the_previous_checkpoint) {
     char *root = unit_tmpdir("ckpt-sharded");
     char dir[600];
