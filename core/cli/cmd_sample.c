@@ -66,6 +66,9 @@ int cmd_sample(int argc, char **argv) {
                      "for a bare weights file, train or convert it first", "%s has no 'config' metadata", path);
     cJSON *root = cJSON_Parse(config_json);
     if (!root) MP_FAIL("the checkpoint's config metadata as JSON", "unparseable config in %s", path);
+    /* The global batch was resolved for the world that trained (several ranks, say); sampling needs the
+     * model only, so it is left for config_parse to infer for one process. */
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "train_batch_size");
     train_config cfg;
     config_parse(root, 1, &cfg, NULL);
     cJSON_Delete(root);

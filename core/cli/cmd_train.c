@@ -15,8 +15,9 @@ static void usage(FILE *out) {
             "  --config FILE          the run's config, e.g. configs/tiny-poetry.json\n"
             "  --set key.path=value   override one key before the config is read (repeatable), e.g.\n"
             "                         --set optimizer.params.lr=3e-4 --set train.steps=100\n"
-            "  --resume PATH|auto     continue from a checkpoint (auto: <run_dir>/checkpoint.safetensors);\n"
-            "                         the loss sequence continues exactly as if the run had not stopped\n"
+            "  --resume PATH|auto     continue from a checkpoint: a file, or a ZeRO run's sharded directory, from\n"
+            "                         any world size (auto: <run_dir>/checkpoint.safetensors or checkpoint.sharded/,\n"
+            "                         the later); on the same layout the losses continue exactly\n"
             "  --max-memory BYTES     refuse to start a run that needs more (e.g. 24GB); = --set train.max_memory\n"
             "  --quiet                no progress lines (events are still written to <run_dir>)\n"
             "The dataset is built on first use. Events: <run_dir>/events.rank0.jsonl (core/base/EVENTS.md).\n");

@@ -224,6 +224,21 @@ void zero_allgather_params(zero *z) {
 
 /* ------------------------------------------------------------------ checkpoints */
 
+int zero_shard_ranges(const zero *z, int rank, size_t *offsets, size_t *lengths) {
+    MP_ASSERT(rank >= 0 && rank < z->world, "rank %d of %d", rank, z->world);
+    int n = rank_ranges(z, rank, NULL);
+    if (!offsets && !lengths) return n;
+    zero_range *ranges = malloc((size_t)(n > 0 ? n : 1) * sizeof *ranges);
+    MP_ASSERT(ranges, "out of memory");
+    rank_ranges(z, rank, ranges);
+    for (int i = 0; i < n; i++) {
+        if (offsets) offsets[i] = ranges[i].offset;
+        if (lengths) lengths[i] = ranges[i].n;
+    }
+    free(ranges);
+    return n;
+}
+
 static void gather_one(zero *z, const float *shard, float *full, size_t stride, float *send, float *recv) {
     memset(send, 0, stride * sizeof(float));
     memcpy(send, shard, z->shard_elems * sizeof(float));

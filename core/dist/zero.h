@@ -83,6 +83,11 @@ void zero_allgather_params(zero *z);
 /* Bytes this rank sent in the last zero_allgather_params (comm_stats' count). */
 uint64_t zero_allgather_bytes(const zero *z);
 
+/* Rank r's shard as pieces of the flat buffer, [offsets[i], offsets[i] + lengths[i]), in the order its
+ * optimizer state lays them out (what a sharded checkpoint records: train/ckpt_sharded.h). Returns the
+ * count; pass NULL arrays to count first. */
+int zero_shard_ranges(const zero *z, int rank, size_t *offsets, size_t *lengths);
+
 /* Collective: the optimizer state's shards into full buffers (model_num_params floats each) on rank 0;
  * full_m / full_v may be NULL elsewhere and where the optimizer has no such state. */
 void zero_gather_state(zero *z, const optim_state *st, float *full_m, float *full_v);

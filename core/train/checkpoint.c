@@ -167,6 +167,44 @@ static void text_json_string(textbuf *t, const char *s) {
 
 /* ================================================================ saving */
 
+/* Metadata a caller may write: non-NULL strings, each key once, and not 'format' (ours to write). */
+static bool check_meta(const ckpt_meta *meta, int nmeta, data_err *err) {
+    for (int i = 0; i < nmeta; i++) {
+        if (!meta[i].key || !meta[i].value)
+            return DATA_ERR(err, "metadata keys and values that are strings", NULL, "entry %d is NULL", i);
+        if (strcmp(meta[i].key, "format") == 0)
+            return DATA_ERR(err, "metadata keys other than 'format'", "ckpt_save writes 'format' itself",
+                            "metadata key 'format'");
+        for (int j = 0; j < i; j++)
+            if (strcmp(meta[i].key, meta[j].key) == 0)
+                return DATA_ERR(err, "each metadata key once", NULL, "metadata key '%s' given twice", meta[i].key);
+    }
+    return true;
+}
+
+/* The header's start: '{' and the metadata object; the tensor entries follow, each after a comma. */
+static void header_begin(textbuf *h, const ckpt_meta *meta, int nmeta) {
+    textbuf_puts(h, "{\"__metadata__\":{\"format\":\"" CKPT_FORMAT "\"");
+    for (int i = 0; i < nmeta; i++) {
+        textbuf_puts(h, ",");
+        text_json_string(h, meta[i].key);
+        textbuf_puts(h, ":");
+        text_json_string(h, meta[i].value);
+    }
+    textbuf_puts(h, "}");
+}
+
+/* Closes the header and pads it; false (the buffer freed) when it is too big for readers. */
+static bool header_end(textbuf *h, data_err *err) {
+    textbuf_puts(h, "}");
+    /* Spaces up to a multiple of 8, so the data (at 8 + N) is 8-byte aligned for readers that map it. */
+    while (h->len % 8) textbuf_puts(h, " ");
+    if (h->len <= CKPT_MAX_HEADER) return true;
+    uint64_t len = h->len;
+    textbuf_free(h);
+    return DATA_ERR(err, "a header below 100 MB", "fewer or shorter metadata values", "a header of %llu bytes", (ull)len);
+}
+
 typedef struct {
     const model_tensor *tensors;
     int ntensors;
@@ -199,27 +237,11 @@ bool ckpt_save(const char *path, const model_tensor *tensors, int ntensors, cons
             MP_ASSERT(strcmp(buffers[b].prefix, buffers[c].prefix) != 0, "two buffers with prefix '%s'",
                       buffers[b].prefix);
     }
-    for (int i = 0; i < nmeta; i++) {
-        if (!meta[i].key || !meta[i].value)
-            return DATA_ERR(err, "metadata keys and values that are strings", NULL, "entry %d is NULL", i);
-        if (strcmp(meta[i].key, "format") == 0)
-            return DATA_ERR(err, "metadata keys other than 'format'", "ckpt_save writes 'format' itself",
-                            "metadata key 'format'");
-        for (int j = 0; j < i; j++)
-            if (strcmp(meta[i].key, meta[j].key) == 0)
-                return DATA_ERR(err, "each metadata key once", NULL, "metadata key '%s' given twice", meta[i].key);
-    }
+    if (!check_meta(meta, nmeta, err)) return false;
 
     /* The header, in registry order, buffer after buffer, every offset exact (printed as integers). */
     textbuf h = {0};
-    textbuf_puts(&h, "{\"__metadata__\":{\"format\":\"" CKPT_FORMAT "\"");
-    for (int i = 0; i < nmeta; i++) {
-        textbuf_puts(&h, ",");
-        text_json_string(&h, meta[i].key);
-        textbuf_puts(&h, ":");
-        text_json_string(&h, meta[i].value);
-    }
-    textbuf_puts(&h, "}");
+    header_begin(&h, meta, nmeta);
     uint64_t offset = 0;
     for (int b = 0; b < nbuffers; b++)
         for (int i = 0; i < ntensors; i++) {
@@ -238,17 +260,71 @@ bool ckpt_save(const char *path, const model_tensor *tensors, int ntensors, cons
                             (ull)offset, (ull)(offset + bytes));
             offset += bytes;
         }
-    textbuf_puts(&h, "}");
-    /* Spaces up to a multiple of 8, so the data (at 8 + N) is 8-byte aligned for readers that map it. */
-    while (h.len % 8) textbuf_puts(&h, " ");
-    bool too_big = h.len > CKPT_MAX_HEADER;
+    if (!header_end(&h, err)) return false;
     save_job job = {tensors, ntensors, buffers, nbuffers, h.data, h.len};
-    bool ok = !too_big && write_atomically(path, write_safetensors, &job, err);
+    bool ok = write_atomically(path, write_safetensors, &job, err);
     textbuf_free(&h);
-    if (too_big)
-        return DATA_ERR(err, "a header below 100 MB", "fewer or shorter metadata values", "a header of %llu bytes",
-                        (ull)h.len);
     return ok;
+}
+
+typedef struct {
+    const ckpt_flat *tensors;
+    int ntensors;
+    const char *header;
+    uint64_t header_len;
+} flat_job;
+
+static bool write_flat(ckpt_out *o, const void *ctx) {
+    const flat_job *job = ctx;
+    uint64_t n = job->header_len;
+    if (!out_write(o, &n, 8) || !out_write(o, job->header, job->header_len)) return false;
+    o->in_data = true;
+    for (int i = 0; i < job->ntensors; i++)
+        if (!out_write(o, job->tensors[i].data, job->tensors[i].floats * sizeof(float))) return false;
+    return true;
+}
+
+bool ckpt_save_flat(const char *path, const ckpt_flat *tensors, int ntensors, const ckpt_meta *meta, int nmeta,
+                    data_err *err) {
+    for (int i = 0; i < ntensors; i++) {
+        MP_ASSERT(tensors[i].name && (tensors[i].data || tensors[i].floats == 0), "flat tensor %d has no name or data", i);
+        MP_ASSERT(strlen(tensors[i].name) < sizeof(((ckpt_entry *)0)->name), "tensor key '%s' too long", tensors[i].name);
+        for (int j = 0; j < i; j++)
+            MP_ASSERT(strcmp(tensors[i].name, tensors[j].name) != 0, "two flat tensors named '%s'", tensors[i].name);
+    }
+    if (!check_meta(meta, nmeta, err)) return false;
+    textbuf h = {0};
+    header_begin(&h, meta, nmeta);
+    uint64_t offset = 0;
+    for (int i = 0; i < ntensors; i++) {
+        uint64_t bytes = tensors[i].floats * sizeof(float);
+        textbuf_puts(&h, ",");
+        text_json_string(&h, tensors[i].name);
+        textbuf_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%llu],\"data_offsets\":[%llu,%llu]}",
+                       (ull)tensors[i].floats, (ull)offset, (ull)(offset + bytes));
+        offset += bytes;
+    }
+    if (!header_end(&h, err)) return false;
+    flat_job job = {tensors, ntensors, h.data, h.len};
+    bool ok = write_atomically(path, write_flat, &job, err);
+    textbuf_free(&h);
+    return ok;
+}
+
+typedef struct {
+    const void *bytes;
+    size_t n;
+} bytes_job;
+
+static bool write_bytes(ckpt_out *o, const void *ctx) {
+    const bytes_job *job = ctx;
+    o->in_data = true;
+    return out_write(o, job->bytes, job->n);
+}
+
+bool ckpt_write_bytes(const char *path, const void *bytes, size_t n, data_err *err) {
+    bytes_job job = {bytes, n};
+    return write_atomically(path, write_bytes, &job, err);
 }
 
 /* ================================================================ reading: the format */
@@ -542,6 +618,7 @@ const ckpt_entry *ckpt_entry_at(const ckpt_file *f, int i) {
 }
 uint64_t ckpt_data_start(const ckpt_file *f) { return f->data_start; }
 uint64_t ckpt_file_bytes(const ckpt_file *f) { return f->size; }
+const void *ckpt_entry_data(const ckpt_file *f, const ckpt_entry *e) { return f->map + f->data_start + e->begin; }
 
 const char *ckpt_meta_get(const ckpt_file *f, const char *key) {
     for (int i = 0; i < f->nmeta; i++)

@@ -73,6 +73,22 @@ typedef struct {
 bool ckpt_save(const char *path, const model_tensor *tensors, int ntensors, const ckpt_buffer *buffers, int nbuffers,
                const ckpt_meta *meta, int nmeta, data_err *err);
 
+/* One 1-D F32 tensor of any length (a shard of a flat buffer, ckpt_sharded.h): no registry needed. */
+typedef struct {
+    const char *name;
+    const float *data;
+    uint64_t floats;
+} ckpt_flat;
+
+/* Writes the tensors (shape [floats] each, in this order) and the metadata to `path`, atomically, as
+ * ckpt_save does; the same errors. */
+bool ckpt_save_flat(const char *path, const ckpt_flat *tensors, int ntensors, const ckpt_meta *meta, int nmeta,
+                    data_err *err);
+
+/* Writes bytes to `path` with ckpt_save's atomic sequence (temporary file, fsync, rename, fsync of the
+ * directory): for the small text files that go with checkpoints (a sharded checkpoint's index). */
+bool ckpt_write_bytes(const char *path, const void *bytes, size_t n, data_err *err);
+
 /* ---------------------------------------------------------------- reading */
 
 /* One tensor entry of an open file. */
@@ -119,6 +135,8 @@ const ckpt_entry *ckpt_entry_at(const ckpt_file *f, int i);       /* in the head
 const ckpt_entry *ckpt_entry_find(const ckpt_file *f, const char *name); /* NULL when absent */
 uint64_t ckpt_data_start(const ckpt_file *f);                     /* 8 + N */
 uint64_t ckpt_file_bytes(const ckpt_file *f);
+/* The bytes of an entry, in the mapped file (valid until ckpt_close). */
+const void *ckpt_entry_data(const ckpt_file *f, const ckpt_entry *e);
 
 /* ---------------------------------------------------------------- llm.c's GPT-2 checkpoints
  * llm.c (train_gpt2.c) writes a header of 256 little-endian int32 then the tensors:

@@ -990,6 +990,8 @@ cJSON *config_to_json(const train_config *cfg) {
         else if (strcmp(f->key, "scheduler") == 0) cJSON_AddItemToObject(root, f->key, scheduler_json(&cfg->scheduler));
         else if (f->sub == &model_section)
             cJSON_AddItemToObject(root, f->key, section_json(f->sub, cfg, skip_model_field));
+        else if (f->sub == &fsdp_section && !(cfg->fsdp.enabled && cfg->zero.stage == 0))
+            continue; /* only a run that asked for FSDP by its section has one (stage 3 says it by itself) */
         else if (f->kind == FK_SECTION) cJSON_AddItemToObject(root, f->key, section_json(f->sub, cfg, NULL));
         else add_field(root, f, cfg);
     }

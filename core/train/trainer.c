@@ -19,6 +19,7 @@
 #include "ops/matmul_lowp.h"
 #include "plan/plan.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_sharded.h"
 #include "train/sample.h"
 #include "train/step.h"
 
@@ -251,31 +252,6 @@ static void full_state_buffers(train_step *ts, float **m, float **v) {
     *v = ts->state.v ? mem_alloc(bytes, MEM_OTHER, "zero.checkpoint.v") : NULL;
 }
 
-/* FSDP: the whole weights into the model's (reserved) buffer, committed for the while, and the whole optimizer
- * state into full buffers, gathered from every rank's shards. Transient: only around a checkpoint. */
-static void fsdp_full_state(train_step *ts, float **m, float **v) {
-    size_t n = model_num_params(ts->m), owned = fsdp_shard_elems(ts->fsdp);
-    fsdp_after_update(ts->fsdp); /* no unit gathered (an evaluation's): the whole buffer is this function's */
-    float *packed = mem_alloc((owned ? owned : 1) * sizeof(float), MEM_OTHER, "fsdp.checkpoint.params");
-    size_t at = 0;
-    for (int i = 0; i < ts->nspans; i++) { /* the spans are the shard's pieces in order */
-        memcpy(packed + at, ts->spans[i].param, ts->spans[i].n * sizeof(float));
-        at += ts->spans[i].n;
-    }
-    mem_commit(model_params(ts->m), 0, n * sizeof(float));
-    fsdp_gather_full(ts->fsdp, packed, model_params(ts->m));
-    mem_free(packed);
-    full_state_buffers(ts, m, v);
-    if (*m) fsdp_gather_full(ts->fsdp, ts->state.m, *m);
-    if (*v) fsdp_gather_full(ts->fsdp, ts->state.v, *v);
-}
-
-static void fsdp_full_state_free(train_step *ts, float *m, float *v) {
-    mem_decommit(model_params(ts->m), 0, model_num_params(ts->m) * sizeof(float));
-    mem_free(m);
-    mem_free(v);
-}
-
 /* FSDP after reading a whole checkpoint into the model's buffer and m, v: each rank keeps its shards. */
 static void fsdp_take_state(train_step *ts, const float *m, const float *v) {
     size_t owned = fsdp_shard_elems(ts->fsdp);
@@ -292,44 +268,101 @@ static void fsdp_take_state(train_step *ts, const float *m, const float *v) {
     mem_decommit(model_params(ts->m), 0, model_num_params(ts->m) * sizeof(float));
 }
 
-/* Every rank calls it (under ZeRO the optimizer shards are gathered to rank 0 first); rank 0 writes one
- * complete checkpoint, the same file an unsharded run writes. */
-static void save_checkpoint(const char *path, train_step *ts, const train_config *cfg, long step, const loader *tl,
-                            ev_writer *ev, int rank) {
-    float *m = ts->state.m, *v = ts->state.v;
-    if (ts->zero) {
-        if (rank == 0) full_state_buffers(ts, &m, &v);
-        else m = v = NULL;
-        zero_gather_state(ts->zero, &ts->state, m, v);
-    }
-    if (ts->fsdp) { /* every rank gathers the whole state (the weights into the model's buffer) */
-        fsdp_full_state(ts, &m, &v);
-        if (rank != 0) fsdp_full_state_free(ts, m, v);
-    }
-    if (rank != 0) return;
-    char *config_json = config_dump(cfg);
-    char step_s[32], optim_step_s[32], epoch_s[32], batch_s[32];
-    snprintf(step_s, sizeof step_s, "%ld", step);
-    snprintf(optim_step_s, sizeof optim_step_s, "%ld", ts->state.step);
-    snprintf(epoch_s, sizeof epoch_s, "%llu", (unsigned long long)tl->state.epoch);
-    snprintf(batch_s, sizeof batch_s, "%llu", (unsigned long long)tl->state.batch);
-    ckpt_meta meta[5 + AMP_SCALER_NSTATE] = {{"config", config_json}, {"step", step_s}, {"optim_step", optim_step_s},
-                                             {"loader_epoch", epoch_s}, {"loader_batch", batch_s}};
-    int nmeta = 5;
-    amp_kv scaler_state[AMP_SCALER_NSTATE];
+/* The metadata a checkpoint keeps beside the tensors: the config, the step, the optimizer's step, the
+ * data position and the loss scaler. The strings live in `text` (config_json must be freed). */
+typedef struct {
+    ckpt_meta meta[5 + AMP_SCALER_NSTATE];
+    int n;
+    char *config_json;
+    char step[32], optim_step[32], epoch[32], batch[32];
+    amp_kv scaler[AMP_SCALER_NSTATE];
+} checkpoint_meta;
+
+static void checkpoint_meta_fill(checkpoint_meta *cm, train_step *ts, const train_config *cfg, long step,
+                                 const loader *tl) {
+    cm->config_json = config_dump(cfg);
+    snprintf(cm->step, sizeof cm->step, "%ld", step);
+    snprintf(cm->optim_step, sizeof cm->optim_step, "%ld", ts->state.step);
+    snprintf(cm->epoch, sizeof cm->epoch, "%llu", (unsigned long long)tl->state.epoch);
+    snprintf(cm->batch, sizeof cm->batch, "%llu", (unsigned long long)tl->state.batch);
+    const ckpt_meta base[5] = {{"config", cm->config_json}, {"step", cm->step}, {"optim_step", cm->optim_step},
+                               {"loader_epoch", cm->epoch}, {"loader_batch", cm->batch}};
+    memcpy(cm->meta, base, sizeof base);
+    cm->n = 5;
     if (ts->amp) /* the loss scale and its counters resume where they were */
-        for (int i = 0, k = amp_scaler_save_state(&ts->scaler, scaler_state); i < k; i++)
-            meta[nmeta++] = (ckpt_meta){scaler_state[i].key, scaler_state[i].value};
+        for (int i = 0, k = amp_scaler_save_state(&ts->scaler, cm->scaler); i < k; i++)
+            cm->meta[cm->n++] = (ckpt_meta){cm->scaler[i].key, cm->scaler[i].value};
+}
+
+/* This rank's ZeRO or FSDP shard as checkpoint ranges, in the order its optimizer state lays them out
+ * (free() them). */
+static ckpt_range *shard_ckpt_ranges(const train_step *ts, int rank, int *count) {
+    int n = ts->zero ? zero_shard_ranges(ts->zero, rank, NULL, NULL) : fsdp_shard_ranges(ts->fsdp, NULL, NULL);
+    size_t *off = malloc((size_t)(n + 1) * sizeof *off), *len = malloc((size_t)(n + 1) * sizeof *len);
+    ckpt_range *r = malloc((size_t)(n + 1) * sizeof *r);
+    MP_ASSERT(off && len && r, "out of memory");
+    if (ts->zero) zero_shard_ranges(ts->zero, rank, off, len);
+    else fsdp_shard_ranges(ts->fsdp, off, len);
+    for (int i = 0; i < n; i++) r[i] = (ckpt_range){off[i], len[i]};
+    free(off);
+    free(len);
+    *count = n;
+    return r;
+}
+
+/* Under ZeRO each rank writes its own shard of the parameters and of the optimizer state (which it
+ * already holds in range order) into a sharded checkpoint (train/ckpt_sharded.h): no gather to rank 0. */
+static void save_sharded(const char *dir, train_step *ts, comm_t *comm, int rank, const checkpoint_meta *cm,
+                         ev_writer *ev, long step) {
+    int n;
+    ckpt_range *ranges = shard_ckpt_ranges(ts, rank, &n);
+    size_t floats = ckpt_ranges_floats(ranges, n);
+    /* Its shard of the parameters, copied out (transient, MEM_OTHER): under ZeRO from the whole replica, under
+     * FSDP from the shard's spans (the same ranges, in the same order). */
+    float *params = mem_alloc((floats ? floats : 1) * sizeof(float), MEM_OTHER, "checkpoint.params.shard");
+    if (ts->fsdp) {
+        size_t at = 0;
+        for (int i = 0; i < ts->nspans; at += ts->spans[i].n, i++)
+            memcpy(params + at, ts->spans[i].param, ts->spans[i].n * sizeof(float));
+    } else {
+        const float *all = model_params(ts->m);
+        for (size_t i = 0, at = 0; i < (size_t)n; at += ranges[i].n, i++)
+            memcpy(params + at, all + ranges[i].offset, ranges[i].n * sizeof(float));
+    }
+    ckpt_shard_buffer bufs[3] = {{"params", params}};
+    int nb = 1;
+    if (ts->state.m) bufs[nb++] = (ckpt_shard_buffer){"optim.m", ts->state.m};
+    if (ts->state.v) bufs[nb++] = (ckpt_shard_buffer){"optim.v", ts->state.v};
+    ckpt_sharded_save(dir, comm, model_num_params(ts->m), ranges, n, bufs, nb, cm->meta, cm->n, NULL);
+    mem_free(params);
+    free(ranges);
+    char shard[4300];
+    snprintf(shard, sizeof shard, "%s/rank-%05d-of-%05d.safetensors", dir, rank, comm_size(comm));
+    struct stat st;
+    ev_begin(ev, "checkpoint");
+    ev_int(ev, "step", step);
+    ev_str(ev, "path", dir);
+    ev_int(ev, "bytes", stat(shard, &st) == 0 ? (long long)st.st_size : -1);
+    ev_int(ev, "shard", rank);
+    ev_end(ev);
+}
+
+/* Every rank calls it. Under ZeRO every rank writes its shard (save_sharded); otherwise rank 0 writes one
+ * complete file. */
+static void save_checkpoint(const char *path, const char *sharded_dir, train_step *ts, const train_config *cfg,
+                            long step, const loader *tl, ev_writer *ev, int rank, comm_t *comm) {
+    checkpoint_meta cm;
+    checkpoint_meta_fill(&cm, ts, cfg, step, tl);
+    if (ts->zero || ts->fsdp) {
+        save_sharded(sharded_dir, ts, comm, rank, &cm, ev, step);
+        free(cm.config_json);
+        return;
+    }
     int ntensors;
     const model_tensor *tensors = model_tensors(ts->m, &ntensors);
-    state_buffers sb = state_of(ts, m, v);
-    ckpt_save(path, tensors, ntensors, sb.buffers, sb.nbuffers, meta, nmeta, NULL);
-    free(config_json);
-    if (ts->zero) {
-        mem_free(m);
-        mem_free(v);
-    }
-    if (ts->fsdp) fsdp_full_state_free(ts, m, v);
+    state_buffers sb = state_of(ts, ts->state.m, ts->state.v);
+    ckpt_save(path, tensors, ntensors, sb.buffers, sb.nbuffers, cm.meta, cm.n, NULL);
+    free(cm.config_json);
     struct stat st;
     ev_begin(ev, "checkpoint");
     ev_int(ev, "step", step);
@@ -338,8 +371,78 @@ static void save_checkpoint(const char *path, train_step *ts, const train_config
     ev_end(ev);
 }
 
-/* Restores weights, optimizer state, the step and the data position; returns the step to continue from. */
-static long load_checkpoint(const char *path, train_step *ts, loader *tl) {
+/* The loss scaler's state from a checkpoint's metadata (keys "loss_scaler.*"). */
+static void restore_scaler(train_step *ts, const ckpt_meta *meta, int nmeta, const char *path) {
+    amp_kv kv[AMP_SCALER_NSTATE];
+    int n = 0;
+    for (int i = 0; i < nmeta && n < AMP_SCALER_NSTATE; i++) {
+        if (strncmp(meta[i].key, "loss_scaler.", 12) != 0) continue;
+        snprintf(kv[n].key, sizeof kv[n].key, "%s", meta[i].key);
+        snprintf(kv[n].value, sizeof kv[n].value, "%s", meta[i].value);
+        n++;
+    }
+    data_err err;
+    if (!amp_scaler_load_state(&ts->scaler, kv, n, &err))
+        MP_FAIL_HINT(err.expected, "resume with the precision settings the checkpoint was written with", "%s: %s", path,
+                     err.found);
+    train_step_sync_working_weights(ts);
+}
+
+/* A sharded checkpoint, whatever world size wrote it: the parameters whole on every rank (every layout
+ * here keeps full replicas), the optimizer state at this rank's ZeRO ranges, or whole without ZeRO. */
+static long load_sharded(const char *dir, train_step *ts, loader *tl, comm_t *comm, int rank) {
+    ckpt_sharded *ck = ckpt_sharded_open(dir, NULL);
+    const char *names[3] = {"params"};
+    ckpt_shard_buffer state[2];
+    int ns = 0;
+    if (ts->state.m) state[ns++] = (ckpt_shard_buffer){"optim.m", ts->state.m};
+    if (ts->state.v) state[ns++] = (ckpt_shard_buffer){"optim.v", ts->state.v};
+    for (int i = 0; i < ns; i++) names[1 + i] = state[i].name;
+    ckpt_sharded_check_buffers(ck, names, 1 + ns, NULL);
+    size_t total = model_num_params(ts->m);
+    ckpt_range whole = {0, total};
+    int n = 1;
+    ckpt_range *ranges = ts->zero || ts->fsdp ? shard_ckpt_ranges(ts, rank, &n) : &whole;
+    if (ts->fsdp) { /* the parameters at this rank's ranges only, into its shard's spans */
+        size_t floats = ckpt_ranges_floats(ranges, n);
+        float *packed = mem_alloc((floats ? floats : 1) * sizeof(float), MEM_OTHER, "checkpoint.params.shard");
+        ckpt_shard_buffer params = {"params", packed};
+        ckpt_sharded_read_all(ck, comm, total, ranges, n, &params, 1, NULL);
+        size_t at = 0;
+        for (int i = 0; i < ts->nspans; at += ts->spans[i].n, i++)
+            memcpy(ts->spans[i].param, packed + at, ts->spans[i].n * sizeof(float));
+        mem_free(packed);
+    } else {
+        ckpt_shard_buffer params = {"params", ts->master ? ts->master : model_params(ts->m)};
+        ckpt_sharded_read_all(ck, comm, total, &whole, 1, &params, 1, NULL);
+    }
+    if (ns) ckpt_sharded_read_all(ck, comm, total, ranges, n, state, ns, NULL);
+    if (ranges != &whole) free(ranges);
+    if (ts->amp) {
+        int nm = ckpt_sharded_meta_count(ck);
+        ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
+        MP_ASSERT(meta, "out of memory");
+        for (int i = 0; i < nm; i++) meta[i] = ckpt_sharded_meta_at(ck, i);
+        restore_scaler(ts, meta, nm, dir);
+        free(meta);
+    }
+    uint64_t step, optim_step, epoch, batch;
+    ckpt_sharded_meta_u64(ck, "step", &step, NULL);
+    ckpt_sharded_meta_u64(ck, "optim_step", &optim_step, NULL);
+    ckpt_sharded_meta_u64(ck, "loader_epoch", &epoch, NULL);
+    ckpt_sharded_meta_u64(ck, "loader_batch", &batch, NULL);
+    ckpt_sharded_close(ck);
+    ts->state.step = (long)optim_step;
+    loader_restore(tl, (loader_state){epoch, batch}, NULL);
+    return (long)step;
+}
+
+/* Restores weights, optimizer state, the step and the data position; returns the step to continue from.
+ * path is one file (any run's) or a sharded checkpoint's directory (any world size's). */
+static long load_checkpoint(const char *path, train_step *ts, loader *tl, comm_t *comm, int rank) {
+    struct stat st;
+    if (ckpt_sharded_is_dir(path) || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+        return load_sharded(path, ts, tl, comm, rank); /* a directory without an index is refused there */
     ckpt_file *f = ckpt_open(path, NULL);
     int ntensors;
     const model_tensor *tensors = model_tensors(ts->m, &ntensors);
@@ -358,20 +461,12 @@ static long load_checkpoint(const char *path, train_step *ts, loader *tl) {
         mem_free(v);
     }
     if (ts->amp) {
-        amp_kv kv[AMP_SCALER_NSTATE];
-        int n = 0;
-        for (int i = 0; i < ckpt_meta_count(f) && n < AMP_SCALER_NSTATE; i++) {
-            ckpt_meta e = ckpt_meta_at(f, i);
-            if (strncmp(e.key, "loss_scaler.", 12) != 0) continue;
-            snprintf(kv[n].key, sizeof kv[n].key, "%s", e.key);
-            snprintf(kv[n].value, sizeof kv[n].value, "%s", e.value);
-            n++;
-        }
-        data_err err;
-        if (!amp_scaler_load_state(&ts->scaler, kv, n, &err))
-            MP_FAIL_HINT(err.expected, "resume with the precision settings the checkpoint was written with",
-                         "%s: %s", path, err.found);
-        train_step_sync_working_weights(ts);
+        int nm = ckpt_meta_count(f);
+        ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
+        MP_ASSERT(meta, "out of memory");
+        for (int i = 0; i < nm; i++) meta[i] = ckpt_meta_at(f, i);
+        restore_scaler(ts, meta, nm, path);
+        free(meta);
     }
     uint64_t step, optim_step, epoch, batch;
     ckpt_meta_u64(f, "step", &step, NULL);
@@ -382,6 +477,24 @@ static long load_checkpoint(const char *path, train_step *ts, loader *tl) {
     ts->state.step = (long)optim_step;
     loader_restore(tl, (loader_state){epoch, batch}, NULL);
     return (long)step;
+}
+
+/* --resume auto: the run's checkpoint, single file or sharded directory; when both are there (a run
+ * resumed with another layout), the one of the later step. */
+static const char *resume_auto(const char *single, const char *sharded) {
+    bool has_single = file_exists(single), has_sharded = ckpt_sharded_is_dir(sharded) || file_exists(sharded);
+    if (!has_single && !has_sharded)
+        MP_FAIL_HINT("a checkpoint in the run directory for --resume auto", "train with train.checkpoint_interval > 0 first",
+                     "neither '%s' nor '%s' exists", single, sharded);
+    if (!has_single || !has_sharded) return has_single ? single : sharded;
+    uint64_t step_single = 0, step_sharded = 0;
+    ckpt_file *f = ckpt_open(single, NULL);
+    ckpt_meta_u64(f, "step", &step_single, NULL);
+    ckpt_close(f);
+    ckpt_sharded *s = ckpt_sharded_open(sharded, NULL);
+    ckpt_sharded_meta_u64(s, "step", &step_sharded, NULL);
+    ckpt_sharded_close(s);
+    return step_sharded > step_single ? sharded : single;
 }
 
 /* ------------------------------------------------------------------ printing */
@@ -590,12 +703,13 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     if (world > 1) ts.found_inf_comm = comm;
     inject_overflow(&ts, rank);
 
-    char checkpoint_path[4200];
+    char checkpoint_path[4200], sharded_path[4200];
     snprintf(checkpoint_path, sizeof checkpoint_path, "%s/checkpoint.safetensors", cfg->train.run_dir);
+    snprintf(sharded_path, sizeof sharded_path, "%s/checkpoint.sharded", cfg->train.run_dir);
     long step = 0;
     if (opt && opt->resume) {
-        const char *from = strcmp(opt->resume, "auto") == 0 ? checkpoint_path : opt->resume;
-        step = load_checkpoint(from, &ts, &tl);
+        const char *from = strcmp(opt->resume, "auto") == 0 ? resume_auto(checkpoint_path, sharded_path) : opt->resume;
+        step = load_checkpoint(from, &ts, &tl, comm, rank);
         if (!quiet) printf("resumed from %s at step %ld\n", from, step);
     }
 
@@ -683,7 +797,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                    cfg->zero.stage, zr ? " (optimizer state sharded)" : "");
         else if (cfg->zero.stage > 0 || cfg->fsdp.enabled)
             printf("%s on one rank: nothing to shard, plain training\n", cfg->fsdp.enabled ? "FSDP" : "ZeRO");
-        printf("run: %s (events, checkpoint)\n", cfg->train.run_dir);
+        printf("run: %s (events, %s)\n", cfg->train.run_dir,
+               zr || fs ? "checkpoint.sharded/: a shard per rank, resumable on any world size" : "checkpoint");
         if (cfg->train.sample_interval > 0 && step == 0 && !fs) print_sample(m, &tok, cfg, 0, true);
     }
     bool all_sample = fs && !(opt && opt->quiet); /* FSDP: every rank generates alongside rank 0 */
@@ -803,7 +918,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             print_sample(m, &tok, cfg, done, !quiet);
         bool checkpoint_now = cfg->train.checkpoint_interval > 0 &&
                               (done % cfg->train.checkpoint_interval == 0 || done == cfg->train.steps);
-        if (checkpoint_now && (rank == 0 || zr || fs)) save_checkpoint(checkpoint_path, &ts, cfg, done, &tl, ev, rank);
+        if (checkpoint_now && (rank == 0 || zr || fs))
+            save_checkpoint(checkpoint_path, sharded_path, &ts, cfg, done, &tl, ev, rank, comm);
     }
     sum.steps_done = step - first;
     sum.seconds = mp_now() - t_start;

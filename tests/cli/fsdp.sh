@@ -92,11 +92,19 @@ run part 2 --set zero_optimization.stage=3 --set train.steps=20 --set train.chec
   --resume auto >"$work/resume.log" 2>&1
 d=$(max_diff "$work/whole/events.rank0.jsonl" "$work/part/events.rank0.jsonl")
 check "fsdp: a stage-3 checkpoint resumes bit for bit (max |diff| $d)" test "$d" = 0
+check "fsdp: a stage-3 run saves a shard per rank" test -s "$work/part/checkpoint.sharded/rank-00001-of-00002.safetensors"
 "$MIXPAR" train "${base[@]}" --set train_micro_batch_size_per_gpu=64 --set train.run_dir="$work/one" \
-  --resume "$work/part/checkpoint.safetensors" >"$work/one.log" 2>&1
+  --resume "$work/part/checkpoint.sharded" >"$work/one.log" 2>&1
 d=$(paste <(losses "$work/one/events.rank0.jsonl") <(losses "$work/whole/events.rank0.jsonl" | tail -n 20) |
     awk '{d=$2-$4; if (d<0) d=-d; if (d>m) m=d} END {print (NR == 20) ? m + 0 : 1e9}')
 check "fsdp: the stage-3 checkpoint resumes on one rank (max |diff| $d <= 1e-4)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-4)}'
+
+# A plain DDP run's single-file checkpoint, resumed with ZeRO-3: each rank takes its shards of the file.
+run ddp_part 2 --set train.steps=20 --set train.checkpoint_interval=20
+"$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set zero_optimization.stage=3 --set train.run_dir="$work/ddp_part" \
+  --resume "$work/ddp_part/checkpoint.safetensors" >"$work/ddp_resume.log" 2>&1
+d=$(max_diff "$work/ddp2/events.rank0.jsonl" "$work/ddp_part/events.rank0.jsonl")
+check "fsdp: a DDP checkpoint resumes under ZeRO-3 (max |diff| $d <= 1e-5)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'
 
 # ---- refusals
 check_output "fsdp: a hybrid group that does not divide the world is refused" 2 "hybrid_shard_size" \

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # zero.sh: ZeRO stages 1 and 2 on real MPI ranks: the losses of DDP, replicas bit-identical, optimizer
 # state of ceil(Psi/N) x 8 bytes per rank (Adam's m and v), 2 Psi of communication per step as the ZeRO
-# paper says, a complete checkpoint from sharded state and an exact resume, 3 ranks (Psi not divisible by
-# 3), and ZeRO with a compression hook refused with a message. Stage 3 is tests/cli/fsdp.sh's.
+# paper says, a sharded checkpoint and an exact resume, 3 ranks (Psi not divisible by 3), and ZeRO with a
+# compression hook refused with a message. Stage 3 is tests/cli/fsdp.sh's.
 source "$(dirname "$0")/../lib.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -66,12 +66,13 @@ for r in ddp2 z1 z2; do
   check "zero: $r sends $got bytes per step = 2 (N-1)/N x 4 Psi = $want within 2%" within "${got:-0}" "$want" 0.02
 done
 
-# Checkpoints: the shards gathered to rank 0 make a complete checkpoint; resuming it (with ZeRO, or
-# without) continues exactly.
+# Checkpoints: each rank writes its shard (checkpoint.sharded/, tests/cli/ckpt_sharded.sh has the rest);
+# resuming it (with ZeRO, or without) continues exactly.
 ck=(--set train.checkpoint_interval=30 --set zero_optimization.reduce_bucket_size=20000)
 run z2full 2 32 2 "${ck[@]}"
 run z2half 2 32 2 "${ck[@]}" --set train.steps=30
-check "zero: rank 0 wrote a checkpoint from sharded state" test -s "$work/z2half/checkpoint.safetensors"
+check "zero: each rank wrote its shard of a sharded checkpoint" test -s "$work/z2half/checkpoint.sharded/index.json" -a \
+  -s "$work/z2half/checkpoint.sharded/rank-00001-of-00002.safetensors"
 cp -r "$work/z2half" "$work/asddp"
 MIXPAR_PARAM_HASH=1 "$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set train_micro_batch_size_per_gpu=32 \
   --set zero_optimization.stage=2 "${ck[@]}" --set train.run_dir="$work/z2half" --resume auto >"$work/resume.log" 2>&1
