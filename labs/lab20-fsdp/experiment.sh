@@ -49,14 +49,14 @@ row() {
     unit=$(awk -v p="$psi" 'BEGIN { print 3 / 4 * 4 * p }') # one bandwidth-optimal collective of the model, N = 4
     local diff
     diff=$(paste <(losses "$out/ddp/events.rank0.jsonl") <(losses "$ev") | awk '{d=$1-$2; if (d<0) d=-d; if (d>m) m=d} END {printf "%.1e", m}')
-    printf '%-20s | %7s %7s %7s | %9s | %6.2f %6.2f %6.2f | %7s | %s\n' "$label" "$(kib "$(tag "$ev" peak param)")" \
+    printf '%-28s | %7s %7s %7s | %9s | %6.2f %6.2f %6.2f | %7s | %s\n' "$label" "$(kib "$(tag "$ev" peak param)")" \
         "$(kib "$(tag "$ev" peak grad)")" "$(kib "$(tag "$ev" peak optim)")" "$(kib "$(tag "$ev" peak comm)")" \
         "$(awk -v x="$(mean_field "$ev" gather_bytes)" -v u="$unit" 'BEGIN { print x / u }')" \
         "$(awk -v x="$(mean_field "$ev" reduce_bytes)" -v u="$unit" 'BEGIN { print x / u }')" \
         "$(awk -v x="$(mean_field "$ev" comm_bytes)" -v u="$unit" 'BEGIN { print x / u }')" "$(step_ms "$ev")" "$diff"
 }
 header() {
-    printf '%-20s | %7s %7s %7s | %9s | %6s %6s %6s | %7s | %s\n' "$1" param grad optim "peak comm" gather reduce total \
+    printf '%-28s | %7s %7s %7s | %9s | %6s %6s %6s | %7s | %s\n' "$1" param grad optim "peak comm" gather reduce total \
         step_ms "max |loss - DDP's|"
 }
 
