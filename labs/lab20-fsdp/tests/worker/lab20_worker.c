@@ -6,7 +6,8 @@
  *     (like lab 19's worker: the fsdp section of the config picks the strategy and the prefetch).
  *
  *   lab20_worker --forward-held LAYERS PREFETCH LIMIT
- *     (under mpirun) FULL_SHARD over a model of LAYERS blocks (C 64, 4 heads, T 16), forward prefetch on or
+ *     (under mpirun) FULL_SHARD over a model of LAYERS blocks (C 64, 4 heads, T 16, tied head: the root unit
+ *     holds the embeddings and the head and stays gathered through the step), forward prefetch on or
  *     off (1|0), limit_all_gathers on or off (1|0), communication on its own thread; one forward pass of a
  *     batch of 2. Rank 0 prints one line:
  *       root=FLOATS block=FLOATS held=BYTES,BYTES,...
@@ -74,7 +75,7 @@ static int forward_held(int argc, char **argv) {
         return 2;
     }
     comm_t *world = comm_init(&argc, &argv);
-    model_config c = {.arch = MODEL_GPT2, .V = 32, .maxT = PEAK_T, .L = layers, .C = 64, .NH = 4};
+    model_config c = {.arch = MODEL_GPT2, .V = 32, .maxT = PEAK_T, .L = layers, .C = 64, .NH = 4, .tied = true};
     model_config_complete(&c);
     model *m = model_create_reserved(&c);
     fsdp_options o = {.strategy = FSDP_FULL_SHARD, .forward_prefetch = prefetch, .backward_prefetch = false,
