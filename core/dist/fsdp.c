@@ -325,11 +325,13 @@ static void release(fsdp *f, int i) {
  * root or the embeddings, is never prefetched: forward starts with it, backward needs none of it). */
 static void prefetch(fsdp *f, int from, int dir) {
     if (!f->threaded) return;
+    /* LAB 20 BEGIN prefetch: ask for the next max_inflight blocks in the direction of travel (never the root) */
     for (int d = 1; d <= f->opt.max_inflight; d++) {
         int i = from + dir * d;
         if (i < 1 || i >= f->nunits) break;
         request(f, i);
     }
+    /* LAB 20 END */
 }
 
 /* ------------------------------------------------------------------ the model's hooks */
@@ -337,8 +339,10 @@ static void prefetch(fsdp *f, int from, int dir) {
 static void on_before_forward(void *ctx, int layer) {
     fsdp *f = ctx;
     int i = unit_of_layer(f, layer);
+    /* LAB 20 BEGIN reshard after forward: the strategies that drop the layer that just ran, as the next one starts */
     bool reshard = f->opt.strategy != FSDP_SHARD_GRAD_OP && f->opt.strategy != FSDP_NO_SHARD;
     if (layer >= 0 && reshard) release(f, unit_of_layer(f, layer - 1)); /* the layer before is done */
+    /* LAB 20 END */
     ensure(f, i);
     if (layer < f->L && f->opt.forward_prefetch) prefetch(f, i, +1);
 }

@@ -3,6 +3,7 @@
 #include "dist/zero.h"
 
 #include "base/error.h"
+#include "base/lab.h"
 #include "base/mem.h"
 
 #include <stdlib.h>
@@ -167,6 +168,7 @@ void zero_reduce_bucket(void *ctx, comm_t *c, float *grads, size_t lo, size_t hi
     zero *z = ctx;
     const zero_bucket *bk = bucket_at(z, lo, hi);
     size_t k = bk->block, r = (size_t)z->rank, N = (size_t)z->world;
+    /* LAB 19 BEGIN reduce-scatter a bucket: rank r keeps the average of its block r, in place; the left-over elements averaged whole */
     if (k > 0) {
         /* In place: the average of block r lands at the start of the bucket; move it home. The other blocks
          * now hold stale partial sums that no one reads. */
@@ -174,6 +176,7 @@ void zero_reduce_bucket(void *ctx, comm_t *c, float *grads, size_t lo, size_t hi
         if (r > 0) memmove(grads + lo + r * k, grads + lo, k * sizeof(float));
     }
     if (bk->rem > 0) comm_allreduce(c, grads + lo + N * k, grads + lo + N * k, bk->rem, COMM_FP32, COMM_AVG, algo);
+    /* LAB 19 END */
 }
 
 double zero_sum_over_ranks(zero *z, double local) {
@@ -198,6 +201,7 @@ void zero_allgather_params(zero *z) {
     float *params = model_params(z->m);
     size_t r = (size_t)z->rank, N = (size_t)z->world, nb = (size_t)z->nbuckets;
     bool any_rem = false;
+    /* LAB 19 BEGIN all-gather the updated shards: every rank's block of every bucket back into place, then the left-over elements */
     for (int b = 0; b < z->nbuckets; b++) {
         const zero_bucket *bk = &z->buckets[b];
         if (bk->block > 0) /* in place: this rank's block already sits at recv + rank * count */
@@ -217,6 +221,7 @@ void zero_allgather_params(zero *z) {
         free(send);
         free(recv);
     }
+    /* LAB 19 END */
     comm_stats(z->c, &after);
     z->allgather_bytes = 0;
     for (int op = 0; op < COMM_NOPS; op++) z->allgather_bytes += after.bytes_sent[op] - before.bytes_sent[op];

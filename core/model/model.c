@@ -439,6 +439,7 @@ void model_layer_span(const model *m, int layer, size_t *offset, size_t *size) {
 float *model_params(model *m) { return m->params; }
 float *model_grads(model *m) { return m->grads; }
 void model_set_hooks(model *m, const model_hooks *hooks) { m->hooks = *hooks; }
+model_hooks model_get_hooks(const model *m) { return m->hooks; }
 
 void model_collect_act_hist(model *m, fp_hist *hists) { m->act_hists = hists; }
 

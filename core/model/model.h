@@ -96,6 +96,8 @@ void model_init(model *m, uint64_t seed);
 void model_init_layerwise(model *m, uint64_t seed, void (*before)(void *, int), void (*after)(void *, int), void *ctx);
 
 void model_set_hooks(model *m, const model_hooks *hooks);
+/* The hooks set now (a probe can wrap a strategy's hooks with its own and pass each call on). */
+model_hooks model_get_hooks(const model *m);
 
 /* Freezes the tensors matching pattern: a full name ("wpe", "h.0.ln1w") or a prefix ending in '*'
  * ("h.0.*"). A frozen tensor's gradient is zero when its layer's grads_ready hook runs (so data parallel

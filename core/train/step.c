@@ -74,9 +74,12 @@ void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, doub
 /* The global norm from the shards: each rank's sum of squares, summed over ranks; then clipping of the
  * own shard. The same norm on every rank, so every rank makes the same skip decision. */
 static double clip_sharded(train_step *s) {
+    double norm;
+    /* LAB 19 BEGIN the global norm from the shards: this rank's sum of squares, summed over the ranks in rank order */
     double local = 0;
     for (int i = 0; i < s->nspans; i++) local += clip_sum_squares(s->clips[i].data, s->clips[i].n);
-    double norm = clip_norm_finish(s->fsdp ? fsdp_sum_over_shards(s->fsdp, local) : zero_sum_over_ranks(s->zero, local));
+    norm = clip_norm_finish(s->fsdp ? fsdp_sum_over_shards(s->fsdp, local) : zero_sum_over_ranks(s->zero, local));
+    /* LAB 19 END */
     float scale = s->grad_clip > 0 ? clip_scale_for(norm, s->grad_clip) : 1.0f;
     if (scale != 1.0f)
         for (int i = 0; i < s->nspans; i++) clip_scale(s->clips[i].data, s->clips[i].n, scale);
