@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
            "host update %.1f%%\n", (double)o->device_peak / (double)d->device_peak, o->step_s / d->step_s,
            100 * o->copy_s / o->step_s, 100 * o->update_s / o->step_s);
     printf("copies: %.1f MB per step (gradients down + weights up); at 25 GB/s (PCIe 4.0 x16) that would be %.3f s, "
-           "%.0f%% of this step\n", o->copied / 1e6, o->copied / 25e9, 100 * (o->copied / 25e9) / o->step_s);
+           "%.1f%% of this step\n", o->copied / 1e6, o->copied / 25e9, 100 * (o->copied / 25e9) / o->step_s);
     printf("losses of the two runs: %s\n", same ? "identical, bit for bit" : "DIFFERENT");
     free(inputs);
     free(targets);

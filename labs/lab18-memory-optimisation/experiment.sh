@@ -143,13 +143,13 @@ for device in none cpu; do
   read -r copy update < <(grep '"kind":"step"' "$ev" | grep -v '"step":1,' | awk '
     match($0, /"copy_s":[0-9.e+-]+/) {c += substr($0, RSTART + 9, RLENGTH - 9)}
     match($0, /"update_s":[0-9.e+-]+/) {u += substr($0, RSTART + 11, RLENGTH - 11)}
-    {n++} END {printf "%.4f %.4f\n", n ? c / n : 0, n ? u / n : 0}')
+    {n++} END {printf("%.4f %.4f\n", (n ? c / n : 0), (n ? u / n : 0))}')
   [ -n "$off_base_mem" ] || { off_base_mem=$device_peak; off_base_time=$stp; off_base_hashes=$hashes; }
   same=$([ "$hashes" = "$off_base_hashes" ] && echo "identical, every step" || echo "DIFFERENT")
   awk -v n="$device" -v d="$device_peak" -v d0="$off_base_mem" -v o="$(peak_of optim)" -v h="$(peak_of host)" \
       -v p="${host_plan:-0}" -v s="$stp" -v s0="$off_base_time" -v c="$copy" -v u="$update" -v same="$same" 'BEGIN {
     printf "%-8s %10.1f %9.1f %9.1f %9.1f %7.3f %6.3f %7.4f %8.4f %5.1f%%  %s\n", n, d / 1048576, o / 1048576, h / 1048576,
-           p / 1048576, s, s / s0, c, u, s > 0 ? 100 * c / s : 0, same}' | tee -a "$out/offload.txt"
+           p / 1048576, s, s / s0, c, u, (s > 0 ? 100 * c / s : 0), same}' | tee -a "$out/offload.txt"
 done
 echo "device: measured peak of the device tags (host not included); plan: the planner's host bytes (mixpar plan --offload);"
 echo "step_s: the fastest step after the first over $offload_rounds rounds; copy_s, update_s: mean per step; copy%: copy_s / step_s"
