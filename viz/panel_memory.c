@@ -1,5 +1,6 @@
 /* panel_memory.c: panel 4: memory per rank as bars stacked by tag (now and peak) beside the planner's
- * prediction from the run header, and a table for the rank in focus. */
+ * prediction from the run header, and a table for the rank in focus. The bars and totals are device memory;
+ * the host pool (ZeRO-Offload's optimizer state and master) is not part of them and has its own line. */
 #include "panels.h"
 
 #include <stdio.h>
@@ -9,9 +10,13 @@ enum { LABEL_COLS = 9, VALUE_COLS = 10 };
 
 static const char TAG_CHARS[VZ_NTAGS] = {'P', 'G', 'M', 'O', 'A', 'C', '.', 'H'};
 
+/* The device tags: every one but host, which is another pool (as mem_current_total counts them). */
+static bool on_device(int tag) { return tag != VZ_TAG_HOST; }
+
 static double total(const double v[VZ_NTAGS]) {
     double t = 0;
-    for (int i = 0; i < VZ_NTAGS; i++) t += v[i];
+    for (int i = 0; i < VZ_NTAGS; i++)
+        if (on_device(i)) t += v[i];
     return t;
 }
 
@@ -20,6 +25,7 @@ static void stacked_bar(WINDOW *w, int y, int x, int width, const double v[VZ_NT
     double cum = 0;
     int at = 0;
     for (int t = 0; t < VZ_NTAGS; t++) {
+        if (!on_device(t)) continue;
         cum += v[t];
         int end = scale > 0 ? (int)(cum / scale * width + 0.5) : 0;
         if (end > width) end = width;
@@ -85,6 +91,7 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
     else vz_text(w, y++, 0, cols, vz_attr(s, VZ_PAIR_DIM), "plan     (the run header has no plan)");
     int x = 0;
     for (int t = 0; t < VZ_NTAGS; t++) {
+        if (!on_device(t)) continue;
         vz_char(w, y, x, vz_attr(s, VZ_PAIR_TAG + t) | (s->color ? A_REVERSE : 0), TAG_CHARS[t]);
         x += 1 + vz_text(w, y, x + 1, cols - x - 1, A_NORMAL, " %s", VZ_TAG_NAMES[t]) + 2;
     }
@@ -94,7 +101,8 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
     const vz_mem *mem = &m->ranks[v->rank].mem;
     vz_text(w, y++, 0, cols, A_BOLD, "rank %-3d %12s %12s %12s %10s", v->rank, "now", "peak", "plan", "peak/plan");
     char a[24], b[24], c[24];
-    for (int t = 0; t < VZ_NTAGS && y < rows; t++, y++) {
+    for (int t = 0; t < VZ_NTAGS && y < rows; t++) {
+        if (!on_device(t)) continue;
         double plan = m->have_plan ? m->plan[t] : 0;
         char ratio[24] = "-";
         if (plan > 0 && mem->valid) snprintf(ratio, sizeof ratio, "%.0f%%", 100 * mem->peak[t] / plan);
@@ -102,6 +110,7 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
                 mem->valid ? vz_fmt_bytes(mem->current[t], a, sizeof a) : "-",
                 mem->valid ? vz_fmt_bytes(mem->peak[t], b, sizeof b) : "-",
                 m->have_plan ? vz_fmt_bytes(plan, c, sizeof c) : "-", ratio);
+        y++;
     }
     if (y < rows) {
         char ratio[24] = "-";
@@ -111,7 +120,18 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
                 mem->valid ? vz_fmt_bytes(total(mem->current), a, sizeof a) : "-",
                 mem->valid ? vz_fmt_bytes(mem->peak_total, b, sizeof b) : "-", m->have_plan ? vz_fmt_bytes(plan, c, sizeof c) : "-",
                 ratio);
+        y++;
     }
-    if (mem->valid && y + 1 < rows)
-        vz_text(w, y + 1, 0, cols, vz_attr(s, VZ_PAIR_DIM), "as of step %lld", mem->step);
+    /* Host memory on its own line, outside the device total, when the run offloads anything there. */
+    double host_plan = m->have_plan ? m->plan[VZ_TAG_HOST] : 0;
+    if (y < rows && ((mem->valid && mem->peak[VZ_TAG_HOST] > 0) || host_plan > 0)) {
+        char ratio[24] = "-";
+        if (host_plan > 0 && mem->valid) snprintf(ratio, sizeof ratio, "%.0f%%", 100 * mem->peak[VZ_TAG_HOST] / host_plan);
+        vz_text(w, y++, 0, cols, vz_attr(s, VZ_PAIR_DIM), "%-8s %12s %12s %12s %10s  (host memory, not in the total)",
+                VZ_TAG_NAMES[VZ_TAG_HOST], mem->valid ? vz_fmt_bytes(mem->current[VZ_TAG_HOST], a, sizeof a) : "-",
+                mem->valid ? vz_fmt_bytes(mem->peak[VZ_TAG_HOST], b, sizeof b) : "-",
+                host_plan > 0 ? vz_fmt_bytes(host_plan, c, sizeof c) : "-", ratio);
+    }
+    if (mem->valid && y < rows)
+        vz_text(w, y, 0, cols, vz_attr(s, VZ_PAIR_DIM), "as of step %lld", mem->step);
 }

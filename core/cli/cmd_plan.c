@@ -45,6 +45,8 @@ static void usage(FILE *out) {
             "  --seq s            tokens per sequence (default: the model's context T)\n"
             "  --recompute P      none (default) | selective (drop attention scores) | full (keep block inputs)\n"
             "  --dropout on|off   dropout masks kept for backward (default: on for gpt2, off for llama)\n"
+            "  --offload          ZeRO-Offload: fp32 master weights and optimizer states (with an fp32 gradient\n"
+            "                     buffer) of the rank's partition in host memory; shows device and host bytes\n"
             "  --device-memory M  say whether the plan fits in M bytes per rank: 24GB, 80GiB (GB = 1e9, GiB = 2^30)\n"
             "\n"
             "output\n"
@@ -72,6 +74,7 @@ typedef struct {
     uint64_t bare_params;
     /* run */
     int recipe, optimizer, recompute, dropout, zero;
+    int offload;
     uint64_t world, batch, seq;
     double device_memory; /* bytes; 0 = not given */
     const char *device_memory_text;
@@ -132,7 +135,8 @@ static void parse_options(int argc, char **argv, plan_options *o) {
         int *field;
         int value;
     } flags[] = {{"--tied", &o->tied, 1},          {"--untied", &o->tied, 0},     {"--presets", &presets_table, 1},
-                 {"--explain", &explain, 1},       {"--json", &output, OUT_JSON}, {"--tsv", &output, OUT_TSV}};
+                 {"--explain", &explain, 1},       {"--json", &output, OUT_JSON}, {"--tsv", &output, OUT_TSV},
+                 {"--offload", &o->offload, 1}};
     const struct {
         const char *name;
         uint64_t *field;
@@ -314,6 +318,7 @@ static plan_run build_run(const plan_options *o, const plan_model *m) {
     if (o->world) run.world = o->world;
     if (o->batch) run.batch = o->batch;
     if (o->seq) run.seq = o->seq;
+    run.offload = o->offload;
     return run;
 }
 
@@ -341,9 +346,9 @@ static double gib(uint64_t bytes) { return (double)bytes / 1073741824.0; }
 static const char *const zero_shards[4] = {"nothing", "optim + master", "+ grads", "+ params"};
 
 static void print_run_line(const plan_model *m, const plan_run *run, const plan_result *r) {
-    printf("mixpar plan: %s, %s, %s, ZeRO-%d over N = %llu", m ? m->name : "bare parameter count",
+    printf("mixpar plan: %s, %s, %s, ZeRO-%d%s over N = %llu", m ? m->name : "bare parameter count",
            plan_recipe_get(run->recipe)->name, plan_optimizer_get(run->optimizer)->name, run->zero_stage,
-           (unsigned long long)run->world);
+           run->offload ? "-Offload" : "", (unsigned long long)run->world);
     if (r->has_activations)
         printf(", micro-batch b = %llu x seq s = %llu, recompute %s, dropout %s", (unsigned long long)run->batch,
                (unsigned long long)run->seq, plan_recompute_name(run->recompute), run->dropout ? "on" : "off");
@@ -372,6 +377,18 @@ static void print_fit(uint64_t total, const plan_options *o) {
                ((double)total - device) / 1e9, (double)total / device);
 }
 
+/* Offload: the host's share, below the device's total, which it is not part of. */
+static void print_host(const plan_run *run, const plan_result *r) {
+    uint64_t partition = run->zero_stage >= 1 ? r->shard_elements : r->params;
+    uint64_t per_element = partition ? r->bytes[MEM_HOST] / partition : 0;
+    printf("%-16s %-18s %7llu %15s %17s %11.3f %11.3f\n", "host (offload)", "fp32 master+grad+K",
+           (unsigned long long)per_element, commas(partition), commas(r->bytes[MEM_HOST]), gb(r->bytes[MEM_HOST]),
+           gib(r->bytes[MEM_HOST]));
+    printf("  (host memory, not the device's: the total above is the device's; per step %s bytes of gradients\n"
+           "   go down and %s bytes of weights come up, in the recipe's formats)\n",
+           commas(partition * r->per_param[MEM_GRAD]), commas(partition * r->per_param[MEM_PARAM]));
+}
+
 static void print_single_table(const plan_model *m, const plan_run *run, const plan_result *r,
                                const plan_options *o) {
     const plan_recipe_info *recipe = plan_recipe_get(run->recipe);
@@ -396,10 +413,12 @@ static void print_single_table(const plan_model *m, const plan_run *run, const p
                  opt->name);
     else
         snprintf(kept[MEM_OPTIM], sizeof kept[0], "(none: %s)", opt->name);
+    if (run->offload) /* their bytes are in the host row below */
+        for (int tag = MEM_MASTER; tag <= MEM_OPTIM; tag++) snprintf(kept[tag], sizeof kept[0], "(on the host)");
     uint64_t per_param_total = 0;
     for (int tag = MEM_PARAM; tag <= MEM_OPTIM; tag++) {
         uint64_t held = r->per_param[tag] ? r->bytes[tag] / r->per_param[tag] : 0;
-        per_param_total += r->per_param[tag];
+        if (!run->offload || tag < MEM_MASTER) per_param_total += r->per_param[tag]; /* the device's bytes */
         printf("%-16s %-18s %7llu %15s %17s %11.3f %11.3f\n", mem_tag_name((mem_tag)tag), kept[tag],
                (unsigned long long)r->per_param[tag], r->per_param[tag] ? commas(held) : "-", commas(r->bytes[tag]),
                gb(r->bytes[tag]), gib(r->bytes[tag]));
@@ -425,6 +444,7 @@ static void print_single_table(const plan_model *m, const plan_run *run, const p
     if (r->zero3_gather_bytes)
         printf("  (ZeRO-3 also gathers one block's full weights while it runs: %s bytes more, transient)\n",
                commas(r->zero3_gather_bytes));
+    if (run->offload) print_host(run, r);
     printf("\n");
     print_fit(r->total_bytes, o);
     if (!o->explain)
@@ -530,6 +550,7 @@ static void json_plan(const plan_model *m, const plan_run *run, const plan_resul
     printf(",\n%s \"run\": {\"recipe\": \"%s\", \"optimizer\": \"%s\", \"zero_stage\": %d, \"world\": %llu", indent,
            plan_recipe_get(run->recipe)->name, plan_optimizer_get(run->optimizer)->name, run->zero_stage,
            (unsigned long long)run->world);
+    if (run->offload) printf(", \"offload\": true");
     if (r->has_activations)
         printf(", \"batch\": %llu, \"seq\": %llu, \"recompute\": \"%s\", \"dropout\": %s",
                (unsigned long long)run->batch, (unsigned long long)run->seq, plan_recompute_name(run->recompute),
@@ -544,6 +565,7 @@ static void json_plan(const plan_model *m, const plan_run *run, const plan_resul
            (unsigned long long)r->bytes[MEM_GRAD], (unsigned long long)r->bytes[MEM_MASTER],
            (unsigned long long)r->bytes[MEM_OPTIM], (unsigned long long)r->bytes[MEM_ACT],
            (unsigned long long)r->model_state_bytes, (unsigned long long)r->total_bytes);
+    if (run->offload) printf(",\n%s \"host_bytes\": %llu", indent, (unsigned long long)r->bytes[MEM_HOST]);
     if (r->has_activations)
         printf(",\n%s \"activations\": {\"block_full\": %llu, \"block_kept\": %llu, \"working_set\": %llu, "
                "\"outside\": %llu, \"total\": %llu}", indent, (unsigned long long)r->act.block_full,

@@ -413,12 +413,14 @@ void optim_config_format(const optim_config *cfg, char *out, size_t outlen) {
 
 /* ================================================================ state and step */
 
-void optim_state_init(optim_state *st, optim_kind kind, size_t n) {
+void optim_state_init_tagged(optim_state *st, optim_kind kind, size_t n, mem_tag tag) {
     int floats = optim_info_of(kind)->state_floats;
     *st = (optim_state){.kind = kind, .n = n};
-    if (floats >= 1) st->m = mem_alloc(n * sizeof(float), MEM_OPTIM, kind == OPTIM_MOMENTUM ? "optim.buf" : "optim.m");
-    if (floats >= 2) st->v = mem_alloc(n * sizeof(float), MEM_OPTIM, "optim.v");
+    if (floats >= 1) st->m = mem_alloc(n * sizeof(float), tag, kind == OPTIM_MOMENTUM ? "optim.buf" : "optim.m");
+    if (floats >= 2) st->v = mem_alloc(n * sizeof(float), tag, "optim.v");
 }
+
+void optim_state_init(optim_state *st, optim_kind kind, size_t n) { optim_state_init_tagged(st, kind, n, MEM_OPTIM); }
 
 void optim_state_free(optim_state *st) {
     mem_free(st->m);

@@ -45,6 +45,8 @@
 #ifndef MIXPAR_OPTIM_OPTIMIZER_H
 #define MIXPAR_OPTIM_OPTIMIZER_H
 
+#include "base/mem.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -147,6 +149,9 @@ typedef struct {
 
 /* Allocates zeroed state for n parameters under MEM_OPTIM ("optim.m", "optim.v"). */
 void optim_state_init(optim_state *st, optim_kind kind, size_t n);
+/* The same under another memory tag: ZeRO-Offload keeps the state in host memory
+ * (MEM_HOST), where it is counted apart from the device's bytes. */
+void optim_state_init_tagged(optim_state *st, optim_kind kind, size_t n, mem_tag tag);
 void optim_state_free(optim_state *st);
 
 /* One parameter span: a tensor, or a shard of one. */

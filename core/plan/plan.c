@@ -144,11 +144,22 @@ static void fail_on(bool ok, const plan_problem *why) {
     MP_FAIL(why->expected, "%s", why->found);
 }
 
+/* ZeRO-Offload (plan.h): the optimizer's partition of master and states to the host, with a gradient buffer. */
+static void move_to_host(uint64_t params, const plan_run *run, plan_result *out) {
+    if (!run->offload) return;
+    uint64_t partition = run->zero_stage >= 1 ? out->shard_elements : params;
+    uint64_t fp32 = plan_dtype_bytes(PLAN_FP32);
+    out->bytes[MEM_HOST] = partition * (fp32 /* master */ + fp32 /* gradients */) + out->bytes[MEM_OPTIM];
+    out->bytes[MEM_MASTER] = 0;
+    out->bytes[MEM_OPTIM] = 0;
+}
+
 static void fill_model_states(uint64_t params, const plan_run *run, plan_result *out) {
     out->params = params;
     out->shard_elements = (params + run->world - 1) / run->world;
     plan_bytes_per_param(run->recipe, run->optimizer, out->per_param);
     plan_model_state_bytes(params, run, out->bytes);
+    move_to_host(params, run, out);
     out->model_state_bytes = 0;
     for (int tag = MEM_PARAM; tag <= MEM_OPTIM; tag++) out->model_state_bytes += out->bytes[tag];
     out->total_bytes = out->model_state_bytes;

@@ -130,6 +130,8 @@ typedef struct {
     uint64_t seq;             /* s: tokens per sequence */
     plan_recompute recompute;
     bool dropout;             /* dropout layers present: their 1-byte masks are kept */
+    bool offload;             /* ZeRO-Offload: the rank's partition of the fp32 master weights and optimizer
+                               * states, with an fp32 buffer for its gradients, in host memory (MEM_HOST) */
 } plan_run;
 
 /* bf16-mixed, AdamW, ZeRO-0, N = 1, b = 1, s = T, no recompute, dropout on for GPT-2 (it was trained
@@ -199,14 +201,22 @@ typedef struct {
     uint64_t params;              /* Psi */
     uint64_t shard_elements;      /* ceil(Psi / N): elements of a sharded state on one rank */
     uint64_t per_param[MEM_NTAGS];/* bytes per parameter by tag, before sharding */
-    uint64_t bytes[MEM_NTAGS];    /* per rank by allocator tag: param, grad, master, optim, act (comm, other: 0) */
-    uint64_t model_state_bytes;   /* param + grad + master + optim */
-    uint64_t total_bytes;         /* model states + activations */
+    uint64_t bytes[MEM_NTAGS];    /* per rank by allocator tag: param, grad, master, optim, act (comm, other: 0);
+                                   * host: what offload keeps in host memory (outside the totals below) */
+    uint64_t model_state_bytes;   /* param + grad + master + optim, on the device */
+    uint64_t total_bytes;         /* model states + activations, on the device */
     bool has_activations;         /* false for a plan from a bare parameter count */
     plan_activations act;
     uint64_t zero3_gather_bytes;  /* ZeRO-3 only: one block's full working weights, gathered while it runs
                                    * (a transient, not in the totals) */
 } plan_result;
+
+/* ZeRO-Offload (run->offload) moves the rank's fp32 master weights and optimizer states from the device's tags
+ * (bytes[MEM_MASTER], bytes[MEM_OPTIM] become 0) to bytes[MEM_HOST], which also holds an fp32 gradient buffer of
+ * the same partition; a recipe without a master copy (fp32) gets one on the host, since the host's update
+ * needs weights of its own to write. The partition is the optimizer's: ceil(Psi/N) elements from stage 1 on,
+ * all Psi at stage 0 (one rank, or a plan of what one rank would hold). So for Adam: 4 + 4 + 8 = 16 bytes per
+ * partition element on the host, and the device keeps only the working weights and their gradients. */
 
 /* Validates (plan_model_problem / plan_run_problem) and stops with a message and exit 2 on a problem. */
 void plan_compute(const plan_model *m, const plan_run *run, plan_result *out);

@@ -577,7 +577,9 @@ static bool resolve_precision_and_zero(train_config *cfg, const cJSON *root, dat
         cfg->fsdp.backward_prefetch = cfg->zero.stage3_prefetch_bucket_size > 0 ? 0 : 1;
     }
     if (cfg->zero.offload_optimizer != OFFLOAD_NONE && cfg->zero.stage == 0)
-        return DATA_ERR(err, "zero_optimization.offload_optimizer with stage 1, 2 or 3", NULL,
+        return DATA_ERR(err, "zero_optimization.offload_optimizer with stage 1, 2 or 3",
+                        "ZeRO-Offload offloads the partition ZeRO gives each rank, as DeepSpeed requires: set "
+                        "zero_optimization.stage to 1 or 2 (on one rank the partition is the whole model)",
                         "offload_optimizer.device \"%s\" with zero_optimization.stage 0",
                         offload_names[cfg->zero.offload_optimizer]);
     return true;

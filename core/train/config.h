@@ -145,8 +145,9 @@ typedef struct {
  * contiguous_memory_optimization, number_checkpoints, synchronize_checkpoint_boundary, profile) tune its
  * checkpoint() wrapper, which the model code calls around the blocks it chooses; mixpar's model chooses
  * the blocks itself from the policy, keeps one block's recompute buffers in its own contiguous layout,
- * has no model parallelism to partition over and offloads nothing (optimizer offload is lab 19). So
- * they are unknown keys here, with the error naming the keys there are, rather than read and ignored. */
+ * has no model parallelism to partition over and offloads no activations (the optimizer's offload is
+ * zero_optimization.offload_optimizer, lab 18 part D). So they are unknown keys here, with the error
+ * naming the keys there are, rather than read and ignored. */
 typedef struct {
     int policy;                              /* model_recompute: "none" [default], "every", "every_k",
                                               * "selective" */

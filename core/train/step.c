@@ -20,9 +20,12 @@ static void step_defaults(train_step *s) {
     s->found_inf_comm = NULL;
     s->inject_inf_at = -1;
     s->updates = 0;
+    s->host_master = s->host_grads = NULL;
+    s->host_spans = NULL;
 }
 
-void train_step_init(train_step *s, model *m, const optim_config *opt, double grad_clip) {
+/* The spans over the whole model: one per registry tensor. */
+static void lay_out_whole(train_step *s, model *m, const optim_config *opt, double grad_clip) {
     s->m = m;
     s->opt = *opt;
     s->grad_clip = grad_clip;
@@ -44,10 +47,10 @@ void train_step_init(train_step *s, model *m, const optim_config *opt, double gr
                                    t[i].decay && !t[i].frozen};
         s->clips[i] = (clip_span){model_grads(m) + t[i].offset, t[i].size};
     }
-    optim_state_init(&s->state, opt->kind, model_num_params(m));
 }
 
-void train_step_init_zero(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z) {
+/* The spans over this rank's ZeRO shard. */
+static void lay_out_shard(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z) {
     s->m = m;
     s->opt = *opt;
     s->grad_clip = grad_clip;
@@ -56,6 +59,21 @@ void train_step_init_zero(train_step *s, model *m, const optim_config *opt, doub
     s->fsdp = NULL;
     step_defaults(s);
     zero_shard_spans(z, &s->spans, &s->clips, &s->nspans);
+}
+
+static size_t span_elems(const train_step *s) {
+    size_t total = 0;
+    for (int i = 0; i < s->nspans; i++) total += s->spans[i].n;
+    return total;
+}
+
+void train_step_init(train_step *s, model *m, const optim_config *opt, double grad_clip) {
+    lay_out_whole(s, m, opt, grad_clip);
+    optim_state_init(&s->state, opt->kind, model_num_params(m));
+}
+
+void train_step_init_zero(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z) {
+    lay_out_shard(s, m, opt, grad_clip, z);
     optim_state_init(&s->state, opt->kind, zero_shard_elems(z));
 }
 
@@ -69,6 +87,27 @@ void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, doub
     step_defaults(s);
     fsdp_shard_spans(f, &s->spans, &s->clips, &s->nspans);
     optim_state_init(&s->state, opt->kind, fsdp_shard_elems(f));
+}
+
+/* Written over s->spans only, whatever laid them out (the whole model, a ZeRO-1/2 shard, or any other
+ * span set), so any sharding can offload. The state is allocated on the host from the start: nothing of
+ * it ever occupies the device, not even for a moment (MEM_OPTIM's peak stays 0). */
+void train_step_init_offload(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z) {
+    if (z) lay_out_shard(s, m, opt, grad_clip, z);
+    else lay_out_whole(s, m, opt, grad_clip);
+    size_t total = span_elems(s);
+    optim_state_init_tagged(&s->state, opt->kind, total, MEM_HOST);
+    s->host_master = mem_alloc(total * sizeof(float), MEM_HOST, "offload.master");
+    s->host_grads = mem_alloc(total * sizeof(float), MEM_HOST, "offload.grads");
+    s->host_spans = calloc((size_t)s->nspans, sizeof *s->host_spans);
+    MP_ASSERT(s->host_spans, "out of memory");
+    size_t at = 0;
+    for (int i = 0; i < s->nspans; i++) {
+        size_t n = s->spans[i].n;
+        memcpy(s->host_master + at, s->spans[i].param, n * sizeof(float));
+        s->host_spans[i] = (optim_span){s->host_master + at, s->host_grads + at, n, s->spans[i].decay};
+        at += n;
+    }
 }
 
 /* The global norm from the shards: each rank's sum of squares, summed over ranks; then clipping of the
@@ -90,6 +129,9 @@ void train_step_free(train_step *s) {
     optim_state_free(&s->state);
     mem_free(s->master);
     free(s->master_spans);
+    mem_free(s->host_master);
+    mem_free(s->host_grads);
+    free(s->host_spans);
     free(s->spans);
     free(s->clips);
 }
@@ -130,6 +172,8 @@ void train_step_set_amp(train_step *s, amp_recipe recipe, const amp_scaler_confi
     s->rounding_seed = seed;
     const fp_format *low = low_weights(s);
     if (!low) return;
+    MP_ASSERT(!s->host_spans, "recipe %s keeps 16-bit weights: not with optimizer offload (the trainer refuses it)",
+              s->amp->name);
     if (s->amp->master_fp32) {
         MP_ASSERT(!s->zero, "fp16-o2 master weights under ZeRO are not supported (the trainer refuses it)");
         size_t total = 0;
@@ -173,6 +217,9 @@ static void write_working_weights(train_step *s) {
 }
 
 void train_step_sync_working_weights(train_step *s) {
+    if (s->host_spans)
+        for (int i = 0; i < s->nspans; i++)
+            memcpy(s->host_spans[i].param, s->spans[i].param, s->spans[i].n * sizeof(float));
     const fp_format *low = low_weights(s);
     if (!low) return;
     for (int i = 0; i < s->nspans; i++) {
@@ -199,6 +246,50 @@ static bool agree_found_inf(train_step *s, bool found_inf) {
     /* LAB 17 END */
 }
 
+/* ------------------------------------------------------------------ ZeRO-Offload */
+
+/* Copies bytes between device and host memory, counting them and the seconds they took. On this CPU build
+ * both pools are in the same RAM and the copy is a memcpy; on a GPU it is a cudaMemcpy over PCIe (about
+ * 25 GB/s on PCIe 4.0 x16 from pinned memory), which is where offload's cost lies. */
+static void offload_copy(void *dst, const void *src, size_t bytes, size_t *counted, double *seconds) {
+    double t0 = mp_now();
+    memcpy(dst, src, bytes);
+    *seconds += mp_now() - t0;
+    *counted += bytes;
+}
+
+/* ZeRO-Offload's update (lab 18). On entry the device's gradients of the spans (s->spans[i].grad) are
+ * final: reduced across ranks, unscaled, checked and clipped. The host holds, for the same spans end to end,
+ * the fp32 master weights (s->host_spans[i].param), a gradient buffer (s->host_spans[i].grad) and the
+ * optimizer state (s->state, laid out like the host spans). The update:
+ *   1. copy each span's gradients device -> host, into its host span's gradient buffer (offload_copy,
+ *      counted in st->d2h_bytes and st->copy_s);
+ *   2. step the optimizer on the host spans with the host state (optim_step), timed into st->update_s;
+ *   3. copy each host span's updated weights host -> device, into the span's weights (offload_copy,
+ *      counted in st->h2d_bytes and st->copy_s), where the next forward reads them.
+ * The host master is the only copy the optimizer writes; the device weights are its copy, so nothing is
+ * lost between steps, and the result is bit for bit what optim_step on the device spans would give. */
+static void offloaded_update(train_step *s, double lr, train_step_offload_stats *st) {
+    /* LAB 18 BEGIN optimizer offload: gradients down to the host, the update on the host, the weights back up */
+    for (int i = 0; i < s->nspans; i++)
+        offload_copy((float *)s->host_spans[i].grad, s->spans[i].grad, s->spans[i].n * sizeof(float), &st->d2h_bytes,
+                     &st->copy_s);
+    double t0 = mp_now();
+    optim_step(&s->opt, &s->state, s->host_spans, s->nspans, lr);
+    st->update_s += mp_now() - t0;
+    for (int i = 0; i < s->nspans; i++)
+        offload_copy(s->spans[i].param, s->host_spans[i].param, s->spans[i].n * sizeof(float), &st->h2d_bytes,
+                     &st->copy_s);
+    /* LAB 18 END */
+}
+
+/* The optimizer's update of a step that is taken: optim_step over `update` (the spans, or their fp32 master
+ * copy under fp16-o2) on the device, or with offload the host's update (then `update` is s->spans). */
+static void optimizer_update(train_step *s, const optim_span *update, double lr, train_step_result *r) {
+    if (s->host_spans) offloaded_update(s, lr, &r->offload);
+    else optim_step(&s->opt, &s->state, update, s->nspans, lr);
+}
+
 static double clip_step_norm(train_step *s) {
     if (s->zero || s->fsdp) return clip_sharded(s);
     return s->grad_clip > 0 ? clip_grad_norm(s->clips, s->nspans, s->grad_clip) : clip_global_norm(s->clips, s->nspans);
@@ -210,9 +301,9 @@ static double clip_step_norm(train_step *s) {
  *   1. unscale them once (amp_scaler_unscale: g *= 1/S, and found_inf in the same pass) -> r->found_inf_local;
  *   2. agree on found_inf with the other ranks (agree_found_inf);
  *   3. on finite gradients only: the global norm and the clip (clip_step_norm: of the unscaled gradients,
- *      so max_norm means what it says whatever S is) -> r->grad_norm (NAN on a skip), then optim_step over
- *      `update` (the fp32 master copy under fp16-o2); on a skip nothing of the weights, the moments or the
- *      optimizer's step count changes;
+ *      so max_norm means what it says whatever S is) -> r->grad_norm (NAN on a skip), then optimizer_update
+ *      over `update` (optim_step on the fp32 master copy under fp16-o2, the host's update under offload); on a
+ *      skip nothing of the weights, the moments or the optimizer's step count changes;
  *   4. let the scaler react, once (amp_scaler_update with the agreed found_inf) -> r->update.
  * The caller then reads r->update.skipped and writes the working weights. */
 static void amp_finish(train_step *s, train_step_result *r, double lr) {
@@ -232,7 +323,7 @@ static void amp_finish(train_step *s, train_step_result *r, double lr) {
     r->grad_norm = NAN;
     if (!found_inf) {
         r->grad_norm = clip_step_norm(s);
-        optim_step(&s->opt, &s->state, update, s->nspans, lr);
+        optimizer_update(s, update, lr, r);
     }
     /* 4. The scaler learns from this step: grow after a clean interval, back off on an overflow. */
     r->update = amp_scaler_update(&s->scaler, found_inf);
@@ -276,7 +367,7 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
         r.skipped = !clip_norm_is_finite(r.grad_norm);
         r.update = (amp_update){.skipped = r.skipped, .scale = 1, .next_scale = 1, .status = AMP_SCALER_OK};
         if (!r.skipped) {
-            optim_step(&s->opt, &s->state, s->spans, s->nspans, lr);
+            optimizer_update(s, s->spans, lr, &r);
             s->updates++;
             if (s->zero) zero_allgather_params(s->zero); /* each rank updated its shard: make replicas whole */
         }

@@ -37,7 +37,20 @@ typedef struct {
                           * (0-based; -1 = never): a rank-local overflow */
     long updates;        /* optimizer steps taken (the stochastic rounding's step number) */
     comm_t *found_inf_comm; /* data parallel: the ranks that must agree on found_inf (lab 17); or NULL */
+    /* ZeRO-Offload (train_step_init_offload): the optimizer state (s->state) and these live in host memory
+     * (MEM_HOST), and the update runs there; host_spans == NULL: no offload. */
+    float *host_master;     /* fp32 master weights of the spans, end to end (the spans' n floats) */
+    float *host_grads;      /* the spans' final gradients, copied down every step (as many floats) */
+    optim_span *host_spans; /* one per span, over host_master and host_grads: what the host update steps */
 } train_step;
+
+/* What ZeRO-Offload moved in one step and what it cost (all zero without offload and on a skipped step). */
+typedef struct {
+    size_t d2h_bytes;    /* gradients copied device -> host */
+    size_t h2d_bytes;    /* updated fp32 weights copied host -> device */
+    double copy_s;       /* seconds of both copies */
+    double update_s;     /* seconds of the optimizer update on the host */
+} train_step_offload_stats;
 
 typedef struct {
     float loss;          /* mean over the micro-batches */
@@ -46,7 +59,8 @@ typedef struct {
     bool skipped;        /* no update: gradients not finite (under a scaler: found_inf, agreed by all ranks) */
     bool found_inf_local;/* this rank's own finding, before the ranks agreed */
     amp_update update;   /* the loss scaler's decision (scale 1, never skipped, when amp is NULL) */
-    double t_forward, t_backward, t_optimizer; /* seconds */
+    double t_forward, t_backward, t_optimizer; /* seconds (t_optimizer includes the offload's copies) */
+    train_step_offload_stats offload;
 } train_step_result;
 
 void train_step_init(train_step *s, model *m, const optim_config *opt, double grad_clip);
@@ -58,6 +72,16 @@ void train_step_init_zero(train_step *s, model *m, const optim_config *opt, doub
  * the norm is summed over the shard group, and nothing is gathered after the update (the next forward
  * gathers the layers it runs). No s->ddp. */
 void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, double grad_clip, fsdp *f);
+/* ZeRO-Offload (Ren et al. 2021): the same spans as train_step_init (z == NULL: the whole model) or
+ * train_step_init_zero (z: this rank's shard), with the optimizer state, an fp32 master copy of the spans'
+ * weights and a buffer for their gradients allocated in host memory (MEM_HOST) instead of the device: the
+ * device keeps only the working weights and their gradients. Every step, once the gradients are final
+ * (reduced, unscaled, checked, clipped, all on the device as without offload), they are copied down to the
+ * host, the optimizer updates the host master, and the master is copied back up into the spans' weights:
+ * 4 bytes per span element each way. The arithmetic is the same, in the same order, so a run is bit for
+ * bit the run without offload. Weights kept in 16 bits (fp16-o2, bf16-pure) are not supported: call
+ * train_step_set_amp afterwards with an autocast recipe or fp32 only (it asserts). */
+void train_step_init_offload(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z);
 void train_step_free(train_step *s);
 
 /* Mixed precision for the step (call after init, before the first step; the model's compute mode is
@@ -77,7 +101,8 @@ void train_step_set_amp(train_step *s, amp_recipe recipe, const amp_scaler_confi
  * checkpoints: n floats of the spans, in span order. */
 const optim_span *train_step_update_spans(const train_step *s);
 /* After the weights the optimizer updates were changed from outside (a checkpoint was loaded): make the
- * model's working weights their low-precision rounding again (fp16-o2: from the master copy). */
+ * model's working weights their low-precision rounding again (fp16-o2: from the master copy); under
+ * offload, make the host's master copy the spans' weights again. */
 void train_step_sync_working_weights(train_step *s);
 
 /* One step: zero the gradients; for each of `accum` micro-batches (inputs + k*B*T, targets likewise) run

@@ -94,7 +94,8 @@ static uint64_t params_hash(model *m) {
 static void check_memory(const train_config *cfg, const model_config *mc) {
     size_t n = model_count_params(mc);
     size_t params = n * sizeof(float), grads = n * sizeof(float);
-    size_t optim = optim_state_bytes(cfg->optimizer.kind, n);
+    /* Offloaded, the optimizer state is in host memory: max_memory is the device's. */
+    size_t optim = cfg->zero.offload_optimizer == OFFLOAD_CPU ? 0 : optim_state_bytes(cfg->optimizer.kind, n);
     size_t acts = model_activation_bytes(mc, cfg->micro_batch, cfg->data.seq_len);
     size_t total = params + grads + optim + acts;
     uint64_t limit = cfg->train.max_memory;
@@ -215,6 +216,7 @@ void trainer_plan(const train_config *cfg, const model_config *mc, plan_result *
         pr.zero_stage = cfg->zero.stage;
         pr.world = (uint64_t)cfg->world;
     }
+    pr.offload = cfg->zero.offload_optimizer == OFFLOAD_CPU; /* master and optimizer state on the host */
     plan_compute(&pm, &pr, out);
 }
 
@@ -385,7 +387,6 @@ static void restore_scaler(train_step *ts, const ckpt_meta *meta, int nmeta, con
     if (!amp_scaler_load_state(&ts->scaler, kv, n, &err))
         MP_FAIL_HINT(err.expected, "resume with the precision settings the checkpoint was written with", "%s: %s", path,
                      err.found);
-    train_step_sync_working_weights(ts);
 }
 
 /* A sharded checkpoint, whatever world size wrote it: the parameters whole on every rank (every layout
@@ -426,6 +427,7 @@ static long load_sharded(const char *dir, train_step *ts, loader *tl, comm_t *co
         restore_scaler(ts, meta, nm, dir);
         free(meta);
     }
+    train_step_sync_working_weights(ts); /* the rounded working weights, or the offload's host master */
     uint64_t step, optim_step, epoch, batch;
     ckpt_sharded_meta_u64(ck, "step", &step, NULL);
     ckpt_sharded_meta_u64(ck, "optim_step", &optim_step, NULL);
@@ -468,6 +470,7 @@ static long load_checkpoint(const char *path, train_step *ts, loader *tl, comm_t
         restore_scaler(ts, meta, nm, path);
         free(meta);
     }
+    train_step_sync_working_weights(ts); /* the rounded working weights, or the offload's host master */
     uint64_t step, optim_step, epoch, batch;
     ckpt_meta_u64(f, "step", &step, NULL);
     ckpt_meta_u64(f, "optim_step", &optim_step, NULL);
@@ -610,6 +613,35 @@ static void diagnose_skip(ev_writer *ev, train_step *ts, const train_step_result
     if (!quiet) fputs(d.message, stderr);
 }
 
+/* ------------------------------------------------------------------ optimizer offload */
+
+/* ZeRO-Offload (train/step.h) runs with ZeRO stage 1 or 2 (the config refuses stage 0) to the host's memory
+ * ("cpu"), with weights kept in fp32 on the device (fp32 and the autocast recipes). */
+static void check_offload(const train_config *cfg, const amp_setup *precision) {
+    if (cfg->zero.offload_optimizer == OFFLOAD_NONE) return;
+    if (cfg->zero.offload_optimizer == OFFLOAD_NVME)
+        MP_FAIL_HINT("zero_optimization.offload_optimizer.device \"cpu\" or \"none\"",
+                     "there is no NVMe tier here (ZeRO-Infinity's); \"cpu\" keeps the optimizer state in host memory",
+                     "offload_optimizer.device \"nvme\"");
+    const amp_recipe_info *r = amp_recipe_get(precision->recipe);
+    if (!r->autocast && r->weights != &FP_FP32)
+        MP_FAIL_HINT("offload_optimizer with fp32 weights on the device (recipe fp32, fp16 or bf16)",
+                     "fp16-o2 and bf16-pure keep 16-bit weights, whose update the host would have to round; use the "
+                     "autocast recipe of the same format (fp16.enabled or bf16.enabled, fp32 weights)",
+                     "offload_optimizer.device \"cpu\" with recipe %s", r->name);
+}
+
+/* What offload keeps on the host, in the run's first lines: the bytes, and what crosses per step. */
+static void print_offload(const train_step *ts, int world) {
+    size_t elems = 0;
+    for (int i = 0; i < ts->nspans; i++) elems += ts->spans[i].n;
+    printf("offload: optimizer state and fp32 master on the host (%.1f MB%s: state %.1f, master %.1f, gradient "
+           "buffer %.1f); copies per step: %.1f MB of gradients down, %.1f MB of weights up\n",
+           mem_current(MEM_HOST) / 1e6, world > 1 ? " per rank" : "",
+           optim_state_bytes(ts->state.kind, ts->state.n) / 1e6, elems * sizeof(float) / 1e6,
+           elems * sizeof(float) / 1e6, elems * sizeof(float) / 1e6, elems * sizeof(float) / 1e6);
+}
+
 /* ------------------------------------------------------------------ the loop */
 
 trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
@@ -631,9 +663,6 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             MP_FAIL_HINT("communication.hook \"allreduce\" with zero_optimization.stage 1 or 2",
                          "ZeRO reduce-scatters the fp32 gradients itself; the compression hooks are for stage 0",
                          "communication.hook \"%s\" with stage %d", ddp_hook_names[cfg->comm.hook], cfg->zero.stage);
-        if (cfg->zero.offload_optimizer != OFFLOAD_NONE)
-            MP_FAIL_HINT("offload_optimizer.device \"none\"", "optimizer offload is not implemented in this trainer",
-                         "offload_optimizer with zero_optimization.stage %d", cfg->zero.stage);
     }
     if (cfg->fsdp.enabled) {
         if (cfg->comm.hook != 0)
@@ -644,6 +673,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             MP_FAIL_HINT("offload_optimizer.device \"none\" with FSDP / ZeRO-3",
                          "optimizer offload works with zero_optimization.stage 1 and 2", "offload with stage 3 / FSDP");
     }
+    check_offload(cfg, &precision);
+    bool offload = cfg->zero.offload_optimizer == OFFLOAD_CPU;
     if (cfg->train.threads > 0) omp_set_num_threads(cfg->train.threads);
     else share_cores_between_local_ranks();
     comm_t *comm = opt ? opt->comm : NULL;
@@ -695,7 +726,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     zero *zr = world > 1 && cfg->zero.stage > 0 && !sharded
                    ? zero_create(m, comm, cfg->zero.stage, (size_t)cfg->zero.reduce_bucket_size)
                    : NULL;
-    if (zr) train_step_init_zero(&ts, m, &cfg->optimizer, cfg->gradient_clipping, zr);
+    if (offload) train_step_init_offload(&ts, m, &cfg->optimizer, cfg->gradient_clipping, zr);
+    else if (zr) train_step_init_zero(&ts, m, &cfg->optimizer, cfg->gradient_clipping, zr);
     else if (fs) train_step_init_fsdp(&ts, m, &cfg->optimizer, cfg->gradient_clipping, fs);
     else train_step_init(&ts, m, &cfg->optimizer, cfg->gradient_clipping);
     if (precision.recipe != AMP_RECIPE_FP32)
@@ -796,7 +828,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                    cfg->zero.overlap_comm ? "on" : "off", zr ? "reduce-scatter" : ddp_hook_names[cfg->comm.hook],
                    cfg->zero.stage, zr ? " (optimizer state sharded)" : "");
         else if (cfg->zero.stage > 0 || cfg->fsdp.enabled)
-            printf("%s on one rank: nothing to shard, plain training\n", cfg->fsdp.enabled ? "FSDP" : "ZeRO");
+            printf("%s on one rank: nothing to shard, %s\n", cfg->fsdp.enabled ? "FSDP" : "ZeRO",
+                   offload ? "ZeRO-Offload of the whole model" : "plain training");
+        if (offload) print_offload(&ts, world);
         printf("run: %s (events, %s)\n", cfg->train.run_dir,
                zr || fs ? "checkpoint.sharded/: a shard per rank, resumable on any world size" : "checkpoint");
         if (cfg->train.sample_interval > 0 && step == 0 && !fs) print_sample(m, &tok, cfg, 0, true);
@@ -862,6 +896,14 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             ddp_get_stats(dp, &ds);
             /* ZeRO adds the parameters' all-gather after the update */
             ev_int(ev, "comm_bytes", (long long)(ds.bytes_sent + (zr && !skipped ? zero_allgather_bytes(zr) : 0)));
+        }
+        if (offload) { /* what crossed between device and host memory this step, and what it cost */
+            ev_object_begin(ev, "offload");
+            ev_int(ev, "d2h_bytes", (long long)r.offload.d2h_bytes);
+            ev_int(ev, "h2d_bytes", (long long)r.offload.h2d_bytes);
+            ev_num(ev, "copy_s", r.offload.copy_s);
+            ev_num(ev, "update_s", r.offload.update_s);
+            ev_object_end(ev);
         }
         if (hash_params && !fs) { /* replicas must stay bit-identical: tests compare this across ranks */
             char hex[24];

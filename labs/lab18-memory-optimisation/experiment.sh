@@ -3,7 +3,9 @@
 # labs/lab18-memory-optimisation/gpt6-grammar.json) trained a few steps under each activation-checkpointing policy
 # (none, selective, every_k=3, every_k=2, every): the measured activation peak (MEM_ACT) against the step time, beside
 # the planner's prediction, and whether the weights after every step are bit-identical to no recompute's. A table
-# (runs/lab18/policies.txt) and a figure (runs/lab18/memory_vs_time.png, and a text rendering). Under two minutes on
+# (runs/lab18/policies.txt) and a figure (runs/lab18/memory_vs_time.png, and a text rendering). Then part D: the
+# same model with its optimizer state and fp32 master offloaded to host memory (ZeRO-Offload) against the device
+# optimizer: device and host peaks, step time and copy time (runs/lab18/offload.txt). Under two minutes on
 # 2 cores. OUT=DIR writes elsewhere; ROUNDS=R runs every policy R times in turn [3], STEPS=N steps each [3] (the
 # first is not timed).
 set -euo pipefail
@@ -103,6 +105,54 @@ for spec in "${runs[@]}"; do
 done
 echo "ckpt: blocks that rerun their forward in backward; act: measured MEM_ACT peak; plan: \`mixpar plan --recompute\`"
 echo "(every_k composed from its per-block figures); times: the fastest of steps 2..$steps over $rounds rounds"
+
+# Part D: the same model with ZeRO-Offload (zero_optimization.stage 1 on one rank: the partition is the whole model)
+# against the same run with the optimizer on the device, in turns, OFFLOAD_ROUNDS rounds [2] of $steps steps.
+section "$mixpar train --config $config --set zero_optimization.stage=1 --set zero_optimization.offload_optimizer.device=none|cpu"
+offload_rounds=${OFFLOAD_ROUNDS:-2}
+rm -f "$out"/offload-*.times
+for round in $(seq 1 "$offload_rounds"); do
+  for device in none cpu; do
+    dir=$out/offload-$device-round$round
+    rm -rf "$dir"
+    if ! MIXPAR_PARAM_HASH=1 "$mixpar" train --config "$config" --quiet --set train.steps="$steps" \
+        --set zero_optimization.stage=1 --set zero_optimization.offload_optimizer.device="$device" \
+        --set train.run_dir="$dir" > "$out/offload-$device.log" 2>&1; then
+      failed="$failed offload-$device"
+      continue
+    fi
+    step_times "$dir/events.rank0.jsonl" >> "$out/offload-$device.times"
+  done
+done
+printf '%-8s %10s %9s %9s %9s %7s %6s %7s %8s %6s  %s\n' offload device_MiB optim_MiB host_MiB plan_MiB step_s ratio \
+  copy_s update_s copy% "weights vs none" | tee "$out/offload.txt"
+off_base_mem="" off_base_time="" off_base_hashes=""
+for device in none cpu; do
+  case " $failed " in *" offload-$device "*)
+    printf '%-8s %s\n' "$device" "did not run (an unfinished LAB 18 region?): see $out/offload-$device.log" | tee -a "$out/offload.txt"
+    continue ;;
+  esac
+  ev=$out/offload-$device-round1/events.rank0.jsonl
+  mem=$(grep '"kind":"mem"' "$ev" | tail -1)
+  peak_of() { grep -o '"peak":{[^}]*}' <<< "$mem" | grep -o "\"$1\":[0-9]*" | cut -d: -f2; }
+  device_peak=$(grep -o '"peak_total":[0-9]*' <<< "$mem" | cut -d: -f2)
+  host_plan=$(head -n 1 "$ev" | grep -o '"plan":{[^}]*}' | grep -o '"host":[0-9]*' | cut -d: -f2)
+  hashes=$(grep -o '"param_hash":"[0-9a-f]*"' "$ev" | tr '\n' ' ')
+  read -r _ _ stp < <(sort -k3,3g "$out/offload-$device.times" | head -1)
+  # mean copy and update seconds of the steps after the first, from the step events' offload object
+  read -r copy update < <(grep '"kind":"step"' "$ev" | grep -v '"step":1,' | awk '
+    match($0, /"copy_s":[0-9.e+-]+/) {c += substr($0, RSTART + 9, RLENGTH - 9)}
+    match($0, /"update_s":[0-9.e+-]+/) {u += substr($0, RSTART + 11, RLENGTH - 11)}
+    {n++} END {printf("%.4f %.4f\n", (n ? c / n : 0), (n ? u / n : 0))}')
+  [ -n "$off_base_mem" ] || { off_base_mem=$device_peak; off_base_time=$stp; off_base_hashes=$hashes; }
+  same=$([ "$hashes" = "$off_base_hashes" ] && echo "identical, every step" || echo "DIFFERENT")
+  awk -v n="$device" -v d="$device_peak" -v d0="$off_base_mem" -v o="$(peak_of optim)" -v h="$(peak_of host)" \
+      -v p="${host_plan:-0}" -v s="$stp" -v s0="$off_base_time" -v c="$copy" -v u="$update" -v same="$same" 'BEGIN {
+    printf "%-8s %10.1f %9.1f %9.1f %9.1f %7.3f %6.3f %7.4f %8.4f %5.1f%%  %s\n", n, d / 1048576, o / 1048576, h / 1048576,
+           p / 1048576, s, s / s0, c, u, (s > 0 ? 100 * c / s : 0), same}' | tee -a "$out/offload.txt"
+done
+echo "device: measured peak of the device tags (host not included); plan: the planner's host bytes (mixpar plan --offload);"
+echo "step_s: the fastest step after the first over $offload_rounds rounds; copy_s, update_s: mean per step; copy%: copy_s / step_s"
 
 if ! command -v gnuplot > /dev/null; then
   echo "lab18: gnuplot is not installed (make deps installs it); the table above is the figure's data" >&2

@@ -36,6 +36,36 @@ Test(plan, zero_paper_table) {
     }
 }
 
+Test(plan, offload_moves_master_and_states_to_the_host) {
+    /* ZeRO-Offload (Ren et al. 2021): mixed-precision Adam keeps 2 + 2 bytes per parameter on the device; the
+     * partition's fp32 master (4), an fp32 gradient buffer (4) and m, v (8) go to the host: 16 per element. */
+    const uint64_t psi = 7500000000ULL;
+    for (int stage = 0; stage <= 2; stage++) {
+        plan_run run = plan_run_defaults(NULL);
+        run.recipe = PLAN_RECIPE_FP16_MIXED;
+        run.optimizer = PLAN_OPT_ADAM;
+        run.zero_stage = stage;
+        run.world = 64;
+        run.offload = true;
+        plan_result r;
+        plan_compute_params(psi, &run, &r);
+        uint64_t partition = stage >= 1 ? (psi + 63) / 64 : psi;
+        cr_expect_eq(r.bytes[MEM_MASTER] + r.bytes[MEM_OPTIM], 0, "stage %d: nothing of the optimizer on the device",
+                     stage);
+        cr_expect_eq(r.bytes[MEM_HOST], 16 * partition, "stage %d: host %llu", stage,
+                     (unsigned long long)r.bytes[MEM_HOST]);
+        cr_expect_eq(r.model_state_bytes, r.bytes[MEM_PARAM] + r.bytes[MEM_GRAD], "the device total leaves the host out");
+    }
+    /* fp32 weights (mixpar's fp32 recipe): the host's update needs a master of its own all the same. */
+    plan_run run = plan_run_defaults(NULL);
+    run.recipe = PLAN_RECIPE_FP32;
+    run.offload = true;
+    plan_result r;
+    plan_compute_params(1000, &run, &r);
+    cr_expect_eq(r.bytes[MEM_HOST], 16000);
+    cr_expect_eq(r.model_state_bytes, 8000);
+}
+
 Test(plan, published_parameter_counts) {
     /* GPT-2 with V = 50257, T = 1024: the counts Hugging Face reports for gpt2, gpt2-medium, -large, -xl.
      * LLaMA-7B's published count, TinyLlama-1.1B's (the llama-1b shape). GPT-3 175B from the formula:

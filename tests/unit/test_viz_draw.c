@@ -255,6 +255,37 @@ Test(viz_draw, memory_bars_are_proportional_to_bytes) {
     vz_virtual_screen_end(sp);
 }
 
+Test(viz_draw, memory_host_pool_is_its_own_line_outside_the_device_total) {
+    SCREEN *sp = screen(30, 100);
+    vz_model m;
+    vz_model_init(&m);
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"mem\",\"world\":1,"
+                 "\"plan\":{\"param\":1000,\"grad\":1000,\"master\":0,\"optim\":0,\"act\":2000,\"comm\":0,\"other\":0,"
+                 "\"host\":4000}}");
+    apply(&m, 0, "{\"v\":1,\"kind\":\"mem\",\"rank\":0,\"t\":1,\"step\":1,\"current\":{\"param\":1000,\"act\":1000,"
+                 "\"host\":4000},\"peak\":{\"param\":1000,\"grad\":1000,\"act\":2000,\"host\":4000},\"peak_total\":4000}");
+    vz_view v;
+    vz_view_init(&v);
+    vz_view_clamp(&v, &m);
+    WINDOW *w = newwin(28, 100, 0, 0);
+    vz_panel_memory(w, &m, &v, &UNICODE);
+    int hosts = 0, acts = 0;
+    for (int y = 2; y < 5; y++)
+        for (int x = 0; x < 100; x++) {
+            hosts += cell(w, y, x) == 'H';
+            acts += cell(w, y, x) == 'A';
+        }
+    cr_expect(acts > 0 && hosts == 0, "the bars are device memory: %d A cells, %d H cells", acts, hosts);
+    char *text = vz_window_text(w);
+    cr_expect(strstr(text, "total         2.00 kB      4.00 kB      4.00 kB       100%") != NULL, "%s", text);
+    cr_expect(strstr(text, "host          4.00 kB      4.00 kB      4.00 kB       100%  (host memory, not in the total)") !=
+              NULL, "%s", text);
+    free(text);
+    vz_model_free(&m);
+    delwin(w);
+    vz_virtual_screen_end(sp);
+}
+
 Test(viz_draw, too_small_screen_below_the_minimum_and_panels_at_it) {
     vz_model m;
     sample_model(&m);
