@@ -77,24 +77,10 @@ void train_step_init_zero(train_step *s, model *m, const optim_config *opt, doub
     optim_state_init(&s->state, opt->kind, zero_shard_elems(z));
 }
 
-void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, double grad_clip, fsdp *f) {
-    s->m = m;
-    s->opt = *opt;
-    s->grad_clip = grad_clip;
-    s->ddp = NULL;
-    s->zero = NULL;
-    s->fsdp = f;
-    step_defaults(s);
-    fsdp_shard_spans(f, &s->spans, &s->clips, &s->nspans);
-    optim_state_init(&s->state, opt->kind, fsdp_shard_elems(f));
-}
-
-/* Written over s->spans only, whatever laid them out (the whole model, a ZeRO-1/2 shard, or any other
- * span set), so any sharding can offload. The state is allocated on the host from the start: nothing of
- * it ever occupies the device, not even for a moment (MEM_OPTIM's peak stays 0). */
-void train_step_init_offload(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z) {
-    if (z) lay_out_shard(s, m, opt, grad_clip, z);
-    else lay_out_whole(s, m, opt, grad_clip);
+/* Written over s->spans only, whatever laid them out (the whole model, a ZeRO-1/2 shard, an FSDP shard), so
+ * any sharding can offload. The state is allocated on the host from the start: nothing of it ever occupies
+ * the device, not even for a moment (MEM_OPTIM's peak stays 0). */
+static void offload_state(train_step *s, const optim_config *opt) {
     size_t total = span_elems(s);
     optim_state_init_tagged(&s->state, opt->kind, total, MEM_HOST);
     s->host_master = mem_alloc(total * sizeof(float), MEM_HOST, "offload.master");
@@ -108,6 +94,25 @@ void train_step_init_offload(train_step *s, model *m, const optim_config *opt, d
         s->host_spans[i] = (optim_span){s->host_master + at, s->host_grads + at, n, s->spans[i].decay};
         at += n;
     }
+}
+
+void train_step_init_offload(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z) {
+    if (z) lay_out_shard(s, m, opt, grad_clip, z);
+    else lay_out_whole(s, m, opt, grad_clip);
+    offload_state(s, opt);
+}
+
+void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, double grad_clip, fsdp *f, bool offload) {
+    s->m = m;
+    s->opt = *opt;
+    s->grad_clip = grad_clip;
+    s->ddp = NULL;
+    s->zero = NULL;
+    s->fsdp = f;
+    step_defaults(s);
+    fsdp_shard_spans(f, &s->spans, &s->clips, &s->nspans);
+    if (offload) offload_state(s, opt);
+    else optim_state_init(&s->state, opt->kind, fsdp_shard_elems(f));
 }
 
 /* The global norm from the shards: each rank's sum of squares, summed over ranks; then clipping of the

@@ -70,8 +70,9 @@ void train_step_init(train_step *s, model *m, const optim_config *opt, double gr
 void train_step_init_zero(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z);
 /* The same for ZeRO-3 and FSDP (dist/fsdp.h): the spans are over the rank's parameter and gradient shards,
  * the norm is summed over the shard group, and nothing is gathered after the update (the next forward
- * gathers the layers it runs). No s->ddp. */
-void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, double grad_clip, fsdp *f);
+ * gathers the layers it runs). No s->ddp. offload: the shard's optimizer state, master and gradient buffer
+ * on the host, as train_step_init_offload does (ZeRO-3 with offload_optimizer). */
+void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, double grad_clip, fsdp *f, bool offload);
 /* ZeRO-Offload (Ren et al. 2021): the same spans as train_step_init (z == NULL: the whole model) or
  * train_step_init_zero (z: this rank's shard), with the optimizer state, an fp32 master copy of the spans'
  * weights and a buffer for their gradients allocated in host memory (MEM_HOST) instead of the device: the

@@ -669,9 +669,6 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             MP_FAIL_HINT("communication.hook \"allreduce\" with FSDP / ZeRO-3",
                          "FSDP reduce-scatters the fp32 gradients itself; the compression hooks are for plain DDP",
                          "communication.hook \"%s\"", ddp_hook_names[cfg->comm.hook]);
-        if (cfg->zero.offload_optimizer != OFFLOAD_NONE)
-            MP_FAIL_HINT("offload_optimizer.device \"none\" with FSDP / ZeRO-3",
-                         "optimizer offload works with zero_optimization.stage 1 and 2", "offload with stage 3 / FSDP");
     }
     check_offload(cfg, &precision);
     bool offload = cfg->zero.offload_optimizer == OFFLOAD_CPU;
@@ -726,9 +723,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     zero *zr = world > 1 && cfg->zero.stage > 0 && !sharded
                    ? zero_create(m, comm, cfg->zero.stage, (size_t)cfg->zero.reduce_bucket_size)
                    : NULL;
-    if (offload) train_step_init_offload(&ts, m, &cfg->optimizer, cfg->gradient_clipping, zr);
+    if (fs) train_step_init_fsdp(&ts, m, &cfg->optimizer, cfg->gradient_clipping, fs, offload);
+    else if (offload) train_step_init_offload(&ts, m, &cfg->optimizer, cfg->gradient_clipping, zr);
     else if (zr) train_step_init_zero(&ts, m, &cfg->optimizer, cfg->gradient_clipping, zr);
-    else if (fs) train_step_init_fsdp(&ts, m, &cfg->optimizer, cfg->gradient_clipping, fs);
     else train_step_init(&ts, m, &cfg->optimizer, cfg->gradient_clipping);
     if (precision.recipe != AMP_RECIPE_FP32)
         train_step_set_amp(&ts, precision.recipe, &precision.scaler, precision.stochastic_rounding, cfg->train.seed);

@@ -79,6 +79,14 @@ overlap=$(awk -F'"step":' '
   END { k=0; for (s in bend) if ((s in first) && first[s] < bend[s]) k++; print k }' "$work/full4/events.rank0.jsonl")
 check "fsdp: the first reduce-scatter of a step starts before its backward ends (in $overlap of 40 steps)" test "${overlap:-0}" -ge 20
 
+# ---- ZeRO-3 with offload_optimizer: the shards' optimizer state and master on the host, same losses
+run z3off 2 --set zero_optimization.stage=3 --set zero_optimization.offload_optimizer.device=cpu
+d=$(max_diff "$work/z3/events.rank0.jsonl" "$work/z3off/events.rank0.jsonl")
+check "fsdp: ZeRO-3 with the optimizer offloaded has ZeRO-3's losses (max |diff| $d)" test "$d" = 0
+check "fsdp: ZeRO-3 offload keeps no optimizer state on the device" test "$(peak z3off optim 0)" = 0
+check "fsdp: ZeRO-3 offload's host pool is 16 bytes per shard element (the planner's)" \
+  within "$(peak z3off host 0)" "$(plan_of z3off host)" 0.05
+
 # ---- prefetch: a block gathered ahead costs a block of memory
 run noprefetch 2 --set zero_optimization.stage=3 --set zero_optimization.stage3_prefetch_bucket_size=0 --set train.steps=5
 run prefetch 2 --set zero_optimization.stage=3 --set train.steps=5

@@ -39,7 +39,9 @@ check_output "launch: mixpar run refuses to start inside a torchrun worker with 
 # against a stated 24 GB (this machine's size), not whatever happens to be free while the tests run.
 export MIXPAR_AVAILABLE_MEMORY=24GB
 check_output "launch: plain DDP of the 1B model on 4 ranks is refused with the plan" 2 \
-  "needs [0-9.]+ GB per rank .* x 4 ranks.*zero_optimization.stage 3" \
+  "needs [0-9.]+ GB per rank .* x 4 ranks" \
+  "$MIXPAR" run -n 4 --dry-run -- "$MIXPAR" train --config configs/llama-1b-zero3.json --set zero_optimization.stage=0
+check_output "launch: the refusal says what would fit (ZeRO-3)" 2 "hint: +shard the model states with zero_optimization.stage 3" \
   "$MIXPAR" run -n 4 --dry-run -- "$MIXPAR" train --config configs/llama-1b-zero3.json --set zero_optimization.stage=0
 check_output "launch: the 1B model with ZeRO-3 on 4 ranks passes the check" 0 "mpirun" \
   "$MIXPAR" run -n 4 --dry-run -- "$MIXPAR" train --config configs/llama-1b-zero3.json
