@@ -24,8 +24,8 @@ static void step_defaults(train_step *s) {
     s->host_spans = NULL;
 }
 
-/* The spans over the whole model: one per registry tensor. */
-static void lay_out_whole(train_step *s, model *m, const optim_config *opt, double grad_clip) {
+/* What every layout starts from: the model, the optimizer, the clip, no sharding (the caller sets one). */
+static void lay_out_common(train_step *s, model *m, const optim_config *opt, double grad_clip) {
     s->m = m;
     s->opt = *opt;
     s->grad_clip = grad_clip;
@@ -33,6 +33,11 @@ static void lay_out_whole(train_step *s, model *m, const optim_config *opt, doub
     s->zero = NULL;
     s->fsdp = NULL;
     step_defaults(s);
+}
+
+/* The spans over the whole model: one per registry tensor. */
+static void lay_out_whole(train_step *s, model *m, const optim_config *opt, double grad_clip) {
+    lay_out_common(s, m, opt, grad_clip);
     int n;
     const model_tensor *t = model_tensors(m, &n);
     s->nspans = n;
@@ -51,13 +56,8 @@ static void lay_out_whole(train_step *s, model *m, const optim_config *opt, doub
 
 /* The spans over this rank's ZeRO shard. */
 static void lay_out_shard(train_step *s, model *m, const optim_config *opt, double grad_clip, zero *z) {
-    s->m = m;
-    s->opt = *opt;
-    s->grad_clip = grad_clip;
-    s->ddp = NULL;
+    lay_out_common(s, m, opt, grad_clip);
     s->zero = z;
-    s->fsdp = NULL;
-    step_defaults(s);
     zero_shard_spans(z, &s->spans, &s->clips, &s->nspans);
 }
 
@@ -103,13 +103,8 @@ void train_step_init_offload(train_step *s, model *m, const optim_config *opt, d
 }
 
 void train_step_init_fsdp(train_step *s, model *m, const optim_config *opt, double grad_clip, fsdp *f, bool offload) {
-    s->m = m;
-    s->opt = *opt;
-    s->grad_clip = grad_clip;
-    s->ddp = NULL;
-    s->zero = NULL;
+    lay_out_common(s, m, opt, grad_clip);
     s->fsdp = f;
-    step_defaults(s);
     fsdp_shard_spans(f, &s->spans, &s->clips, &s->nspans);
     if (offload) offload_state(s, opt);
     else optim_state_init(&s->state, opt->kind, fsdp_shard_elems(f));
