@@ -34,7 +34,7 @@ static const bench_op OPS[] = {
     {COMM_OP_BROADCAST, "1", factor_one},
 };
 enum { NOPS = sizeof OPS / sizeof OPS[0] };
-static const comm_algo ALGOS[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_RHD, COMM_ALGO_NATIVE};
+static const comm_algo ALGOS[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_RHD, COMM_ALGO_CHAIN, COMM_ALGO_NATIVE};
 enum { NALGOS = sizeof ALGOS / sizeof ALGOS[0], MAX_SIZES = 64 };
 
 typedef struct {

@@ -72,6 +72,10 @@ void algo_binomial_reduce(comm_t *c, void *buf, size_t count, comm_dtype dt, com
 /* Binary tree allreduce (algo_tree.c): reduce up to rank 0 and broadcast back down, segment by segment. */
 void algo_tree_allreduce(comm_t *c, void *buf, size_t count, comm_dtype dt, comm_redop op);
 
+/* The deterministic allreduce (algo_chain.c): a chain adds the buffers in rank order, ((x0 + x1) + x2) ...,
+ * then rank p-1 broadcasts: bit for bit the serial sum, for any size and chunking. */
+void algo_chain_allreduce(comm_t *c, void *buf, size_t count, comm_dtype dt, comm_redop op);
+
 /* Recursive halving-doubling, Rabenseifner's allreduce (algo_rhd.c), with the fix-up for rank counts
  * that are not a power of two. */
 void algo_rhd_allreduce(comm_t *c, void *buf, size_t count, comm_dtype dt, comm_redop op);

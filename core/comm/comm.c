@@ -35,7 +35,7 @@ static const struct {
     [COMM_INT64] = {"int64", 8, true, false},
 };
 static const char *const REDOP_NAMES[COMM_NREDOPS] = {"sum", "avg", "max", "min"};
-static const char *const ALGO_NAMES[COMM_NALGOS] = {"default", "ring", "tree", "rhd", "native"};
+static const char *const ALGO_NAMES[COMM_NALGOS] = {"default", "ring", "tree", "rhd", "native", "chain"};
 static const char *const OP_NAMES[COMM_NOPS] = {"send",      "recv",           "broadcast", "reduce", "allreduce",
                                                "allgather", "reduce_scatter", "scatter",   "gather", "barrier"};
 
@@ -43,7 +43,8 @@ static const char *const OP_NAMES[COMM_NOPS] = {"send",      "recv",           "
 static const bool ALGO_SUPPORTED[COMM_NOPS][COMM_NALGOS] = {
     [COMM_OP_BROADCAST] = {[COMM_ALGO_TREE] = true},
     [COMM_OP_REDUCE] = {[COMM_ALGO_TREE] = true},
-    [COMM_OP_ALLREDUCE] = {[COMM_ALGO_RING] = true, [COMM_ALGO_TREE] = true, [COMM_ALGO_RHD] = true},
+    [COMM_OP_ALLREDUCE] = {[COMM_ALGO_RING] = true, [COMM_ALGO_TREE] = true, [COMM_ALGO_RHD] = true,
+                           [COMM_ALGO_CHAIN] = true},
     [COMM_OP_ALLGATHER] = {[COMM_ALGO_RING] = true},
     [COMM_OP_REDUCE_SCATTER] = {[COMM_ALGO_RING] = true},
 };
@@ -561,6 +562,7 @@ void comm_allreduce(comm_t *c, const void *send, void *recv, size_t count, comm_
         case COMM_ALGO_RING: algo_ring_allreduce(c, work, count, wt, rop); break;
         case COMM_ALGO_TREE: algo_tree_allreduce(c, work, count, wt, rop); break;
         case COMM_ALGO_RHD: algo_rhd_allreduce(c, work, count, wt, rop); break;
+        case COMM_ALGO_CHAIN: algo_chain_allreduce(c, work, count, wt, rop); break;
         default:
             native_wait(c, c->backend->iallreduce(c, work == recv ? send : work, work, count, wt, rop));
             break;

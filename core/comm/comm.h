@@ -69,6 +69,7 @@ typedef enum {
     COMM_ALGO_TREE,    /* binary tree for allreduce, binomial tree for broadcast and reduce */
     COMM_ALGO_RHD,     /* recursive halving-doubling (Rabenseifner) */
     COMM_ALGO_NATIVE,  /* the backend's own collective */
+    COMM_ALGO_CHAIN,   /* allreduce only: the ranks' buffers added in rank order (deterministic, algo_chain.c) */
     COMM_NALGOS
 } comm_algo;
 
@@ -180,7 +181,7 @@ void comm_stats_reset(comm_t *c);
 size_t comm_dtype_size(comm_dtype dt);
 const char *comm_dtype_name(comm_dtype dt);   /* "fp32", "fp16", "bf16", "int32", "int64" */
 const char *comm_redop_name(comm_redop op);   /* "sum", "avg", "max", "min" */
-const char *comm_algo_name(comm_algo algo);   /* "default", "ring", "tree", "rhd", "native" */
+const char *comm_algo_name(comm_algo algo);   /* "default", "ring", "tree", "rhd", "native", "chain" */
 const char *comm_op_name(comm_op op);         /* "send", ..., "reduce_scatter", ... */
 /* Parsers: -1 when the name is unknown. */
 int comm_dtype_from_name(const char *name);

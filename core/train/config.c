@@ -142,6 +142,7 @@ static const field_spec comm_fields[] = {
     {.key = "topk_ratio", .kind = FK_DOUBLE, .offset = OFF(comm.topk_ratio), .lo = 0, .lo_open = true, .hi = 1,
      .about = "the share of each bucket's entries top-k sends"},
     {.key = "powersgd_rank", .kind = FK_INT, .offset = OFF(comm.powersgd_rank), .lo = 1, .hi = 64},
+    {.key = "deterministic", .kind = FK_BOOL, .offset = OFF(comm.deterministic)},
 };
 static const field_spec ckpt_fields[] = {
     {.key = "policy", .kind = FK_ENUM, .offset = OFF(ckpt.policy), .names = model_recompute_names,

@@ -137,6 +137,8 @@ typedef struct {
                                               * "powersgd" */
     double topk_ratio;                       /* topk: share of each bucket's entries sent, (0, 1] [0.01] */
     int powersgd_rank;                       /* powersgd: rank r of the approximation, 1..64 [1, PyTorch's] */
+    bool deterministic;                      /* gradients added in rank order (comm/algo_chain.c): bit for bit
+                                              * the same whatever the bucket sizes, every run [false] */
 } config_comm;
 
 /* "activation_checkpointing": DeepSpeed's section name with mixpar's own keys (model.h, lab 18):

@@ -670,6 +670,10 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                          "FSDP reduce-scatters the fp32 gradients itself; the compression hooks are for plain DDP",
                          "communication.hook \"%s\"", ddp_hook_names[cfg->comm.hook]);
     }
+    if (cfg->comm.deterministic && (cfg->zero.stage > 0 || cfg->fsdp.enabled))
+        MP_FAIL_HINT("communication.deterministic with plain data parallel (zero_optimization.stage 0, no fsdp)",
+                     "the deterministic reduction is an allreduce in rank order; ZeRO and FSDP reduce-scatter",
+                     "communication.deterministic with stage %d%s", cfg->zero.stage, cfg->fsdp.enabled ? " (FSDP)" : "");
     check_offload(cfg, &precision);
     bool offload = cfg->zero.offload_optimizer == OFFLOAD_CPU;
     if (cfg->train.threads > 0) omp_set_num_threads(cfg->train.threads);
@@ -781,7 +785,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     ddp *dp = NULL;
     if (fs) fsdp_set_events(fs, cfg->train.run_dir);
     if (world > 1 && !fs) {
-        ddp_options dopt = {.bucket_elems = (size_t)cfg->zero.reduce_bucket_size, .algo = COMM_ALGO_DEFAULT,
+        /* deterministic: the chain allreduce adds the ranks' gradients in rank order, the same bits every run */
+        ddp_options dopt = {.bucket_elems = (size_t)cfg->zero.reduce_bucket_size,
+                            .algo = cfg->comm.deterministic ? COMM_ALGO_CHAIN : COMM_ALGO_DEFAULT,
                             .overlap = cfg->zero.overlap_comm, .events_dir = cfg->train.run_dir,
                             .hook = {.kind = (ddp_hook_kind)cfg->comm.hook, .topk_ratio = cfg->comm.topk_ratio,
                                      .powersgd_rank = cfg->comm.powersgd_rank, .seed = cfg->train.seed}};

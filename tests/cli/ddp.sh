@@ -64,3 +64,19 @@ check "ddp: accumulation reduces once per step (one allreduce of gradients per s
 # The classic mistake: ranks started with different models. A message naming them, exit 2, no hang.
 check_output "ddp: ranks with different configs are refused" 2 "rank\(s\) 1 differ from rank 0" timeout 60 \
   "$MIXPAR" run -n 2 -- bash -c "exec '$MIXPAR' train ${base[*]} --set train.run_dir='$work/bad' --set model.layers=\$((2 + OMPI_COMM_WORLD_RANK))"
+
+# Deterministic reduction ("communication.deterministic"): the chain allreduce adds the ranks' gradients in rank
+# order, so 3 ranks give the same bits with 1 bucket or 3, and the run records the chain in its comm events.
+for spec in "1:100000000" "3:30000"; do
+  n=${spec%%:*}; size=${spec##*:}
+  MIXPAR_PARAM_HASH=1 "$MIXPAR" run -n 3 -- "$MIXPAR" train "${base[@]}" --set train_micro_batch_size_per_gpu=16 \
+    --set train.steps=20 --set scheduler.params.total_steps=20 --set scheduler.params.warmup_steps=5 \
+    --set communication.deterministic=true --set zero_optimization.reduce_bucket_size="$size" \
+    --set train.run_dir="$work/det$n" >/dev/null 2>&1
+  check "ddp: deterministic reduction with $n bucket(s) ran on 3 ranks" test "$(buckets "$work/det$n/events.rank0.jsonl")" -eq "$n"
+done
+check "ddp: deterministic reduction: 1 bucket or 3, the same weights bit for bit after every step" bash -c \
+  "diff <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/det1/events.rank0.jsonl') <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/det3/events.rank0.jsonl') && test \$(grep -c param_hash '$work/det1/events.rank0.jsonl') -eq 20"
+check "ddp: deterministic reduction uses the chain allreduce" grep -q '"algorithm":"chain"' "$work/det3/events.rank0.jsonl"
+check_output "ddp: deterministic reduction with ZeRO is refused" 2 "communication.deterministic" \
+  "$MIXPAR" train "${base[@]}" --set train.run_dir="$work/detz" --set zero_optimization.stage=2 --set communication.deterministic=true

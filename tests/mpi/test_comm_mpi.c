@@ -86,7 +86,7 @@ static bool same_everywhere(const void *buf, size_t bytes) {
     return lo == hi;
 }
 
-static const comm_algo ALLREDUCE_ALGOS[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_RHD, COMM_ALGO_NATIVE};
+static const comm_algo ALLREDUCE_ALGOS[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_RHD, COMM_ALGO_CHAIN, COMM_ALGO_NATIVE};
 
 /* ---------------------------------------------------------------- allreduce */
 
@@ -133,6 +133,28 @@ static void allreduce_random_sum(comm_algo algo) {
         }
         if (!same_everywhere(got, n * 4)) complain("count %zu: the ranks' results differ", n);
         free(send), free(got), free(want), free(abs_x), free(abs_sum);
+    }
+}
+
+/* The chain is the serial sum: ((x0 + x1) + x2) + ... computed here from every rank's data, bit for bit,
+ * for sizes that span one pipeline chunk and several. */
+static void chain_is_rank_order_sum(void) {
+    static const size_t CHAIN_SIZES[] = {1, 1000, 65537, 300001};
+    for (size_t k = 0; k < sizeof CHAIN_SIZES / sizeof CHAIN_SIZES[0]; k++) {
+        size_t n = CHAIN_SIZES[k];
+        float *send = xmalloc(n * 4), *got = xmalloc(n * 4), *all = xmalloc(n * 4 * (size_t)nranks);
+        for (size_t i = 0; i < n; i++) send[i] = uniform(k + 31, rank, i) * (float)(1 + (i % 7) * 1000);
+        comm_allreduce(world, send, got, n, COMM_FP32, COMM_SUM, COMM_ALGO_CHAIN);
+        MPI_Allgather(send, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+        for (size_t i = 0; i < n; i++) {
+            float sum = all[i];
+            for (int r = 1; r < nranks; r++) sum += all[(size_t)r * n + i];
+            if (memcmp(&sum, &got[i], 4) != 0) {
+                complain("count %zu element %zu: chain %.9g, serial rank-order sum %.9g", n, i, got[i], sum);
+                break;
+            }
+        }
+        free(send), free(got), free(all);
     }
 }
 
@@ -444,6 +466,8 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "allreduce %s in place", an);
         report(name);
     }
+    chain_is_rank_order_sum();
+    report("allreduce chain fp32 sum is bit for bit the serial sum in rank order");
     for (comm_algo algo = COMM_ALGO_RING; algo <= COMM_ALGO_NATIVE; algo += COMM_ALGO_NATIVE - COMM_ALGO_RING) {
         reduce_scatter_check(algo, COMM_FP32);
         snprintf(name, sizeof name, "reduce_scatter %s fp32 equals MPI_Reduce_scatter_block", comm_algo_name(algo));
