@@ -100,8 +100,9 @@ static void check_train_fits(int ranks, char **program) {
         else if (strcmp(program[i], "--set") == 0 && nsets < 256) sets[nsets++] = program[++i];
     }
     train_config cfg;
-    if (!config || !config_load(config, sets, nsets, ranks, &cfg, NULL)) return;
-    if (cfg.model.model.V == 0 && !config_load_vocab(&cfg, NULL)) return;
+    data_err err; /* errors are the ranks' to report: here they only end the check */
+    if (!config || !config_load(config, sets, nsets, ranks, &cfg, &err)) return;
+    if (cfg.model.model.V == 0 && !config_load_vocab(&cfg, &err)) return;
     model_config mc = cfg.model.model;
     model_config_complete(&mc);
     plan_result plan;

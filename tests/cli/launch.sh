@@ -50,3 +50,8 @@ check_output "launch: MIXPAR_NO_MEMORY_CHECK=1 skips the check" 0 "mpirun" env M
 check_output "launch: a bad MIXPAR_AVAILABLE_MEMORY is a usage error" 2 "MIXPAR_AVAILABLE_MEMORY" \
   env MIXPAR_AVAILABLE_MEMORY=lots "$MIXPAR" run -n 4 --dry-run -- "$MIXPAR" train --config configs/llama-1b-zero3.json
 unset MIXPAR_AVAILABLE_MEMORY
+# The check leaves what it cannot read to the ranks: a vocabulary still to be built is built by rank 0.
+check_output "launch: a dataset still to be built does not stop the check" 0 "mpirun" env MIXPAR_AVAILABLE_MEMORY=24GB \
+  "$MIXPAR" run -n 2 --dry-run -- "$MIXPAR" train --config configs/tiny-poetry.json --set data.dir="$work/nodata"
+check_output "launch: a config with errors is left to the ranks to report" 0 "mpirun" \
+  "$MIXPAR" run -n 2 --dry-run -- "$MIXPAR" train --config configs/tiny-poetry.json --set model.layers=-3
