@@ -6,7 +6,7 @@
 # (runs/lab18/policies.txt) and a figure (runs/lab18/memory_vs_time.png, and a text rendering). Then part D: the
 # same model with its optimizer state and fp32 master offloaded to host memory (ZeRO-Offload) against the device
 # optimizer: device and host peaks, step time and copy time (runs/lab18/offload.txt). Under two minutes on
-# 2 cores. OUT=DIR writes elsewhere; ROUNDS=R runs every policy R times in turn [3], STEPS=N steps each [3] (the
+# 2 cores. OUT=DIR writes elsewhere; ROUNDS=R runs every policy R times in turn [2], STEPS=N steps each [3] (the
 # first is not timed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,7 +15,7 @@ mixpar=build/mixpar
 config=labs/lab18-memory-optimisation/gpt6-grammar.json
 out=${OUT:-runs/lab18}
 steps=${STEPS:-3}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-2}
 mkdir -p "$out"
 [ -x "$mixpar" ] || { echo "lab18: $mixpar is missing; run 'make' first (make lab18 does)" >&2; exit 2; }
 [ "$steps" -ge 2 ] || { echo "lab18: STEPS must be at least 2 (the first step is not timed)" >&2; exit 2; }
