@@ -70,7 +70,7 @@ static void usage(FILE *out) {
             "ring allreduce overtakes tree.\n"
             "\n"
             "  --op OP        allreduce, allgather, reduce_scatter, broadcast or all (default allreduce)\n"
-            "  --algo ALGOS   ring, tree, rhd, native, all, or a list: ring,native (default all); ops skip\n"
+            "  --algo ALGOS   ring, tree, rhd, chain, native, all, or a list: ring,native (default all); ops skip\n"
             "                 algorithms they lack\n"
             "  --min, --max   sizes such as 8, 64K, 16M (K/M/G are 1024-based; default 8 and 64M)\n"
             "  --iters N      timed calls per size (default 20), fewer for large sizes when --budget says so\n"
