@@ -137,8 +137,10 @@ typedef struct {
                                               * "powersgd" */
     double topk_ratio;                       /* topk: share of each bucket's entries sent, (0, 1] [0.01] */
     int powersgd_rank;                       /* powersgd: rank r of the approximation, 1..64 [1, PyTorch's] */
-    bool deterministic;                      /* gradients added in rank order (comm/algo_chain.c): bit for bit
-                                              * the same whatever the bucket sizes, every run [false] */
+    bool deterministic;                      /* gradients added in rank order (comm/algo_chain.c), and on one
+                                              * rank micro-batches added in order (train/step.h): bit for bit
+                                              * the same whatever the bucket sizes; N ranks = 1 rank x N
+                                              * micro-batches [false] */
 } config_comm;
 
 /* "activation_checkpointing": DeepSpeed's section name with mixpar's own keys (model.h, lab 18):

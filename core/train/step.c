@@ -22,6 +22,8 @@ static void step_defaults(train_step *s) {
     s->updates = 0;
     s->host_master = s->host_grads = NULL;
     s->host_spans = NULL;
+    s->ordered_accumulation = false;
+    s->accum_grads = NULL;
 }
 
 /* What every layout starts from: the model, the optimizer, the clip, no sharding (the caller sets one). */
@@ -126,6 +128,7 @@ static double clip_sharded(train_step *s) {
 }
 
 void train_step_free(train_step *s) {
+    mem_free(s->accum_grads);
     optim_state_free(&s->state);
     mem_free(s->master);
     free(s->master_spans);
@@ -337,6 +340,22 @@ static void amp_finish(train_step *s, train_step_result *r, double lr) {
     }
 }
 
+/* Ordered accumulation (step.h): micro-batch k's gradients, computed alone, join the running sum; after the
+ * last, the model's gradient buffer holds the sum. */
+static void add_in_order(train_step *s, int k, bool last) {
+    size_t n = model_num_params(s->m);
+    float *g = model_grads(s->m);
+    if (!s->accum_grads) s->accum_grads = mem_alloc(n * sizeof(float), MEM_GRAD, "ordered accumulation");
+    float *acc = s->accum_grads;
+    if (k == 0) {
+        memcpy(acc, g, n * sizeof(float));
+    } else {
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) acc[i] += g[i];
+    }
+    if (last) memcpy(g, acc, n * sizeof(float));
+}
+
 train_step_result train_step_run(train_step *s, const int *inputs, const int *targets, int B, int T, int accum,
                                  double lr) {
     MP_ASSERT(accum >= 1, "accumulation steps %d", accum);
@@ -344,6 +363,7 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
     float scale = s->amp ? amp_scaler_scale(&s->scaler) : 1.0f;
     model_zero_grad(s->m);
     if (s->fsdp) fsdp_zero_grad(s->fsdp);
+    bool ordered = s->ordered_accumulation && accum > 1 && !s->ddp && !s->zero && !s->fsdp;
     double loss_sum = 0;
     size_t per_micro = (size_t)B * T;
     for (int k = 0; k < accum; k++) {
@@ -351,7 +371,9 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
         loss_sum += model_forward(s->m, inputs + k * per_micro, targets + k * per_micro, B, T);
         double t1 = mp_now();
         if (s->ddp) ddp_set_sync(s->ddp, k == accum - 1); /* no_sync on the micro-batches before the last */
+        if (ordered && k > 0) model_zero_grad(s->m);
         model_backward(s->m, scale / (float)accum);
+        if (ordered) add_in_order(s, k, k == accum - 1);
         r.t_forward += t1 - t0;
         r.t_backward += mp_now() - t1;
     }

@@ -37,6 +37,14 @@ typedef struct {
                           * (0-based; -1 = never): a rank-local overflow */
     long updates;        /* optimizer steps taken (the stochastic rounding's step number) */
     comm_t *found_inf_comm; /* data parallel: the ranks that must agree on found_inf (lab 17); or NULL */
+    /* One rank, several micro-batches: each micro-batch's gradients computed alone (from zero) and added to
+     * the running sum in order, ((g0 + g1) + g2) + ..., the order the deterministic allreduce adds the ranks'
+     * (comm/algo_chain.c). So 1 rank x N micro-batches and N ranks x 1 micro-batch, both deterministic, end
+     * with the same weights bit for bit when N is a power of two (the 1/N scaling is then exact). Costs one
+     * more gradient buffer (MEM_GRAD). Ignored with data parallel or sharding (their buffers are reduced in
+     * place during backward). [false] */
+    bool ordered_accumulation;
+    float *accum_grads;  /* its running sum, allocated at the first step that needs it */
     /* ZeRO-Offload (train_step_init_offload): the optimizer state (s->state) and these live in host memory
      * (MEM_HOST), and the update runs there; host_spans == NULL: no offload. */
     float *host_master;     /* fp32 master weights of the spans, end to end (the spans' n floats) */

@@ -734,6 +734,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     if (precision.recipe != AMP_RECIPE_FP32)
         train_step_set_amp(&ts, precision.recipe, &precision.scaler, precision.stochastic_rounding, cfg->train.seed);
     if (world > 1) ts.found_inf_comm = comm;
+    ts.ordered_accumulation = cfg->comm.deterministic; /* one rank: micro-batches added as the chain adds ranks */
     inject_overflow(&ts, rank);
 
     char checkpoint_path[4200], sharded_path[4200];

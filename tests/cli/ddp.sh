@@ -80,3 +80,21 @@ check "ddp: deterministic reduction: 1 bucket or 3, the same weights bit for bit
 check "ddp: deterministic reduction uses the chain allreduce" grep -q '"algorithm":"chain"' "$work/det3/events.rank0.jsonl"
 check_output "ddp: deterministic reduction with ZeRO is refused" 2 "communication.deterministic" \
   "$MIXPAR" train "${base[@]}" --set train.run_dir="$work/detz" --set zero_optimization.stage=2 --set communication.deterministic=true
+
+# Bitwise equivalence: 4 deterministic ranks x 8 sequences and 1 deterministic rank x 8 sequences x 4 accumulated
+# micro-batches (added in order, as the chain adds the ranks) end every step with the same weights, bit for bit;
+# without the option they do not (each rank's order and the sgemm's accumulation differ). One thread each, so
+# the kernels split their sums the same way.
+eq=(--set train.steps=20 --set scheduler.params.total_steps=20 --set scheduler.params.warmup_steps=5 --set train.threads=1
+    --set train_micro_batch_size_per_gpu=8)
+hashes_of() { grep -o '"param_hash":"[0-9a-f]*"' "$1"; }
+for det in true false; do
+  MIXPAR_PARAM_HASH=1 "$MIXPAR" run -n 4 -- "$MIXPAR" train "${base[@]}" "${eq[@]}" --set communication.deterministic=$det \
+    --set train.run_dir="$work/eq4_$det" >/dev/null 2>&1
+  MIXPAR_PARAM_HASH=1 "$MIXPAR" train "${base[@]}" "${eq[@]}" --set communication.deterministic=$det \
+    --set gradient_accumulation_steps=4 --set train.run_dir="$work/eq1_$det" >/dev/null 2>&1
+done
+check "ddp: deterministic, 4 ranks = 1 rank x 4 accumulation steps, weights bit for bit after each of 20 steps" bash -c \
+  "diff <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/eq4_true/events.rank0.jsonl') <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/eq1_true/events.rank0.jsonl') && test \$(grep -c param_hash '$work/eq1_true/events.rank0.jsonl') -eq 20"
+check "ddp: without the option the same two runs differ in their last bits" test \
+  "$(diff <(hashes_of "$work/eq4_false/events.rank0.jsonl") <(hashes_of "$work/eq1_false/events.rank0.jsonl") | wc -l)" -gt 0
