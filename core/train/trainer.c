@@ -936,9 +936,10 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             format_duration(recent * (double)(cfg->train.steps - done), eta, sizeof eta);
             char scale[48] = "";
             if (ts.amp && ts.scaler.cfg.kind != AMP_SCALER_NONE) snprintf(scale, sizeof scale, " | scale %g", r.update.scale);
-            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %6.3f%s%s | %7.4g tok/s | %s elapsed | ETA %s\n", done,
+            double rate = per_step / dt; /* whole tokens, or two decimals when a step makes fewer than 100 */
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %6.3f%s%s | %7.*f tok/s | %s elapsed | ETA %s\n", done,
                    cfg->train.steps, r.loss, lr, r.grad_norm, skipped ? " (skipped: not finite)" : "", scale,
-                   per_step / dt, elapsed, eta);
+                   rate < 100 ? 2 : 0, rate, elapsed, eta);
             fflush(stdout);
         }
         if (cfg->train.log_interval > 0 && done % cfg->train.log_interval == 0) ev_mem(ev, done);
