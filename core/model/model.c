@@ -507,6 +507,8 @@ static init_kind init_of(const model_tensor *t) {
 void model_init(model *m, uint64_t seed) { model_init_layerwise(m, seed, NULL, NULL, NULL); }
 
 void model_init_layerwise(model *m, uint64_t seed, void (*before)(void *, int), void (*after)(void *, int), void *ctx) {
+    /* A reserved model's weights are written only into spans a strategy committed (dist/fsdp.c does it). */
+    MP_ASSERT(!m->reserved || (before && after), "model_init on a reserved model: initialise it through its strategy");
     mp_rng rng;
     mp_rng_seed(&rng, seed);
     /* Residual projections add into the stream once per layer and twice per block, so their
