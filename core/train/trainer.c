@@ -5,6 +5,7 @@
 #include "amp/setup.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/parse.h"
 #include "base/events.h"
 #include "base/mem.h"
 #include "data/dataset.h"
@@ -389,6 +390,30 @@ static void restore_scaler(train_step *ts, const ckpt_meta *meta, int nmeta, con
                      err.found);
 }
 
+/* A whole number from a checkpoint's metadata; a missing or bad one stops with exit 2 naming it. */
+static uint64_t meta_u64(const ckpt_meta *meta, int nmeta, const char *key, const char *path) {
+    for (int i = 0; i < nmeta; i++) {
+        if (strcmp(meta[i].key, key) != 0) continue;
+        uint64_t v;
+        if (!parse_u64(meta[i].value, &v))
+            MP_FAIL("a whole number", "'%s': metadata '%s' is \"%s\"", path, key, meta[i].value);
+        return v;
+    }
+    MP_FAIL("the metadata key in the checkpoint", "'%s' has no metadata '%s'", path, key);
+    return 0;
+}
+
+/* After the tensors of a checkpoint (one file or shards) are in place: the loss scaler, the working weights
+ * made from what was read, the optimizer's step and the data position from its metadata. Returns the step. */
+static long restore_progress(train_step *ts, loader *tl, const ckpt_meta *meta, int nmeta, const char *path) {
+    if (ts->amp) restore_scaler(ts, meta, nmeta, path);
+    train_step_sync_working_weights(ts); /* the rounded working weights, or the offload's host master */
+    ts->state.step = (long)meta_u64(meta, nmeta, "optim_step", path);
+    loader_restore(tl, (loader_state){meta_u64(meta, nmeta, "loader_epoch", path), meta_u64(meta, nmeta, "loader_batch", path)},
+                   NULL);
+    return (long)meta_u64(meta, nmeta, "step", path);
+}
+
 /* A sharded checkpoint, whatever world size wrote it: the parameters whole on every rank (every layout
  * here keeps full replicas), the optimizer state at this rank's ZeRO ranges, or whole without ZeRO. */
 static long load_sharded(const char *dir, train_step *ts, loader *tl, comm_t *comm, int rank) {
@@ -419,24 +444,14 @@ static long load_sharded(const char *dir, train_step *ts, loader *tl, comm_t *co
     }
     if (ns) ckpt_sharded_read_all(ck, comm, total, ranges, n, state, ns, NULL);
     if (ranges != &whole) free(ranges);
-    if (ts->amp) {
-        int nm = ckpt_sharded_meta_count(ck);
-        ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
-        MP_ASSERT(meta, "out of memory");
-        for (int i = 0; i < nm; i++) meta[i] = ckpt_sharded_meta_at(ck, i);
-        restore_scaler(ts, meta, nm, dir);
-        free(meta);
-    }
-    train_step_sync_working_weights(ts); /* the rounded working weights, or the offload's host master */
-    uint64_t step, optim_step, epoch, batch;
-    ckpt_sharded_meta_u64(ck, "step", &step, NULL);
-    ckpt_sharded_meta_u64(ck, "optim_step", &optim_step, NULL);
-    ckpt_sharded_meta_u64(ck, "loader_epoch", &epoch, NULL);
-    ckpt_sharded_meta_u64(ck, "loader_batch", &batch, NULL);
+    int nm = ckpt_sharded_meta_count(ck);
+    ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
+    MP_ASSERT(meta, "out of memory");
+    for (int i = 0; i < nm; i++) meta[i] = ckpt_sharded_meta_at(ck, i);
+    long step = restore_progress(ts, tl, meta, nm, dir);
+    free(meta);
     ckpt_sharded_close(ck);
-    ts->state.step = (long)optim_step;
-    loader_restore(tl, (loader_state){epoch, batch}, NULL);
-    return (long)step;
+    return step;
 }
 
 /* Restores weights, optimizer state, the step and the data position; returns the step to continue from.
@@ -462,24 +477,14 @@ static long load_checkpoint(const char *path, train_step *ts, loader *tl, comm_t
         mem_free(m);
         mem_free(v);
     }
-    if (ts->amp) {
-        int nm = ckpt_meta_count(f);
-        ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
-        MP_ASSERT(meta, "out of memory");
-        for (int i = 0; i < nm; i++) meta[i] = ckpt_meta_at(f, i);
-        restore_scaler(ts, meta, nm, path);
-        free(meta);
-    }
-    train_step_sync_working_weights(ts); /* the rounded working weights, or the offload's host master */
-    uint64_t step, optim_step, epoch, batch;
-    ckpt_meta_u64(f, "step", &step, NULL);
-    ckpt_meta_u64(f, "optim_step", &optim_step, NULL);
-    ckpt_meta_u64(f, "loader_epoch", &epoch, NULL);
-    ckpt_meta_u64(f, "loader_batch", &batch, NULL);
+    int nm = ckpt_meta_count(f);
+    ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
+    MP_ASSERT(meta, "out of memory");
+    for (int i = 0; i < nm; i++) meta[i] = ckpt_meta_at(f, i);
+    long step = restore_progress(ts, tl, meta, nm, path);
+    free(meta);
     ckpt_close(f);
-    ts->state.step = (long)optim_step;
-    loader_restore(tl, (loader_state){epoch, batch}, NULL);
-    return (long)step;
+    return step;
 }
 
 /* --resume auto: the run's checkpoint, single file or sharded directory; when both are there (a run
