@@ -46,6 +46,8 @@ struct prefetch_loader {
 uint64_t prefetch_batches_per_epoch(const prefetch_loader *pl) { return pl->batches_per_epoch; }
 uint64_t prefetch_n_windows(const prefetch_loader *pl) { return pl->n_windows; }
 double prefetch_wait_seconds(const prefetch_loader *pl) { return pl->wait_s; }
+/* Only the caller's thread changes released and holding, so it reads them without the lock. */
+uint64_t prefetch_next_seq(const prefetch_loader *pl) { return pl->released + (pl->holding ? 1 : 0); }
 
 /* Under the lock: takes the next sequence number and writes its windows into its slot. The claims are
  * sequential, so the sampler's order is computed once per epoch, here, by whichever thread crosses into it. */
@@ -138,6 +140,7 @@ prefetch_loader *prefetch_open(const tokfile *file, uint64_t begin, uint64_t end
     pl->sampler = sampler;
     pl->n_windows = n_windows;
     pl->batches_per_epoch = sampler.num_samples / (uint64_t)cfg->B;
+    pl->next_claim = pl->released = cfg->first_seq;
     pl->epoch_windows = mem_alloc(sampler.num_samples * sizeof(uint64_t), MEM_OTHER, "prefetch epoch windows");
     const size_t bt = (size_t)cfg->B * (size_t)cfg->T;
     for (int i = 0; i < depth; i++) {

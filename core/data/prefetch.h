@@ -41,6 +41,7 @@ typedef struct {
     uint64_t seed;
     int workers;               /* 0, 1 or 2 threads */
     int depth;                 /* queue slots (batches prepared ahead), 1..64; 0 means 4 */
+    uint64_t first_seq;        /* the first batch handed out: 0, or where a resumed run left off */
     prefetch_prepare_fn prepare; /* may be NULL */
     void *prepare_ctx;
 } prefetch_config;
@@ -55,6 +56,9 @@ prefetch_loader *prefetch_open(const tokfile *file, uint64_t begin, uint64_t end
 /* The next batch in sequence, waiting for a worker if it is not ready. It stays valid (and its slot
  * taken) until the next call or prefetch_free. */
 const prefetch_batch *prefetch_next(prefetch_loader *pl);
+/* The sequence number of the batch the next prefetch_next returns (first_seq + batches taken): with
+ * batches_per_epoch, all a checkpoint needs to resume here. Call it from the thread that calls prefetch_next. */
+uint64_t prefetch_next_seq(const prefetch_loader *pl);
 /* Stops the workers (even mid-epoch, with batches queued or in preparation), joins them, frees everything. */
 void prefetch_free(prefetch_loader *pl); /* NULL is fine */
 

@@ -76,6 +76,8 @@ static const plan_arch arch_plan[] = {[MODEL_GPT2] = PLAN_ARCH_GPT2, [MODEL_LLAM
 static const char *const offload_names[] = {[OFFLOAD_NONE] = "none", [OFFLOAD_CPU] = "cpu", [OFFLOAD_NVME] = "nvme",
                                             NULL};
 static const char *const order_names[] = {[LOADER_SEQUENTIAL] = "sequential", [LOADER_SHUFFLE] = "shuffle", NULL};
+static const char *const sampler_names[] = {[DATA_SAMPLER_GLOBAL] = "global", [DATA_SAMPLER_DISTRIBUTED] = "distributed",
+                                            NULL};
 
 static const field_spec fp16_fields[] = {
     {.key = "enabled", .kind = FK_BOOL, .offset = OFF(fp16.enabled)},
@@ -172,6 +174,10 @@ static const field_spec data_fields[] = {
     {.key = "dir", .kind = FK_STRING, .offset = OFF(data.dir), .size = SIZE(data.dir)},
     {.key = "seq_len", .kind = FK_INT, .offset = OFF(data.seq_len), .lo = 1, .hi = 1 << 20},
     {.key = "order", .kind = FK_ENUM, .offset = OFF(data.order), .names = order_names},
+    {.key = "sampler", .kind = FK_ENUM, .offset = OFF(data.sampler), .names = sampler_names,
+     .about = "global: each rank a block of every global batch; distributed: PyTorch's DistributedSampler"},
+    {.key = "drop_last", .kind = FK_BOOL, .offset = OFF(data.drop_last)},
+    {.key = "workers", .kind = FK_INT, .offset = OFF(data.workers), .lo = 0, .hi = 2, .about = "prefetch threads"},
 };
 static const field_spec train_fields[] = {
     {.key = "steps", .kind = FK_LONG, .offset = OFF(train.steps), .lo = 1, .hi = 1e12},
@@ -496,6 +502,8 @@ static void set_defaults(train_config *cfg, int world) {
     cfg->comm = (config_comm){.hook = DDP_HOOK_ALLREDUCE, .topk_ratio = 0.01, .powersgd_rank = 1};
     snprintf(cfg->data.dir, sizeof cfg->data.dir, "data");
     cfg->data.order = LOADER_SHUFFLE;
+    cfg->data.sampler = DATA_SAMPLER_GLOBAL;
+    cfg->data.workers = 1;
     cfg->train.eval_batches = 8;
     cfg->train.seed = 1;
     cfg->train.log_interval = 1;
@@ -696,6 +704,12 @@ static bool resolve_data_and_train(train_config *cfg, const cJSON *root, data_er
     if (cfg->data.seq_len > cfg->model.model.maxT)
         return DATA_ERR(err, "data.seq_len <= model.context", "the model has no positions beyond its context",
                         "seq_len %d, context %d", cfg->data.seq_len, cfg->model.model.maxT);
+    if (cfg->data.sampler == DATA_SAMPLER_GLOBAL)
+        for (const char *const *k = (const char *const[]){"drop_last", "workers", NULL}; *k; k++)
+            if (child(data, *k))
+                return DATA_ERR(err, "data.sampler \"distributed\" with data.drop_last or data.workers",
+                                "the global sampler neither pads nor prefetches; set data.sampler=distributed",
+                                "data.%s with data.sampler \"global\"", *k);
     if (!train || !child(train, "steps")) return missing(err, "train.steps", "train.steps: the optimizer steps to take");
     /* The run name becomes a directory under runs/: one plain path component. */
     if (!cfg->train.run_name[0]) snprintf(cfg->train.run_name, sizeof cfg->train.run_name, "run");
@@ -937,6 +951,11 @@ static cJSON *section_json(const section_spec *s, const train_config *cfg, bool 
 
 /* The model is written field by field (no preset), and without what the file left to others: vocab
  * until it is known, padded_vocab unless set, rope_theta for GPT-2. */
+/* The distributed sampler's options only where it is the sampler. */
+static bool skip_data_field(const train_config *cfg, const char *key) {
+    return cfg->data.sampler == DATA_SAMPLER_GLOBAL && (strcmp(key, "drop_last") == 0 || strcmp(key, "workers") == 0);
+}
+
 static bool skip_model_field(const train_config *cfg, const char *key) {
     const model_config *m = &cfg->model.model;
     return strcmp(key, "preset") == 0 || (strcmp(key, "vocab") == 0 && m->V == 0) ||
@@ -993,6 +1012,8 @@ cJSON *config_to_json(const train_config *cfg) {
         else if (strcmp(f->key, "scheduler") == 0) cJSON_AddItemToObject(root, f->key, scheduler_json(&cfg->scheduler));
         else if (f->sub == &model_section)
             cJSON_AddItemToObject(root, f->key, section_json(f->sub, cfg, skip_model_field));
+        else if (f->sub == &data_section)
+            cJSON_AddItemToObject(root, f->key, section_json(f->sub, cfg, skip_data_field));
         else if (f->sub == &fsdp_section && !(cfg->fsdp.enabled && cfg->zero.stage == 0))
             continue; /* only a run that asked for FSDP by its section has one (stage 3 says it by itself) */
         else if (f->kind == FK_SECTION) cJSON_AddItemToObject(root, f->key, section_json(f->sub, cfg, NULL));

@@ -168,6 +168,15 @@ typedef struct {
     model_config model;                      /* arch, V, Vp, maxT (context), L, C, NH, KVH, F, tied, eps, theta */
 } config_model;
 
+/* Which training rows each data-parallel rank takes (train/train_data.h):
+ *   global:      Megatron's pretraining sampler: every rank walks the same order of global batches of
+ *                B x world windows (data/loader.h) and takes its own block of B rows, so N ranks x B see,
+ *                row for row, what 1 rank x B x N accumulated micro-batches sees;
+ *   distributed: PyTorch's DistributedSampler (data/sampler.h, lab 15): rank r takes positions r, r + world,
+ *                ... of the epoch's order, padded or cut to equal shares, prepared ahead by worker threads
+ *                (data/prefetch.h). The same rows make up each global batch; which rank holds which differs. */
+typedef enum { DATA_SAMPLER_GLOBAL, DATA_SAMPLER_DISTRIBUTED } data_sampler;
+
 /* "data": {"dataset": "poetry", "dir": "data", "seq_len": 64, "order": "shuffle"}. Files are read from
  * <dir>/<dataset>/ (train.tokens, val.tokens, vocab.json), as `mixpar data build NAME` writes them. */
 typedef struct {
@@ -175,6 +184,9 @@ typedef struct {
     char dir[1024];                          /* ["data"] */
     int seq_len;                             /* T of a batch [the model's context]; 1..context */
     loader_order order;                      /* "shuffle" [default] or "sequential" (data/loader.h) */
+    data_sampler sampler;                    /* "global" [default] or "distributed" (above) */
+    bool drop_last;                          /* distributed: cut the epoch's tail instead of padding [false] */
+    int workers;                             /* distributed: threads preparing batches ahead, 0..2 [1] */
 } config_data;
 
 /* "train": the loop. Intervals count optimizer steps; 0 turns the periodic action off. */

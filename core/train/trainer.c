@@ -23,6 +23,7 @@
 #include "train/ckpt_sharded.h"
 #include "train/sample.h"
 #include "train/step.h"
+#include "train/train_data.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -282,12 +283,13 @@ typedef struct {
 } checkpoint_meta;
 
 static void checkpoint_meta_fill(checkpoint_meta *cm, train_step *ts, const train_config *cfg, long step,
-                                 const loader *tl) {
+                                 const train_data *td) {
     cm->config_json = config_dump(cfg);
     snprintf(cm->step, sizeof cm->step, "%ld", step);
     snprintf(cm->optim_step, sizeof cm->optim_step, "%ld", ts->state.step);
-    snprintf(cm->epoch, sizeof cm->epoch, "%llu", (unsigned long long)tl->state.epoch);
-    snprintf(cm->batch, sizeof cm->batch, "%llu", (unsigned long long)tl->state.batch);
+    loader_state at = train_data_position(td);
+    snprintf(cm->epoch, sizeof cm->epoch, "%llu", (unsigned long long)at.epoch);
+    snprintf(cm->batch, sizeof cm->batch, "%llu", (unsigned long long)at.batch);
     const ckpt_meta base[5] = {{"config", cm->config_json}, {"step", cm->step}, {"optim_step", cm->optim_step},
                                {"loader_epoch", cm->epoch}, {"loader_batch", cm->batch}};
     memcpy(cm->meta, base, sizeof base);
@@ -353,9 +355,9 @@ static void save_sharded(const char *dir, train_step *ts, comm_t *comm, int rank
 /* Every rank calls it. Under ZeRO every rank writes its shard (save_sharded); otherwise rank 0 writes one
  * complete file. */
 static void save_checkpoint(const char *path, const char *sharded_dir, train_step *ts, const train_config *cfg,
-                            long step, const loader *tl, ev_writer *ev, int rank, comm_t *comm) {
+                            long step, const train_data *td, ev_writer *ev, int rank, comm_t *comm) {
     checkpoint_meta cm;
-    checkpoint_meta_fill(&cm, ts, cfg, step, tl);
+    checkpoint_meta_fill(&cm, ts, cfg, step, td);
     if (ts->zero || ts->fsdp) {
         save_sharded(sharded_dir, ts, comm, rank, &cm, ev, step);
         free(cm.config_json);
@@ -405,18 +407,18 @@ static uint64_t meta_u64(const ckpt_meta *meta, int nmeta, const char *key, cons
 
 /* After the tensors of a checkpoint (one file or shards) are in place: the loss scaler, the working weights
  * made from what was read, the optimizer's step and the data position from its metadata. Returns the step. */
-static long restore_progress(train_step *ts, loader *tl, const ckpt_meta *meta, int nmeta, const char *path) {
+static long restore_progress(train_step *ts, train_data *td, const ckpt_meta *meta, int nmeta, const char *path) {
     if (ts->amp) restore_scaler(ts, meta, nmeta, path);
     train_step_sync_working_weights(ts); /* the rounded working weights, or the offload's host master */
     ts->state.step = (long)meta_u64(meta, nmeta, "optim_step", path);
-    loader_restore(tl, (loader_state){meta_u64(meta, nmeta, "loader_epoch", path), meta_u64(meta, nmeta, "loader_batch", path)},
-                   NULL);
+    train_data_restore(td, (loader_state){meta_u64(meta, nmeta, "loader_epoch", path),
+                                          meta_u64(meta, nmeta, "loader_batch", path)});
     return (long)meta_u64(meta, nmeta, "step", path);
 }
 
 /* A sharded checkpoint, whatever world size wrote it: the parameters whole on every rank (every layout
  * here keeps full replicas), the optimizer state at this rank's ZeRO ranges, or whole without ZeRO. */
-static long load_sharded(const char *dir, train_step *ts, loader *tl, comm_t *comm, int rank) {
+static long load_sharded(const char *dir, train_step *ts, train_data *td, comm_t *comm, int rank) {
     ckpt_sharded *ck = ckpt_sharded_open(dir, NULL);
     const char *names[3] = {"params"};
     ckpt_shard_buffer state[2];
@@ -448,7 +450,7 @@ static long load_sharded(const char *dir, train_step *ts, loader *tl, comm_t *co
     ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
     MP_ASSERT(meta, "out of memory");
     for (int i = 0; i < nm; i++) meta[i] = ckpt_sharded_meta_at(ck, i);
-    long step = restore_progress(ts, tl, meta, nm, dir);
+    long step = restore_progress(ts, td, meta, nm, dir);
     free(meta);
     ckpt_sharded_close(ck);
     return step;
@@ -456,10 +458,10 @@ static long load_sharded(const char *dir, train_step *ts, loader *tl, comm_t *co
 
 /* Restores weights, optimizer state, the step and the data position; returns the step to continue from.
  * path is one file (any run's) or a sharded checkpoint's directory (any world size's). */
-static long load_checkpoint(const char *path, train_step *ts, loader *tl, comm_t *comm, int rank) {
+static long load_checkpoint(const char *path, train_step *ts, train_data *td, comm_t *comm, int rank) {
     struct stat st;
     if (ckpt_sharded_is_dir(path) || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-        return load_sharded(path, ts, tl, comm, rank); /* a directory without an index is refused there */
+        return load_sharded(path, ts, td, comm, rank); /* a directory without an index is refused there */
     ckpt_file *f = ckpt_open(path, NULL);
     int ntensors;
     const model_tensor *tensors = model_tensors(ts->m, &ntensors);
@@ -481,7 +483,7 @@ static long load_checkpoint(const char *path, train_step *ts, loader *tl, comm_t
     ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
     MP_ASSERT(meta, "out of memory");
     for (int i = 0; i < nm; i++) meta[i] = ckpt_meta_at(f, i);
-    long step = restore_progress(ts, tl, meta, nm, path);
+    long step = restore_progress(ts, td, meta, nm, path);
     free(meta);
     ckpt_close(f);
     return step;
@@ -700,10 +702,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     config_data_path(cfg, "vocab.json", vocab_path, sizeof vocab_path);
     tokenizer tok;
     tokenizer_load(&tok, vocab_path, NULL);
-    loader tl, vl;
-    /* Every rank reads the same global batch of B x world sequences and keeps its own B rows, so N ranks
-     * see exactly the data one rank with batch N*B would. */
-    loader_init(&tl, train_tokens, 0, train_tokens->token_count, B * world, T, cfg->data.order, cfg->train.seed, NULL);
+    /* Each global batch is the same rows whichever sampler splits it between the ranks (train/train_data.h). */
+    train_data *td = train_data_open(cfg, train_tokens, B, T, comm);
+    loader vl;
     loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
 
     /* FSDP / ZeRO-3 on several ranks: the model's buffers are reserved, each rank keeps shards (dist/fsdp.h). */
@@ -748,7 +749,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     long step = 0;
     if (opt && opt->resume) {
         const char *from = strcmp(opt->resume, "auto") == 0 ? resume_auto(checkpoint_path, sharded_path) : opt->resume;
-        step = load_checkpoint(from, &ts, &tl, comm, rank);
+        step = load_checkpoint(from, &ts, td, comm, rank);
         if (!quiet) printf("resumed from %s at step %ld\n", from, step);
     }
 
@@ -784,6 +785,10 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         ev_str(ev, "backend", comm_backend_name(comm));
         ev_object_end(ev);
     }
+    ev_object_begin(ev, "data");
+    ev_str(ev, "sampler", cfg->data.sampler == DATA_SAMPLER_GLOBAL ? "global" : "distributed");
+    ev_int(ev, "batches_per_epoch", (long long)train_data_batches_per_epoch(td));
+    ev_object_end(ev);
     ev_json(ev, "config", config_json);
     ev_end(ev);
     free(config_json);
@@ -815,6 +820,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         printf("data: %s, %llu training tokens, %llu validation; batch %d x %d tokens x %d accumulation = %d tokens "
                "per step\n", cfg->data.dataset, (unsigned long long)train_tokens->token_count,
                (unsigned long long)val_tokens->token_count, B, T, accum, B * T * accum);
+        char sampler_line[256];
+        train_data_describe(td, sampler_line, sizeof sampler_line);
+        printf("sampler: %s\n", sampler_line);
         printf("optimizer: %s; gradient clipping %g; %d threads%s\n", summary_line, cfg->gradient_clipping,
                omp_get_max_threads(), world > 1 ? " per rank" : "");
         if (precision.recipe != AMP_RECIPE_FP32) {
@@ -857,10 +865,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     long first = step;
     for (; step < cfg->train.steps; step++) {
         for (int k = 0; k < accum; k++) {
-            loader_next(&tl);
-            size_t mine = (size_t)rank * B * T;
-            memcpy(inputs + k * B * T, tl.inputs + mine, (size_t)B * T * sizeof(int));
-            memcpy(targets + k * B * T, tl.targets + mine, (size_t)B * T * sizeof(int));
+            train_data_next(td, inputs + (size_t)k * B * T, targets + (size_t)k * B * T);
         }
         double lr = lr_schedule_at(&cfg->scheduler, step);
         /* Activation histograms are taken during a histogram step's forward passes. */
@@ -971,7 +976,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         bool checkpoint_now = cfg->train.checkpoint_interval > 0 &&
                               (done % cfg->train.checkpoint_interval == 0 || done == cfg->train.steps);
         if (checkpoint_now && (rank == 0 || zr || fs))
-            save_checkpoint(checkpoint_path, sharded_path, &ts, cfg, done, &tl, ev, rank, comm);
+            save_checkpoint(checkpoint_path, sharded_path, &ts, cfg, done, td, ev, rank, comm);
     }
     sum.steps_done = step - first;
     sum.seconds = mp_now() - t_start;
@@ -989,7 +994,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     free(act_hists);
     train_step_free(&ts);
     model_free(m);
-    loader_free(&tl);
+    train_data_free(td);
     loader_free(&vl);
     tokenizer_free(&tok);
     tokfile_close(train_tokens);

@@ -38,13 +38,14 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-/* The hash of each of the first `count` batches. */
+/* The hash of each of `count` batches from cfg.first_seq on. */
 static void run_hashes(const tokfile *f, prefetch_config cfg, int count, uint64_t *hashes) {
     prefetch_loader *pl = prefetch_open(f, 0, f->token_count, &cfg, NULL);
     cr_assert_not_null(pl);
     for (int k = 0; k < count; k++) {
+        cr_assert_eq(prefetch_next_seq(pl), cfg.first_seq + (uint64_t)k);
         const prefetch_batch *b = prefetch_next(pl);
-        cr_assert_eq(b->seq, (uint64_t)k, "batches come in sequence order");
+        cr_assert_eq(b->seq, cfg.first_seq + (uint64_t)k, "batches come in sequence order");
         cr_assert_eq(b->epoch * prefetch_batches_per_epoch(pl) + b->batch, b->seq);
         size_t bt = (size_t)cfg.B * cfg.T;
         uint64_t h = fnv(1469598103934665603ULL, b->windows, (size_t)cfg.B * sizeof(uint64_t));
@@ -71,6 +72,25 @@ Test(prefetch, same_batches_whatever_the_worker_count) {
         cr_assert_eq(h[2][k], h[0][k], "batch %d: 2 workers differ from 0 workers", k);
     }
     cr_assert_neq(h[0][0], h[0][16], "epoch 1 starts with another batch than epoch 0 (set_epoch)");
+    tokfile_close(f);
+    unlink(path);
+}
+
+Test(prefetch, a_resumed_loader_continues_with_the_batch_that_came_next) {
+    char path[128];
+    tokfile *f = make_tokens(4001, path, sizeof path); /* 250 windows; 2 ranks: 125 each; B=6: 20 an epoch */
+    prefetch_config cfg = {.B = 6, .T = 16, .world = 2, .rank = 0, .shuffle = true, .seed = 4, .depth = 3};
+    enum { COUNT = 50 };
+    for (int w = 0; w <= 2; w++) {
+        uint64_t whole[COUNT], resumed[COUNT - 27];
+        cfg.workers = w;
+        cfg.first_seq = 0;
+        run_hashes(f, cfg, COUNT, whole);
+        cfg.first_seq = 27; /* epoch 1, batch 7 */
+        run_hashes(f, cfg, COUNT - 27, resumed);
+        for (int k = 27; k < COUNT; k++)
+            cr_assert_eq(resumed[k - 27], whole[k], "workers=%d: batch %d after a resume at 27 differs", w, k);
+    }
     tokfile_close(f);
     unlink(path);
 }
