@@ -246,8 +246,10 @@ static double time_calls(comm_t *c, const bench_args *a, comm_op op, comm_algo a
 /* ---------------------------------------------------------------- fit */
 
 /* t = alpha + bytes * inv_beta by least squares on the relative error (weights 1/t^2): plain least
- * squares would let the largest messages decide alpha too. false when it has too few points. */
-static bool fit_alpha_beta(const series *s, double *alpha, double *inv_beta) {
+ * squares would let the largest messages decide alpha too. A latency cannot be negative: when the free fit
+ * says it is (large sizes only, where alpha drowns in the noise), alpha is held at 0, beta refitted, and
+ * *bounded set. false when it has too few points. */
+static bool fit_alpha_beta(const series *s, double *alpha, double *inv_beta, bool *bounded) {
     double sw = 0, sx = 0, sxx = 0, sy = 0, sxy = 0;
     for (int i = 0; i < s->n; i++) {
         double w = 1.0 / (s->seconds[i] * s->seconds[i]), x = s->bytes[i], y = s->seconds[i];
@@ -257,6 +259,8 @@ static bool fit_alpha_beta(const series *s, double *alpha, double *inv_beta) {
     if (s->n < 2 || !(fabs(det) > 0)) return false;
     *alpha = (sxx * sy - sx * sxy) / det;
     *inv_beta = (sw * sxy - sx * sy) / det;
+    *bounded = *alpha < 0;
+    if (*bounded) *alpha = 0, *inv_beta = sxy / sxx;
     return true;
 }
 
@@ -272,10 +276,12 @@ static void report_fits(const series *all, int nseries, int p) {
     printf("# %-15s %-7s %12s %12s %6s\n", "op", "algo", "alpha(us)", "beta(GB/s)", "sizes");
     const series *ring = NULL, *tree = NULL;
     double a_ring = 0, b_ring = 0, a_tree = 0, b_tree = 0;
+    bool any_bounded = false;
     for (int k = 0; k < nseries; k++) {
         const series *s = &all[k];
         double alpha, inv_beta;
-        if (!fit_alpha_beta(s, &alpha, &inv_beta)) {
+        bool bounded;
+        if (!fit_alpha_beta(s, &alpha, &inv_beta, &bounded)) {
             printf("  %-15s %-7s %12s %12s %6d\n", comm_op_name(OPS[s->op].op), comm_algo_name(ALGOS[s->algo]), "n/a", "n/a",
                    s->n);
             continue;
@@ -283,11 +289,17 @@ static void report_fits(const series *all, int nseries, int p) {
         char beta[32];
         if (inv_beta > 0) snprintf(beta, sizeof beta, "%.3f", 1.0 / inv_beta / 1e9);
         else snprintf(beta, sizeof beta, "n/a");
-        printf("  %-15s %-7s %12.2f %12s %6d\n", comm_op_name(OPS[s->op].op), comm_algo_name(ALGOS[s->algo]),
-               alpha * 1e6, beta, s->n);
+        char lat[32];
+        snprintf(lat, sizeof lat, bounded ? "%.2f*" : "%.2f", alpha * 1e6);
+        any_bounded |= bounded;
+        printf("  %-15s %-7s %12s %12s %6d\n", comm_op_name(OPS[s->op].op), comm_algo_name(ALGOS[s->algo]), lat, beta,
+               s->n);
         if (OPS[s->op].op == COMM_OP_ALLREDUCE && ALGOS[s->algo] == COMM_ALGO_RING) ring = s, a_ring = alpha, b_ring = inv_beta;
         if (OPS[s->op].op == COMM_OP_ALLREDUCE && ALGOS[s->algo] == COMM_ALGO_TREE) tree = s, a_tree = alpha, b_tree = inv_beta;
     }
+    if (any_bounded)
+        printf("# * these sizes cannot resolve the latency (the free fit gave alpha < 0): alpha held at 0; add small "
+               "sizes (--min 8) to measure it\n");
     if (!ring || !tree || p < 2) return;
     /* Measured: the smallest size from which ring is faster than tree at every size measured. */
     int from = -1;

@@ -105,6 +105,10 @@ check_output "comm-bench: bf16 on 4 ranks, no wrong element" 0 "# 0 wrong elemen
   "$MIXPAR" run -n 4 -- "$MIXPAR" comm-bench --op all --dtype bf16 --min 8 --max 16K --iters 2 --warmup 1
 check_output "comm-bench: busbw = algbw x 2(p-1)/p for allreduce on 4 ranks" 0 "factors for p = 4: allreduce 2\(p-1\)/p = 1.5" \
   "$MIXPAR" run -n 4 -- "$MIXPAR" comm-bench --max 64 --iters 2
+# Large sizes alone leave the latency in the noise; a free fit can then give alpha < 0, which is held at 0.
+check "comm-bench: fitted latencies are never negative (large sizes only)" bash -c \
+  "'$MIXPAR' run -n 2 -- '$MIXPAR' comm-bench --op allreduce --algo ring,native --min 1M --max 16M --iters 3 --warmup 1 |
+   awk '/alpha-beta fit/ {fit=1; next} fit && NF == 5 && \$1 == \"allreduce\" {n++; if (\$3 ~ /^-/) bad=1} END {exit !(n == 2 && !bad)}'"
 check_output "comm-bench: unknown op" 2 "--op takes allreduce" "$MIXPAR" comm-bench --op alltoall
 check_output "comm-bench: unknown algo" 2 "--algo takes ring" "$MIXPAR" comm-bench --algo butterfly
 check_output "comm-bench: bad size" 2 "--max takes a size" "$MIXPAR" comm-bench --max 12Q
