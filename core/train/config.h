@@ -103,14 +103,19 @@ typedef struct {
     int stage;                               /* 0 plain data parallel, 1 optimizer states, 2 + gradients,
                                               * 3 + parameters [0] */
     uint64_t reduce_bucket_size;             /* [5e8] */
-    uint64_t allgather_bucket_size;          /* [5e8] */
+    uint64_t allgather_bucket_size;          /* [5e8] read, not used: ZeRO-1/2 gather each bucket's updated
+                                              * shard as its reduction's bucket (dist/zero.h) */
     bool overlap_comm;                       /* [true for stage 3, false otherwise] */
-    bool contiguous_gradients;               /* [true] */
-    bool reduce_scatter;                     /* [true] */
+    bool contiguous_gradients;               /* [true] read, not used: gradients are always one flat buffer */
+    bool reduce_scatter;                     /* [true] read, not used: ZeRO always reduce-scatters */
     uint64_t stage3_prefetch_bucket_size;    /* [5e7] */
-    uint64_t stage3_param_persistence_threshold; /* parameters smaller than this stay unsharded [1e5] */
+    uint64_t stage3_param_persistence_threshold; /* [1e5] read so DeepSpeed configs load, not used: DeepSpeed
+                                              * keeps tensors below it whole on every rank; mixpar's stage-3
+                                              * units are whole blocks (dist/fsdp.h), each sharded with the
+                                              * small tensors inside it */
     config_offload_device offload_optimizer; /* "offload_optimizer": {"device": "none" | "cpu" | "nvme"} */
-    bool offload_pin_memory;                 /* "offload_optimizer": {"pin_memory": ...} [false] */
+    bool offload_pin_memory;                 /* "offload_optimizer": {"pin_memory": ...} [false] read, not used:
+                                              * the CPU build has no device copies to pin for */
 } config_zero;
 
 /* "fsdp": PyTorch FSDP's options under their own names (dist/fsdp.h, lab 20). The section's presence turns
