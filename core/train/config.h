@@ -179,7 +179,8 @@ typedef struct {
  *                row for row, what 1 rank x B x N accumulated micro-batches sees;
  *   distributed: PyTorch's DistributedSampler (data/sampler.h, lab 15): rank r takes positions r, r + world,
  *                ... of the epoch's order, padded or cut to equal shares, prepared ahead by worker threads
- *                (data/prefetch.h). The same rows make up each global batch; which rank holds which differs. */
+ *                (data/prefetch.h). A global batch holds the rows 1 rank x B x world would take with this
+ *                sampler; which rank holds which differs from "global" (and its shuffle is its own). */
 typedef enum { DATA_SAMPLER_GLOBAL, DATA_SAMPLER_DISTRIBUTED } data_sampler;
 
 /* "data": {"dataset": "poetry", "dir": "data", "seq_len": 64, "order": "shuffle"}. Files are read from

@@ -702,7 +702,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     config_data_path(cfg, "vocab.json", vocab_path, sizeof vocab_path);
     tokenizer tok;
     tokenizer_load(&tok, vocab_path, NULL);
-    /* Each global batch is the same rows whichever sampler splits it between the ranks (train/train_data.h). */
+    /* With either sampler, the ranks' rows of a step are the rows one rank with B x world would take. */
     train_data *td = train_data_open(cfg, train_tokens, B, T, comm);
     loader vl;
     loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
