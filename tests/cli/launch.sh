@@ -16,9 +16,10 @@ done <<'EOF_TABLE'
 06-torchrun-missing-variables|10|LOCAL_RANK, MASTER_ADDR, MASTER_PORT missing
 07-torchrun-without-mpirun|10|torchrun-style launch variables and no mpirun
 08-zero-ranks|10|number of ranks must be a whole number from 1 to 4096, not '0'
+09-different-data-on-one-node|30|rank 0: 173863 tokens, 84 batches an epoch; rank 1: 130401 tokens, 63 batches
 EOF_TABLE
 # The gallery is the list above: a new entry needs its row.
-check "launch: every gallery entry is checked here" test "$(ls "$g"/[0-9][0-9]-*.sh | wc -l)" -eq 8
+check "launch: every gallery entry is checked here" test "$(ls "$g"/[0-9][0-9]-*.sh | wc -l)" -eq 9
 
 # Variables that agree are not refused: a one-process torchrun job trains, and so does an mpirun job with
 # stray torchrun variables in its ranks (OpenMPI's win there; mixpar run itself, outside mpirun, refuses them).
