@@ -121,7 +121,7 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
         }
     }
     vz_text(w, row, 0, cols, vz_attr(s, VZ_PAIR_DIM),
-            "F forward B backward O optimizer | comm row: 0-9 bucket, A allreduce G allgather R reduce-scatter");
+            "F forward B backward O optimizer * data | comm row: 0-9 bucket, A allreduce G allgather R reduce-scatter");
     return row + 1 - y;
 }
 

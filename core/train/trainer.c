@@ -864,9 +864,11 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     bool hash_params = getenv("MIXPAR_PARAM_HASH") != NULL;
     long first = step;
     for (; step < cfg->train.steps; step++) {
+        double t_data = mp_elapsed(); /* getting the step's batches: a read, or a wait for the prefetch workers */
         for (int k = 0; k < accum; k++) {
             train_data_next(td, inputs + (size_t)k * B * T, targets + (size_t)k * B * T);
         }
+        double t_data_end = mp_elapsed();
         double lr = lr_schedule_at(&cfg->scheduler, step);
         /* Activation histograms are taken during a histogram step's forward passes. */
         long next = step + 1;
@@ -926,9 +928,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         }
         ev_end(ev);
         const struct { const char *name; double a, b; } spans[] = {
-            {"forward", t0, t0 + r.t_forward}, {"backward", t0 + r.t_forward, t0 + r.t_forward + r.t_backward},
-            {"optimizer", t1 - r.t_optimizer, t1}};
-        for (int i = 0; i < 3; i++) {
+            {"data", t_data, t_data_end}, {"forward", t0, t0 + r.t_forward},
+            {"backward", t0 + r.t_forward, t0 + r.t_forward + r.t_backward}, {"optimizer", t1 - r.t_optimizer, t1}};
+        for (int i = 0; i < 4; i++) {
             ev_begin(ev, "span");
             ev_str(ev, "name", spans[i].name);
             ev_int(ev, "step", step + 1);
