@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # 19-zero-data-parallel.figures.sh: the figures of chapter 19's deck, from real 4-rank (and 2-rank) runs of the
-# addition model with ZeRO stages 0-3 (mixpar run -n N, AdamW in fp32), drawn by gnuplot:
+# addition model widened to 8 blocks with ZeRO stages 0-3 (mixpar run -n N, AdamW in fp32), drawn by gnuplot:
 #   19-memory.png  per-rank bytes of weights, gradients and optimizer state measured on rank 0 (stacked), and
-#                  the planner's total for the same stage (a marker): stage 2's gradients are the honest limit
+#                  the planner's total for the same stage (a marker): stage 2's gradients add the buckets in flight
 #   19-bytes.png   bytes each rank sends per step, in units of (N-1)/N x 4 Psi, for N = 2 and 4: 2 for
 #                  stages 0-2, just under 3 for stage 3
 # Usage: slides/19-zero-data-parallel.figures.sh OUTDIR   (needs build/mixpar and mpirun; `make` first)
@@ -18,11 +18,12 @@ for n in 2 4; do
     row="$n"
     for stage in 0 1 2 3; do
         run=$data/n$n-s$stage
-        "$mixpar" run -n "$n" -- "$mixpar" train --config configs/synthetic-addition.json --quiet --set train.steps=6 \
+        "$mixpar" run -n "$n" -- "$mixpar" train --config configs/synthetic-addition.json --quiet --set model.layers=8 --set train.steps=6 \
             --set scheduler.params.total_steps=6 --set scheduler.params.warmup_steps=2 --set train.eval_interval=0 \
             --set train.sample_interval=0 --set train.hist_interval=0 --set train.checkpoint_interval=0 \
             --set train_micro_batch_size_per_gpu=$((32 / n)) --set zero_optimization.stage="$stage" \
-            --set zero_optimization.reduce_bucket_size=20000 --set train.run_dir="$run" > /dev/null 2>&1
+            --set zero_optimization.reduce_bucket_size=20000 --set zero_optimization.overlap_comm=true \
+            --set train.run_dir="$run" > /dev/null 2>&1
         ev=$run/events.rank0.jsonl
         psi=$(head -n 1 "$ev" | grep -o '"params":[0-9]*' | cut -d: -f2)
         sent=$(grep '"kind":"step"' "$ev" | tail -n +2 | grep -o '"comm_bytes":[0-9]*' | cut -d: -f2 | awk '{s+=$1} END {print s/NR}')
@@ -47,7 +48,7 @@ set boxwidth 0.6
 set yrange [0:*]
 set grid y
 set key top right inside
-set xlabel "ZeRO stage (4 ranks, Psi = 103040, AdamW fp32)"
+set xlabel "ZeRO stage (4 ranks, Psi = $psi, 8 blocks, AdamW fp32)"
 set ylabel "model states per rank (KiB), rank 0"
 plot "$data/memory.dat" using (\$2/1024):xtic(1) lc rgb "#56b4e9" title "weights (measured)", \
      "" using (\$3/1024) lc rgb "#e69f00" title "gradients (measured)", \

@@ -194,6 +194,13 @@ void ddp_finish(ddp *d) {
     pthread_mutex_unlock(&d->mu);
 }
 
+void ddp_wait_pending(ddp *d, int at_most) {
+    if (!d->threaded) return;
+    pthread_mutex_lock(&d->mu);
+    while ((d->tail - d->head) + (d->busy ? 1 : 0) > at_most) pthread_cond_wait(&d->idle, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+}
+
 void ddp_get_stats(const ddp *d, ddp_stats *out) { *out = d->stats; }
 
 void ddp_free(ddp *d) {

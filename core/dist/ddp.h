@@ -65,6 +65,9 @@ void ddp_check_replicas_agree(comm_t *c, uint64_t hash);
 void ddp_set_sync(ddp *d, bool sync);
 /* Waits until every bucket of the last backward has been reduced. */
 void ddp_finish(ddp *d);
+/* Waits until at most at_most launched buckets are still queued or being reduced (ZeRO-2 waits for the
+ * previous bucket before it gives memory to the next: dist/zero.h). */
+void ddp_wait_pending(ddp *d, int at_most);
 /* The two model hooks DDP installs, for a backward pass that is not model_backward (a hand-written loss, as
  * lab 13's tests use): call ddp_before_backward(d, layer) before computing a layer's gradients and
  * ddp_grads_ready(d, layer) once they are final, for layer = L, L-1, ..., -1, the order model_backward uses. */

@@ -30,6 +30,11 @@ struct zero {
     int nbuckets;
     size_t shard_elems;   /* this rank's */
     uint64_t allgather_bytes;
+    /* Stage 2 on a model with reserved gradients (model_create_sharded_grads, zero_shard_gradients): */
+    bool sharded_grads;
+    bool *committed;      /* (nbuckets) the bucket's memory was committed this step (and its shard still is) */
+    model_hooks inner;    /* the hooks that were set before (DDP's): called on from ours */
+    ddp *dp;              /* whose reductions a new bucket waits for */
 };
 
 void zero_check_stage(int stage) {
@@ -131,6 +136,7 @@ zero *zero_create(model *m, comm_t *c, int stage, size_t bucket_elems) {
 void zero_free(zero *z) {
     if (!z) return;
     free(z->buckets);
+    free(z->committed);
     free(z);
 }
 
@@ -155,6 +161,76 @@ void zero_shard_spans(const zero *z, optim_span **spans, clip_span **clips, int 
     free(ranges);
 }
 
+/* ------------------------------------------------------------------ gradient memory (stage 2) */
+
+/* Gives back the parts of a reduced bucket that are not this rank's: everything but its block and its
+ * left-over element. They only held partial sums; decommitted, they read zero again. */
+static void release_unowned(zero *z, const zero_bucket *bk) {
+    float *g = model_grads(z->m);
+    size_t r = (size_t)z->rank, N = (size_t)z->world, k = bk->block, tail = bk->lo + N * k;
+    size_t own_lo = bk->lo + r * k, own_hi = own_lo + k, extra = r < bk->rem ? tail + r : SIZE_MAX;
+    const size_t cut[][2] = {{bk->lo, own_lo}, {own_hi, tail}, {tail, extra < bk->hi ? extra : bk->hi},
+                             {extra < bk->hi ? extra + 1 : bk->hi, bk->hi}};
+    for (int i = 0; i < 4; i++)
+        if (cut[i][1] > cut[i][0]) mem_decommit(g, cut[i][0] * sizeof(float), (cut[i][1] - cut[i][0]) * sizeof(float));
+}
+
+/* Like DeepSpeed's double-buffered reduction bucket: a new bucket gets memory once at most one reduction (the
+ * previous bucket's) is still in flight, so the gradients held are the shard plus about two buckets. */
+static void commit_bucket_at(zero *z, size_t elem) {
+    for (int b = 0; b < z->nbuckets; b++) {
+        const zero_bucket *bk = &z->buckets[b];
+        if (elem < bk->lo || elem >= bk->hi || z->committed[b]) continue;
+        ddp_wait_pending(z->dp, 1);
+        mem_commit(model_grads(z->m), bk->lo * sizeof(float), (bk->hi - bk->lo) * sizeof(float));
+        z->committed[b] = true;
+    }
+}
+
+/* Before a layer's backward writes its gradients: the buckets they fall in get memory (a layer never spans
+ * two buckets: buckets close at layer boundaries). The tied head writes the embeddings' wte. */
+static void before_backward(void *ctx, int layer) {
+    zero *z = ctx;
+    size_t off, n;
+    model_layer_span(z->m, layer, &off, &n);
+    if (n > 0) commit_bucket_at(z, off);
+    const model_config *mc = model_get_config(z->m);
+    if (layer == mc->L && mc->tied) commit_bucket_at(z, model_tensor_find(z->m, "wte")->offset);
+    if (z->inner.before_backward) z->inner.before_backward(z->inner.ctx, layer);
+}
+static void before_forward(void *ctx, int layer) {
+    zero *z = ctx;
+    if (z->inner.before_forward) z->inner.before_forward(z->inner.ctx, layer);
+}
+static void grads_ready(void *ctx, int layer) {
+    zero *z = ctx;
+    if (z->inner.grads_ready) z->inner.grads_ready(z->inner.ctx, layer);
+}
+
+void zero_shard_gradients(zero *z, ddp *dp) {
+    MP_ASSERT(z->stage == 2 && model_grads_are_reserved(z->m) && !model_is_reserved(z->m),
+              "zero_shard_gradients needs stage 2 and a model made by model_create_sharded_grads");
+    z->sharded_grads = true;
+    z->dp = dp;
+    z->committed = calloc((size_t)z->nbuckets, sizeof *z->committed);
+    MP_ASSERT(z->committed, "out of memory");
+    z->inner = model_get_hooks(z->m);
+    model_set_hooks(z->m, &(model_hooks){before_forward, before_backward, grads_ready, z});
+}
+
+void zero_release_gradients(zero *z) {
+    if (!z->sharded_grads) return;
+    float *g = model_grads(z->m);
+    size_t r = (size_t)z->rank, N = (size_t)z->world;
+    for (int b = 0; b < z->nbuckets; b++) {
+        if (!z->committed[b]) continue;
+        const zero_bucket *bk = &z->buckets[b];
+        if (bk->block > 0) mem_decommit(g, (bk->lo + r * bk->block) * sizeof(float), bk->block * sizeof(float));
+        if (r < bk->rem) mem_decommit(g, (bk->lo + N * bk->block + r) * sizeof(float), sizeof(float));
+        z->committed[b] = false;
+    }
+}
+
 /* ------------------------------------------------------------------ communication */
 
 static const zero_bucket *bucket_at(const zero *z, size_t lo, size_t hi) {
@@ -177,6 +253,7 @@ void zero_reduce_bucket(void *ctx, comm_t *c, float *grads, size_t lo, size_t hi
     }
     if (bk->rem > 0) comm_allreduce(c, grads + lo + N * k, grads + lo + N * k, bk->rem, COMM_FP32, COMM_AVG, algo);
     /* LAB 19 END */
+    if (z->sharded_grads) release_unowned(z, bk);
 }
 
 double zero_sum_over_ranks(zero *z, double local) {

@@ -3,6 +3,7 @@
 #define MIXPAR_DIST_ZERO_H
 
 #include "comm/comm.h"
+#include "dist/ddp.h"
 #include "model/model.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
@@ -22,11 +23,10 @@
  *            communication thread, overlapping the rest of backward); after its reduction a rank keeps
  *            (reads) only its shard of that bucket. Same volume as stage 1.
  *
- * Honest limit of stage 2 here: the model accumulates gradients into one full (Psi) buffer during
- * backward, and that buffer stays allocated (MEM_GRAD, 4 Psi bytes on every rank). The parts outside a
- * rank's shard hold partial sums that nobody reads after their bucket is reduced; a real stage 2 frees
- * them or reduces into a Psi/N buffer (DeepSpeed's contiguous_gradients). So the memory events show the
- * optimizer saving (8 Psi -> 8 Psi/N bytes for Adam) for both stages, and no gradient saving.
+ * Stage 2's gradient memory: on a model made by model_create_sharded_grads the gradient buffer is reserved
+ * address space, and zero_shard_gradients gives it memory a bucket at a time (below): a rank holds its
+ * shard plus about two buckets in flight, not the whole Psi buffer. On a plain model (or stage 1) the
+ * buffer is whole and the parts outside a rank's shard hold stale partial sums that nobody reads.
  *
  * The shards. Each bucket [lo, hi) of b elements is split into N blocks of k = floor(b/N) elements:
  * block r, [lo + r*k, lo + (r+1)*k), belongs to rank r; the b - N*k < N left-over elements at the end
@@ -72,8 +72,20 @@ size_t zero_shard_elems(const zero *z);
  * lengths add up to zero_shard_elems. */
 void zero_shard_spans(const zero *z, optim_span **spans, clip_span **clips, int *count);
 
+/* Stage 2's gradient memory, on a model made by model_create_sharded_grads, after ddp_create (it wraps the
+ * model's hooks, DDP's included): before a layer's backward the bucket it writes into is committed; once
+ * a bucket is reduced, all of it but this rank's block and left-over element is decommitted (a new bucket
+ * waits until at most one reduction, the previous bucket's, is in flight: DeepSpeed's double buffering); and
+ * zero_release_gradients, after the step's update, decommits the shards too, so the next step starts with
+ * every gradient reading zero and no gradient memory held. Peak gradient bytes per rank: the shard plus
+ * about two buckets (the one filling, the one reducing; a tied head also writes the embeddings' bucket
+ * first); with accumulation every bucket until the last micro-batch (no_sync keeps whole gradients). */
+void zero_shard_gradients(zero *z, ddp *dp);
+void zero_release_gradients(zero *z); /* nothing unless zero_shard_gradients was called */
+
 /* DDP's reduce_bucket for this layout (ctx: the zero): averages grads[lo, hi) so that this rank's
- * blocks of the bucket hold the average over ranks (the rest of the bucket is left stale). */
+ * blocks of the bucket hold the average over ranks (the rest of the bucket is left stale, or given back
+ * under zero_shard_gradients). */
 void zero_reduce_bucket(void *ctx, comm_t *c, float *grads, size_t lo, size_t hi, comm_algo algo);
 
 /* The sum over ranks of one double per rank, added in rank order: identical bits on every rank. */

@@ -352,7 +352,10 @@ size_t model_count_params(const model_config *cfg) {
     return counter.nparams;
 }
 
-static model *create(const model_config *cfg, bool reserved) {
+typedef enum { LAYOUT_WHOLE, LAYOUT_RESERVED, LAYOUT_SHARDED_GRADS } buffer_layout;
+
+static model *create(const model_config *cfg, buffer_layout layout) {
+    bool reserved = layout == LAYOUT_RESERVED;
     model *m = calloc(1, sizeof *m);
     MP_ASSERT(m, "out of memory");
     m->cfg = *cfg;
@@ -361,12 +364,15 @@ static model *create(const model_config *cfg, bool reserved) {
     m->tensors = calloc((size_t)m->ntensors, sizeof *m->tensors);
     build_registry(m, false);
     m->reserved = reserved;
+    m->grads_reserved = layout != LAYOUT_WHOLE;
     if (reserved) { /* what is gathered for a layer while it runs: communication buffers (dist/fsdp.h) */
         m->params = mem_reserve(m->nparams * sizeof(float), MEM_COMM, "gathered parameters");
         m->grads = mem_reserve(m->nparams * sizeof(float), MEM_COMM, "unreduced gradients");
     } else {
         m->params = mem_alloc(m->nparams * sizeof(float), MEM_PARAM, "model parameters");
-        m->grads = mem_alloc(m->nparams * sizeof(float), MEM_GRAD, "model gradients");
+        m->grads = layout == LAYOUT_SHARDED_GRADS
+                       ? mem_reserve(m->nparams * sizeof(float), MEM_GRAD, "gradients (this rank's shard and buckets)")
+                       : mem_alloc(m->nparams * sizeof(float), MEM_GRAD, "model gradients");
     }
     m->layer_w = calloc((size_t)m->cfg.L, sizeof *m->layer_w);
     m->layer_g = calloc((size_t)m->cfg.L, sizeof *m->layer_g);
@@ -377,9 +383,11 @@ static model *create(const model_config *cfg, bool reserved) {
     return m;
 }
 
-model *model_create(const model_config *cfg) { return create(cfg, false); }
-model *model_create_reserved(const model_config *cfg) { return create(cfg, true); }
+model *model_create(const model_config *cfg) { return create(cfg, LAYOUT_WHOLE); }
+model *model_create_reserved(const model_config *cfg) { return create(cfg, LAYOUT_RESERVED); }
+model *model_create_sharded_grads(const model_config *cfg) { return create(cfg, LAYOUT_SHARDED_GRADS); }
 bool model_is_reserved(const model *m) { return m->reserved; }
+bool model_grads_are_reserved(const model *m) { return m->grads_reserved; }
 
 void model_weights_arrived(model *m, size_t offset, size_t n) {
     if (m->lowp) model_lowp_cast_range(m, offset, n);
@@ -488,7 +496,9 @@ void model_grads_ready(model *m, int layer) {
     model_hook(m->hooks.grads_ready, m->hooks.ctx, layer);
 }
 void model_zero_grad(model *m) {
-    if (m->reserved) return; /* reads zero wherever it is not committed, and fsdp decommits after reducing */
+    /* Reserved gradients read zero wherever they are not committed, and their strategy (dist/fsdp.c,
+     * dist/zero.c) decommits all of them before the next step. */
+    if (m->grads_reserved) return;
     memset(m->grads, 0, m->nparams * sizeof(float));
 }
 

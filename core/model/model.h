@@ -84,6 +84,11 @@ float *model_grads(model *m);
  * written, model_weights_leaving before it is decommitted. fp8 compute is not available on it. */
 model *model_create_reserved(const model_config *cfg);
 bool model_is_reserved(const model *m);
+/* ZeRO-2 (dist/zero.h): whole parameters, but the gradient buffer reserved (MEM_GRAD): the strategy commits
+ * a bucket before backward writes into it and decommits what is not this rank's shard once it is reduced,
+ * and all of it after the step. model_zero_grad does nothing on it. */
+model *model_create_sharded_grads(const model_config *cfg);
+bool model_grads_are_reserved(const model *m); /* sharded grads, or a reserved model */
 void model_weights_arrived(model *m, size_t offset, size_t n);
 void model_weights_leaving(model *m, size_t offset, size_t n);
 

@@ -74,6 +74,7 @@ struct model {
     model_recompute recompute;          /* activation checkpointing policy (model.h) [none] */
     int recompute_k;                    /* every_k's k [1] */
     bool reserved;                      /* params and grads are reserved address space (model_create_reserved) */
+    bool grads_reserved;                /* grads are (reserved, or model_create_sharded_grads) */
 };
 
 

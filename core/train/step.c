@@ -395,6 +395,7 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
         }
     }
     if (s->fsdp) fsdp_after_update(s->fsdp); /* gathered copies of the old weights (an evaluation's) go */
+    if (s->zero) zero_release_gradients(s->zero); /* stage 2: the shards' gradients are used; none held now */
     r.t_optimizer = mp_now() - t0;
     return r;
 }

@@ -709,7 +709,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
 
     /* FSDP / ZeRO-3 on several ranks: the model's buffers are reserved, each rank keeps shards (dist/fsdp.h). */
     bool sharded = cfg->fsdp.enabled && world > 1;
-    model *m = sharded ? model_create_reserved(&mc) : model_create(&mc);
+    /* ZeRO-2 on several ranks: whole weights, gradients held only for the shard and the buckets in flight. */
+    bool zero2 = world > 1 && !sharded && cfg->zero.stage == 2;
+    model *m = sharded ? model_create_reserved(&mc) : zero2 ? model_create_sharded_grads(&mc) : model_create(&mc);
     fsdp *fs = NULL;
     if (sharded) {
         fsdp_options fo = {.strategy = (fsdp_strategy)cfg->fsdp.sharding_strategy,
@@ -809,6 +811,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         }
         dp = ddp_create(m, comm, &dopt, config_hash(cfg));
         ts.ddp = dp;
+        if (zero2) zero_shard_gradients(zr, dp); /* wraps DDP's hooks */
     }
     ev_mem(ev, step);
 

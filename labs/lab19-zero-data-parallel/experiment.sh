@@ -12,12 +12,13 @@ mkdir -p "$out"
 [ -x "$mixpar" ] || { echo "lab19: $mixpar is missing; run 'make' first (make lab19 does)" >&2; exit 2; }
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 
-# One run: NAME RANKS STAGE. Synthetic addition (GPT-2, 2 blocks, C 64: Psi = 103040), AdamW in fp32, global
-# batch 32 rows (32/N per rank, so every N sees the same data), buckets of 20000 elements for stage 2.
+# One run: NAME RANKS STAGE. Synthetic addition widened to 8 blocks (GPT-2, C 64: Psi = 402944; 8 buckets of one
+# block each, so stage 2's in-flight buckets are a small part of the gradients), AdamW in fp32, global batch 32
+# rows (32/N per rank, so every N sees the same data), buckets of 20000 elements for stage 2.
 train() {
     local name=$1 n=$2 stage=$3
     rm -rf "$out/$name"
-    "$mixpar" run -n "$n" -- "$mixpar" train --config configs/synthetic-addition.json --quiet --set train.steps="$steps" \
+    "$mixpar" run -n "$n" -- "$mixpar" train --config configs/synthetic-addition.json --quiet --set model.layers=8 --set train.steps="$steps" \
         --set scheduler.params.total_steps="$steps" --set scheduler.params.warmup_steps=2 --set train.eval_interval=0 \
         --set train.sample_interval=0 --set train.hist_interval=0 --set train.checkpoint_interval=0 \
         --set train_micro_batch_size_per_gpu=$((32 / n)) --set zero_optimization.stage="$stage" \
@@ -59,7 +60,7 @@ cat <<'NOTE'
  bytes for that stage and N, the ZeRO paper's formulas with 4 + 4 + 8 bytes (fp32 weights, fp32 gradients, AdamW's
  m and v); ratio: measured / planned model states. x Psi: bytes sent per step / ((N-1)/N x 4 Psi): 2 for DDP's
  allreduce and ZeRO-1/2's reduce-scatter + all-gather, just under 3 for ZeRO-3 (its root unit is gathered once).
- Stage 2's gradient column is the honest limit of core/dist/zero.h: the full gradient buffer stays allocated.)
+ Stage 2's gradients: the shard plus the buckets in flight, about two (core/dist/zero.h), over the planner's shard.)
 NOTE
 
 printf '\n==== 2. the same formulas at scale: mixpar plan, GPT-2 1.5B, fp16-mixed (2 + 2 + 12 bytes), 64 ranks\n\n'
