@@ -1,7 +1,6 @@
 /* train_data.c: the trainer's training batches: a global-batch loader sliced per rank, or a DistributedSampler prefetcher. */
 #include "train/train_data.h"
 
-#include "base/clock.h"
 #include "base/error.h"
 #include "data/prefetch.h"
 
@@ -17,7 +16,6 @@ struct train_data {
     loader global;             /* DATA_SAMPLER_GLOBAL: batches of B x world windows */
     prefetch_config pcfg;      /* DATA_SAMPLER_DISTRIBUTED: this rank's share, reopened on restore */
     prefetch_loader *prefetch;
-    double read_s;             /* global: time spent in loader_next */
 };
 
 static prefetch_loader *open_prefetch(const train_data *d) {
@@ -95,11 +93,9 @@ train_data *train_data_open(const train_config *cfg, const tokfile *file, int B,
 void train_data_next(train_data *d, int32_t *inputs, int32_t *targets) {
     const size_t bt = (size_t)d->B * (size_t)d->T;
     if (d->kind == DATA_SAMPLER_GLOBAL) {
-        double t0 = mp_now();
         loader_next(&d->global);
         memcpy(inputs, d->global.inputs + (size_t)d->rank * bt, bt * sizeof *inputs);
         memcpy(targets, d->global.targets + (size_t)d->rank * bt, bt * sizeof *targets);
-        d->read_s += mp_now() - t0;
         return;
     }
     const prefetch_batch *b = prefetch_next(d->prefetch);
@@ -134,10 +130,6 @@ void train_data_restore(train_data *d, loader_state position) {
     prefetch_free(d->prefetch);
     d->pcfg.first_seq = position.epoch * per_epoch + position.batch;
     d->prefetch = open_prefetch(d);
-}
-
-double train_data_wait_seconds(const train_data *d) {
-    return d->kind == DATA_SAMPLER_GLOBAL ? d->read_s : prefetch_wait_seconds(d->prefetch);
 }
 
 void train_data_describe(const train_data *d, char *out, int out_len) {

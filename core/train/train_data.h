@@ -30,8 +30,6 @@ loader_state train_data_position(const train_data *d);
  * epoch starts the next epoch). */
 void train_data_restore(train_data *d, loader_state position);
 uint64_t train_data_batches_per_epoch(const train_data *d);
-/* Seconds the step waited for a batch (distributed) or spent reading it (global). */
-double train_data_wait_seconds(const train_data *d);
 /* One line for the run header: "global, 169 batches an epoch of 64 rows (32 a rank), shuffle" and the like. */
 void train_data_describe(const train_data *d, char *out, int out_len);
 void train_data_free(train_data *d); /* NULL is fine */
