@@ -24,18 +24,19 @@ count() {
   fi
   passed=$((passed + p))
   failed=$((failed + f))
-  echo "-- $1: $p passed, $f failed"
+  echo "-- $1: $p passed, $f failed ($2 s)"
 }
 
 # suite NAME TIMEOUT COMMAND...: runs it (never longer than TIMEOUT s), shows and counts its output.
 suite() {
   local name=$1 limit=$2; shift 2
   echo "== suite: $name"
+  local start=$SECONDS
   timeout -k 5 "$limit" "$@" >"$log" 2>&1
   local rc=$?
   cat "$log"
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "not ok - $name timed out after $limit s" >>"$log"; tail -n 1 "$log"; fi
-  count "$name"
+  count "$name" $((SECONDS - start))
   if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] && ! grep -qE '^(not ok - |== Test .* == FAIL)|Failing: [1-9]|Crashing: [1-9]' "$log"; then
     # A suite that failed without saying which test: count it as one failure rather than lose it.
     [ "$edition" = student ] && [[ "$name" == lab* ]] || { echo "not ok - $name exited with $rc"; failed=$((failed + 1)); }
