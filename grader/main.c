@@ -432,6 +432,31 @@ static void note_required_stubs(const char *root, const lab_info *info) {
     }
 }
 
+/* splice NN --submission FILE.tar: the grading folder build/grading/labNN (this tree with the submission's lab NN
+ * regions spliced in), compiled, and no test run: to look at what a submission becomes, or to build a tree
+ * in which an earlier lab is done (tests/pipeline.sh does, for labs that require others). */
+static int cmd_splice(int argc, char **argv) {
+    if (argc != 3 || strcmp(argv[1], "--submission") != 0) die("usage: mixpar-grade splice NN --submission FILE.tar");
+    int lab = parse_lab(argv[0]);
+    char root[256], err[1024];
+    if (!prepare_submission(lab, argv[2], root, sizeof root, err, sizeof err)) {
+        fprintf(stderr, "mixpar-grade: submission rejected: %s\n", err);
+        return EXIT_BAD;
+    }
+    char command[256], abs_log[4096], cwd[2048];
+    if (!getcwd(cwd, sizeof cwd)) die("cannot read the current folder");
+    snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-lab%02d.log", cwd, lab);
+    snprintf(command, sizeof command, "mkdir -p build && make -s labtests LAB=%02d", lab);
+    if (run_logged(root, command, abs_log) != 0) {
+        printf("%s: lab %02d regions spliced; the build failed\n", root, lab);
+        char summary[2048];
+        print_build_errors(abs_log, stdout, summary, sizeof summary);
+        return 1;
+    }
+    printf("%s: lab %02d regions spliced and built\n", root, lab);
+    return 0;
+}
+
 static int cmd_grade(int argc, char **argv) {
     if (argc < 1) die("usage: mixpar-grade grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE]");
     int lab = parse_lab(argv[0]);
@@ -574,12 +599,14 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
         fprintf(stderr, "usage: mixpar-grade regions | handout OUTDIR | submit NN [-o FILE] |\n"
-                        "                    grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE]\n");
+                        "                    grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE] |\n"
+                        "                    splice NN --submission FILE.tar\n");
         return EXIT_BAD;
     }
     if (strcmp(argv[1], "regions") == 0) return cmd_regions(argc - 2, argv + 2);
     if (strcmp(argv[1], "handout") == 0) return cmd_handout(argc - 2, argv + 2);
     if (strcmp(argv[1], "submit") == 0) return cmd_submit(argc - 2, argv + 2);
     if (strcmp(argv[1], "grade") == 0) return cmd_grade(argc - 2, argv + 2);
-    die("unknown command '%s' (regions, handout, submit, grade)", argv[1]);
+    if (strcmp(argv[1], "splice") == 0) return cmd_splice(argc - 2, argv + 2);
+    die("unknown command '%s' (regions, handout, submit, grade, splice)", argv[1]);
 }

@@ -40,7 +40,7 @@ for lab in $("$GRADER" regions | awk '/^lab /{print $2}' | sort -u); do
   for r in $reqs; do
     rr=$(printf %02d "$r")
     "$GRADER" submit "$rr" -o "$work/reference-lab$rr.tar" >/dev/null
-    (cd "$tree" && "$GRADER" grade "$rr" --submission "$work/reference-lab$rr.tar" >/dev/null 2>&1)
+    (cd "$tree" && "$GRADER" splice "$rr" --submission "$work/reference-lab$rr.tar" >/dev/null 2>&1)
     tree="$tree/build/grading/lab$rr"
   done
   if [ -n "$reqs" ]; then
