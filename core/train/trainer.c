@@ -406,15 +406,24 @@ static uint64_t meta_u64(const ckpt_meta *meta, int nmeta, const char *key, cons
 }
 
 /* After the tensors of a checkpoint (one file or shards) are in place: the loss scaler, the working weights
- * made from what was read, the optimizer's step and the data position from its metadata. Returns the step. */
-static long restore_progress(train_step *ts, train_data *td, const ckpt_meta *meta, int nmeta, const char *path) {
+ * made from what was read, the optimizer's step and the data position from its metadata, entry i of
+ * nmeta being meta_at(src, i). Returns the step. */
+static long restore_progress(train_step *ts, train_data *td, const void *src, int nmeta,
+                             ckpt_meta (*meta_at)(const void *src, int i), const char *path) {
+    ckpt_meta *meta = malloc((size_t)(nmeta + 1) * sizeof *meta);
+    MP_ASSERT(meta, "out of memory");
+    for (int i = 0; i < nmeta; i++) meta[i] = meta_at(src, i);
     if (ts->amp) restore_scaler(ts, meta, nmeta, path);
     train_step_sync_working_weights(ts); /* the rounded working weights, or the offload's host master */
     ts->state.step = (long)meta_u64(meta, nmeta, "optim_step", path);
     train_data_restore(td, (loader_state){meta_u64(meta, nmeta, "loader_epoch", path),
                                           meta_u64(meta, nmeta, "loader_batch", path)});
-    return (long)meta_u64(meta, nmeta, "step", path);
+    long step = (long)meta_u64(meta, nmeta, "step", path);
+    free(meta);
+    return step;
 }
+static ckpt_meta sharded_meta_at(const void *ck, int i) { return ckpt_sharded_meta_at(ck, i); }
+static ckpt_meta file_meta_at(const void *f, int i) { return ckpt_meta_at(f, i); }
 
 /* A sharded checkpoint, whatever world size wrote it: the parameters whole on every rank (every layout
  * here keeps full replicas), the optimizer state at this rank's ZeRO ranges, or whole without ZeRO. */
@@ -446,12 +455,7 @@ static long load_sharded(const char *dir, train_step *ts, train_data *td, comm_t
     }
     if (ns) ckpt_sharded_read_all(ck, comm, total, ranges, n, state, ns, NULL);
     if (ranges != &whole) free(ranges);
-    int nm = ckpt_sharded_meta_count(ck);
-    ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
-    MP_ASSERT(meta, "out of memory");
-    for (int i = 0; i < nm; i++) meta[i] = ckpt_sharded_meta_at(ck, i);
-    long step = restore_progress(ts, td, meta, nm, dir);
-    free(meta);
+    long step = restore_progress(ts, td, ck, ckpt_sharded_meta_count(ck), sharded_meta_at, dir);
     ckpt_sharded_close(ck);
     return step;
 }
@@ -479,12 +483,7 @@ static long load_checkpoint(const char *path, train_step *ts, train_data *td, co
         mem_free(m);
         mem_free(v);
     }
-    int nm = ckpt_meta_count(f);
-    ckpt_meta *meta = malloc((size_t)(nm + 1) * sizeof *meta);
-    MP_ASSERT(meta, "out of memory");
-    for (int i = 0; i < nm; i++) meta[i] = ckpt_meta_at(f, i);
-    long step = restore_progress(ts, td, meta, nm, path);
-    free(meta);
+    long step = restore_progress(ts, td, f, ckpt_meta_count(f), file_meta_at, path);
     ckpt_close(f);
     return step;
 }
