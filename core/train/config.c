@@ -949,13 +949,13 @@ static cJSON *section_json(const section_spec *s, const train_config *cfg, bool 
     return obj;
 }
 
-/* The model is written field by field (no preset), and without what the file left to others: vocab
- * until it is known, padded_vocab unless set, rope_theta for GPT-2. */
 /* The distributed sampler's options only where it is the sampler. */
 static bool skip_data_field(const train_config *cfg, const char *key) {
     return cfg->data.sampler == DATA_SAMPLER_GLOBAL && (strcmp(key, "drop_last") == 0 || strcmp(key, "workers") == 0);
 }
 
+/* The model is written field by field (no preset), and without what the file left to others: vocab
+ * until it is known, padded_vocab unless set, rope_theta for GPT-2. */
 static bool skip_model_field(const train_config *cfg, const char *key) {
     const model_config *m = &cfg->model.model;
     return strcmp(key, "preset") == 0 || (strcmp(key, "vocab") == 0 && m->V == 0) ||
