@@ -2,6 +2,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
+#include "train/run_lock.h"
 #include "train/trainer.h"
 
 #include <stdio.h>
@@ -21,6 +22,23 @@ static void usage(FILE *out) {
             "  --max-memory BYTES     refuse to start a run that needs more (e.g. 24GB); = --set train.max_memory\n"
             "  --quiet                no progress lines (events are still written to <run_dir>)\n"
             "The dataset is built on first use. Events: <run_dir>/events.rank0.jsonl (core/base/EVENTS.md).\n");
+}
+
+/* Removes the temporaries of interrupted saves (safe: this job holds the run directory's lock) and says so. */
+static void report_stale(const char *run_dir) {
+    run_cleared cleared;
+    data_err err;
+    bool ok = run_clear_stale(run_dir, &cleared, &err);
+    if (cleared.files)
+        printf("run: removed %d stale temporary file%s of interrupted saves from %s (%llu bytes, %.1f MB)\n",
+               cleared.files, cleared.files == 1 ? "" : "s", run_dir, (unsigned long long)cleared.bytes,
+               cleared.bytes / 1e6);
+    if (!ok) {
+        char line[1200];
+        fprintf(stderr, "mixpar: warning: a stale temporary was left in %s: %s\n", run_dir,
+                data_err_line(&err, line, sizeof line));
+    }
+    fflush(stdout);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -55,6 +73,9 @@ int cmd_train(int argc, char **argv) {
     comm_t *world = comm_init(&argc, &argv);
     train_config cfg;
     config_load(config, sets, nsets, comm_size(world), &cfg, NULL);
+    /* One job per run directory, for the job's whole life (train/run_lock.h); then what killed saves left. */
+    run_lock_acquire(cfg.train.run_dir, world, NULL);
+    if (comm_rank(world) == 0) report_stale(cfg.train.run_dir);
     trainer_options opt = {.resume = resume, .quiet = quiet, .comm = world};
     trainer_run(&cfg, &opt);
     comm_finalize(world);

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,45 @@ static void forward_signal(int sig) {
     if (forward_to > 0) kill((pid_t)forward_to, sig);
 }
 
+/* Which machine and pid namespace this process sees: the boot id and the pid namespace's inode. A pid means
+ * the same process only where this string is the same (ranks on other machines have other boot ids). */
+static void launcher_machine(char *out, size_t len) {
+    char boot[64] = "?", ns[64] = "?";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f)) snprintf(boot, sizeof boot, "?");
+        boot[strcspn(boot, "\n")] = '\0';
+        fclose(f);
+    }
+    ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    snprintf(out, len, "%s/%s", boot, ns);
+}
+
+/* A rank of a job mpirun started dies with it. mpirun kills its ranks when it stops normally, but a kill -9 of
+ * mpirun (or of mixpar run, which takes mpirun with it) leaves them running, reparented, still writing the run
+ * directory. PR_SET_PDEATHSIG makes the kernel send SIGKILL when the parent (mpirun on this machine, its orted
+ * daemon on others) exits; the parent can die before the prctl, so the parent is read before it and read
+ * again after it, and the launcher mixpar run recorded (MIXPAR_LAUNCHER_PID, on this machine) must still
+ * exist. Called by comm_init under OpenMPI; does nothing elsewhere. */
+void comm_launch_die_with_launcher(void) {
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) return;
+    pid_t parent = getppid();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return; /* not Linux-like: nothing to lean on */
+    bool gone = getppid() != parent;
+    const char *pid_text = getenv("MIXPAR_LAUNCHER_PID"), *machine = getenv("MIXPAR_LAUNCHER_MACHINE");
+    char here[160];
+    launcher_machine(here, sizeof here);
+    long launcher = pid_text ? strtol(pid_text, NULL, 10) : 0;
+    if (!gone && launcher > 1 && machine && strcmp(machine, here) == 0)
+        gone = kill((pid_t)launcher, 0) != 0 && errno == ESRCH;
+    if (gone) {
+        fprintf(stderr, "mixpar: the launcher of this rank (mpirun, pid %ld) is gone; stopping\n",
+                launcher > 1 ? launcher : (long)parent);
+        _exit(128 + SIGKILL);
+    }
+}
+
 static int exit_code(int status) {
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -128,10 +168,21 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
     comm_launch_argv(o, program_argv, argv, (int)(sizeof argv / sizeof argv[0]));
     int pipefd[2] = {-1, -1};
     if (output && pipe(pipefd) != 0) MP_FAIL("a pipe for mpirun's output", "pipe: %s", strerror(errno));
+    char machine[160];
+    launcher_machine(machine, sizeof machine);
+    pid_t launcher = getpid();
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) MP_FAIL("to start mpirun", "fork: %s", strerror(errno));
     if (pid == 0) {
+        /* mpirun dies with this process (a kill -9 of mixpar run included): the parent-death signal, SIGTERM so
+         * that mpirun still stops its ranks; checked against the recorded parent, which may have died before
+         * the prctl. The ranks learn mpirun's pid (this one) to do the same (comm_launch_die_with_launcher). */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != launcher) _exit(128 + SIGTERM);
+        char me[64];
+        snprintf(me, sizeof me, "%ld", (long)getpid());
+        setenv("MIXPAR_LAUNCHER_PID", me, 1);
+        setenv("MIXPAR_LAUNCHER_MACHINE", machine, 1);
         if (output) {
             dup2(pipefd[1], 1);
             dup2(pipefd[1], 2);

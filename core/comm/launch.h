@@ -31,6 +31,10 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
 /* The number of cores this process may run on (its CPU affinity), for the oversubscribe decision. */
 int comm_launch_cores(void);
 
+/* Ties this rank's life to its launcher: under OpenMPI, SIGKILL when mpirun (or the orted daemon) exits, even
+ * by kill -9, and an exit now when it is already gone. comm_init calls it; nothing happens outside mpirun. */
+void comm_launch_die_with_launcher(void);
+
 /* Stops the program (exit 2) with an explanation when it was started torchrun-style (WORLD_SIZE > 1, with
  * RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) rather than by mpirun, or with torchrun-style variables that do
  * not agree (launch_env.h names the variable); does nothing when none is set or WORLD_SIZE=1. Call it only

@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "base/parse.h"
 #include "data/loader.h"
 #include "data/sha256.h"
 #include "data/synth.h"
@@ -10,10 +11,12 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define DATASET_FORMAT "mixpar-dataset-1"
@@ -318,6 +321,56 @@ static bool build(const dataset_spec *spec, const char *out_dir, const dataset_o
     return true;
 }
 
+/* Bytes of memory the system can give without swapping (/proc/meminfo's MemAvailable), or what
+ * MIXPAR_AVAILABLE_MEMORY says ("24GB"); 0 when unknown. */
+static uint64_t available_memory(void) {
+    const char *given = getenv("MIXPAR_AVAILABLE_MEMORY");
+    double bytes;
+    if (given && *given && parse_bytes(given, &bytes) && bytes >= 1) return (uint64_t)bytes;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+/* A synthetic dataset's size is the user's to choose (--size), so a build that cannot finish is refused before
+ * it starts, instead of running until the disk or the memory is full: the text's bytes per example are measured
+ * on the first examples, then the token files (2 bytes per token, at most one token per byte of text) are checked
+ * against the free space of out_dir (statvfs) and the build's memory (the text, its buffer's growth, and 4 bytes
+ * of token id per byte: about 6 bytes per byte of text) against the memory available. */
+static bool check_room(const dataset_spec *spec, const char *out_dir, const dataset_options *opt, data_err *err) {
+    if (spec->kind != DATASET_SYNTHETIC) return true; /* a corpus has the size of its packages */
+    uint64_t examples = opt->examples ? opt->examples : spec->default_examples;
+    enum { SAMPLE = 1000 };
+    textbuf sample = {0};
+    spec->generate(opt->seed, examples < SAMPLE ? examples : SAMPLE, &sample);
+    double per_example = (double)sample.len / (double)(examples < SAMPLE ? examples : SAMPLE);
+    textbuf_free(&sample);
+    double text = per_example * (double)examples * 1.1; /* later examples run a little longer (bigger numbers) */
+    double disk_need = 2.0 * text + 65536, memory_need = 6.0 * text;
+    struct statvfs vfs;
+    double disk_free = statvfs(out_dir, &vfs) == 0 ? (double)vfs.f_bavail * (double)vfs.f_frsize : -1;
+    double memory = (double)available_memory();
+    bool disk_short = disk_free >= 0 && disk_need > disk_free, memory_short = memory > 0 && memory_need > memory;
+    if (!disk_short && !memory_short) return true;
+    double fits = examples;
+    if (disk_short) fits = fmin(fits, disk_free / (2.0 * per_example * 1.1));
+    if (memory_short) fits = fmin(fits, memory / (6.0 * per_example * 1.1));
+    char hint[256];
+    snprintf(hint, sizeof hint, "a smaller --size: about %.3g examples fit here%s", floor(fits * 0.9),
+             disk_short ? ", or --out on a disk with more room" : "");
+    return DATA_ERR(err, "a dataset that fits on the disk and in memory", hint,
+                    "--size %llu (%s, about %.0f bytes of text per example) needs about %.4g bytes of disk for its "
+                    "token files in %s (%.4g bytes free) and about %.4g bytes of memory to build (%.4g bytes "
+                    "available)",
+                    (unsigned long long)examples, spec->name, per_example, disk_need, out_dir, disk_free, memory_need,
+                    memory);
+}
+
 bool dataset_build(const dataset_spec *spec, const char *out_dir, const dataset_options *opt, dataset_result *res,
                    data_err *err) {
     memset(res, 0, sizeof *res);
@@ -330,6 +383,7 @@ bool dataset_build(const dataset_spec *spec, const char *out_dir, const dataset_
         return true;
     }
     if (!why) snprintf(res->reason, sizeof res->reason, "--force");
+    if (!check_room(spec, out_dir, opt, err)) return false;
     /* Without info.json the directory does not count as built, until the new one is written last. */
     char path[4200];
     snprintf(path, sizeof path, "%s/info.json", out_dir);

@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/textbuf.h"
+#include "data/token_check.h"
 #include "data/tokenizer.h"
 #include "data/tokens.h"
 #include "dist/ddp.h"
@@ -61,7 +62,7 @@ static void ensure_dataset(const train_config *cfg, bool quiet) {
 static tokfile *open_tokens(const train_config *cfg, const char *name) {
     char path[4096];
     config_data_path(cfg, name, path, sizeof path);
-    return tokfile_open(path, NULL);
+    return tokfile_open_checked(path, NULL); /* and against the sha256 info.json records */
 }
 
 /* Ranks on one machine split its cores, so OpenMP threads do not oversubscribe them. */
