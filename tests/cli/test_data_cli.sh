@@ -90,6 +90,41 @@ check_output "data info: llm.c shard ids" 0 "ids +50256 464 0" "$MIXPAR" data in
 { printf "$(le32 20240520)$(le32 3)$(le32 3)"; head -c $((1024 - 12)) /dev/zero; printf '\x50\xc4\xd0\x01\x00\x00'; } >"$w/shard3.bin"
 check_output "data info: llm.c shard of the wrong version" 2 "version 3 at byte offset 4" "$MIXPAR" data info "$w/shard3.bin"
 
+# ---------------------------------------------------------------- bounded builds
+# A size the disk or the memory cannot take is refused before anything is generated, not run until killed.
+check_output "data build: --size 1e15 is refused at once, naming the size, the bytes needed and the bytes free" 2 \
+  "--size 1000000000000000 .*needs about [0-9.e+]+ bytes of disk for its token files in .*\([0-9.e+]+ bytes free\)" \
+  timeout 30 "$MIXPAR" data build addition --size 1e15 --out "$w/huge"
+check "data build: the refused build wrote no tokens" test ! -e "$w/huge/train.tokens"
+check_output "data build: the memory a build needs is bounded too" 2 \
+  "about [0-9.e+]+ bytes of memory to build \(1e\+06 bytes available\)" \
+  env MIXPAR_AVAILABLE_MEMORY=1MB timeout 30 "$MIXPAR" data build addition --size 1M --out "$w/mem"
+check_output "data build: the refusal says what would fit" 2 "hint: +a smaller --size: about [0-9.e+]+ examples fit" \
+  env MIXPAR_AVAILABLE_MEMORY=1MB timeout 30 "$MIXPAR" data build addition --size 1M --out "$w/mem"
+
+# ---------------------------------------------------------------- token files against info.json's sha256
+tc=(--config configs/synthetic-addition.json --quiet --set data.dir="$w/tc" --set train.steps=2
+    --set scheduler.params.warmup_steps=1 --set scheduler.params.total_steps=2 --set train.eval_interval=0
+    --set train.sample_interval=0 --set train.checkpoint_interval=0 --set train.run_dir="$w/tcrun")
+check "train: intact token files train" "$MIXPAR" train "${tc[@]}"
+check "train: a verified token file is stamped, so it is hashed once" test -s "$w/tc/addition/.train.tokens.verified"
+t="$w/tc/addition/train.tokens"
+cp -p "$t" "$w/train.orig"
+# One token changed into another valid one: every format check passes, only the digest can tell.
+b=$(od -An -tu1 -j 74 -N1 "$t" | tr -d ' ')
+patch "$t" 74 "$(printf '\\x%02x' $(((b + 1) % 14)))"
+check_output "train: a token file changed after the build exits 2 naming the file, recorded and found sha256" 2 \
+  "'$t' has sha256 [0-9a-f]{64}; .*info.json records [0-9a-f]{64}" "$MIXPAR" train "${tc[@]}"
+touch -r "$w/train.orig" "$t"
+check_output "train: ... also with its mtime set back (the stamp keys on ctime too)" 2 "train.tokens' has sha256" \
+  "$MIXPAR" train "${tc[@]}"
+check_output "train: the refusal says how to rebuild" 2 "hint: .*mixpar data build addition --force" "$MIXPAR" train "${tc[@]}"
+cp "$w/train.orig" "$t"
+check "train: the file put back trains again" "$MIXPAR" train "${tc[@]}"
+v="$w/tc/addition/val.tokens"
+patch "$v" 64 "$(printf '\\x%02x' $((($(od -An -tu1 -j 64 -N1 "$v" | tr -d ' ') + 1) % 14)))"
+check_output "train: a changed val.tokens is refused too" 2 "val.tokens' has sha256" "$MIXPAR" train "${tc[@]}"
+
 # ---------------------------------------------------------------- corpora
 mkdir -p "$w/nofortunes"
 check_output "data build: a missing package is named, with make deps" 2 "make deps.*apt-get install fortunes-zh" \
