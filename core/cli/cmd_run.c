@@ -22,6 +22,8 @@ static void usage(FILE *out) {
             "It adds what mpirun needs here: --allow-run-as-root when run as root, --oversubscribe when N is\n"
             "more than this machine's cores (%d), and -x for every MIXPAR_*, OMP_* and OPENBLAS_* variable so\n"
             "ranks on other machines see them too. The exit code is mpirun's: 0 when every rank exits 0.\n"
+            "The ranks die with their launcher: killing mixpar run or mpirun, even with kill -9, ends every rank\n"
+            "(a parent-death signal on mpirun and on each rank), so none goes on writing the run directory.\n"
             "\n"
             "  -n, --ranks N      number of ranks (processes), >= 1\n"
             "  --hostfile FILE    machines to use, in mpirun's hostfile format (\"node1 slots=8\" per line)\n"

@@ -21,7 +21,10 @@ static void usage(FILE *out) {
             "                         the later); on the same layout the losses continue exactly\n"
             "  --max-memory BYTES     refuse to start a run that needs more (e.g. 24GB); = --set train.max_memory\n"
             "  --quiet                no progress lines (events are still written to <run_dir>)\n"
-            "The dataset is built on first use. Events: <run_dir>/events.rank0.jsonl (core/base/EVENTS.md).\n");
+            "The dataset is built on first use. Events: <run_dir>/events.rank0.jsonl (core/base/EVENTS.md).\n"
+            "A job holds <run_dir>/run.lock while it runs: a second job on the same run_dir exits 2 naming the\n"
+            "holder's pids. Temporaries that killed saves left in run_dir are removed when a run starts. Token files\n"
+            "are checked against the sha256 their dataset's info.json records (once per version of the file).\n");
 }
 
 /* Removes the temporaries of interrupted saves (safe: this job holds the run directory's lock) and says so. */

@@ -175,10 +175,12 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
     pid_t pid = fork();
     if (pid < 0) MP_FAIL("to start mpirun", "fork: %s", strerror(errno));
     if (pid == 0) {
-        /* mpirun dies with this process (a kill -9 of mixpar run included): the parent-death signal, SIGTERM so
-         * that mpirun still stops its ranks; checked against the recorded parent, which may have died before
-         * the prctl. The ranks learn mpirun's pid (this one) to do the same (comm_launch_die_with_launcher). */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != launcher) _exit(128 + SIGTERM);
+        /* mpirun dies with this process, a kill -9 of mixpar run included: the kernel sends the parent-death
+         * signal, SIGKILL, which nothing can catch, stop or delay (mpirun's own SIGTERM handling would need mpirun
+         * to be running well); its ranks then die with it (comm_launch_die_with_launcher). The parent may have died
+         * before the prctl: checked against the pid recorded before the fork. The ranks learn mpirun's pid (this
+         * process's, kept by execv) to check the same. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) _exit(128 + SIGKILL);
         char me[64];
         snprintf(me, sizeof me, "%ld", (long)getpid());
         setenv("MIXPAR_LAUNCHER_PID", me, 1);

@@ -68,9 +68,18 @@ for i in 1 2 3 4 5; do
     check "lock: the refused jobs left the holder running" test -n "$(alive "$rank0")" -a -n "$(alive "$rank1")"
   fi
   sleep "0.$((i * 2 - 2))"
-  if [ $((i % 2)) = 1 ]; then target=$mpirun what=mpirun; else target=$launcher what="mixpar run"; fi
+  # The ranks (and, when mixpar run is the target, mpirun) are stopped first: a stopped process notices nothing
+  # by itself (not even OpenMPI's lost connection), so only the kernel's parent-death SIGKILL can end them.
+  if [ $((i % 2)) = 1 ]; then
+    target=$mpirun what=mpirun
+    kill -STOP "$rank0" "$rank1"
+  else
+    target=$launcher what="mixpar run"
+    kill -STOP "$rank0" "$rank1" "$mpirun"
+  fi
   kill -9 "$target"
   check "kill $i: no rank (nor mpirun) survives a kill -9 of $what" wait_gone "$mpirun" "$rank0" "$rank1"
+  rm -rf "${TMPDIR:-/tmp}"/ompi.*/pid."$mpirun" 2>/dev/null # the session directory a killed mpirun leaves
   { wait "$launcher"; } 2>/dev/null
   check "kill $i: the previous checkpoint still verifies (sha256 of both shards)" shards_ok
 done 2>/dev/null
