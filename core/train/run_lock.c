@@ -93,6 +93,14 @@ static bool refused(int fd, const char *run_dir, data_err *err) {
                     "'%s' is in use by another job (%s/" RUN_LOCK_FILE "): %s", run_dir, run_dir, holders);
 }
 
+/* A file system without flock (some network mounts: ENOLCK, EOPNOTSUPP) cannot be locked; the run goes on, as it
+ * did before there was a lock, with a warning that it is not protected. */
+static bool no_locks_here(const char *path, int e) {
+    fprintf(stderr, "mixpar: warning: cannot lock '%s' (flock: %s); nothing stops another job from using this run "
+                    "directory at the same time\n", path, strerror(e));
+    return true;
+}
+
 /* Rank 0's part: exclusive (no other job), its line, then shared (so its own ranks can join). */
 static bool lock_first(const char *run_dir, const char *path, int world, data_err *err) {
     if (!make_dirs(run_dir, err)) return false;
@@ -102,15 +110,18 @@ static bool lock_first(const char *run_dir, const char *path, int world, data_er
                         "cannot open '%s': %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
-        bool ok = e == EWOULDBLOCK ? refused(fd, run_dir, err)
-                                   : DATA_ERR(err, "a file system with flock(2) for the run directory", NULL,
-                                              "flock '%s': %s", path, strerror(e));
+        bool ok = e == EWOULDBLOCK ? refused(fd, run_dir, err) : no_locks_here(path, e);
         close(fd);
         return ok;
     }
-    if (ftruncate(fd, 0) != 0 || !write_line(fd, 0, world, path, err)) {
+    if (ftruncate(fd, 0) != 0) {
+        int e = errno;
         close(fd);
-        return err ? false : DATA_ERR(err, "a writable run directory", NULL, "cannot write '%s'", path);
+        return DATA_ERR(err, "a writable run directory", NULL, "cannot truncate '%s': %s", path, strerror(e));
+    }
+    if (!write_line(fd, 0, world, path, err)) {
+        close(fd);
+        return false;
     }
     /* flock converts by unlocking then locking: another job may take it in between, and then this one stops. */
     if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
@@ -128,7 +139,8 @@ static bool lock_join(const char *run_dir, const char *path, int rank, int world
         return DATA_ERR(err, "a run directory where the lock file can be opened", NULL, "cannot open '%s': %s", path,
                         strerror(errno));
     if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
-        bool ok = refused(fd, run_dir, err);
+        int e = errno;
+        bool ok = e == EWOULDBLOCK ? refused(fd, run_dir, err) : no_locks_here(path, e);
         close(fd);
         return ok;
     }
