@@ -81,7 +81,14 @@ check_output "run: -n abc" 2 "whole number from 1" "$MIXPAR" run -n abc -- true
 check_output "run: missing --" 2 "missing '--'" "$MIXPAR" run -n 2 true
 check_output "run: nothing after --" 2 "no program after" "$MIXPAR" run -n 2 --
 check_output "run: program not found" 2 "program 'no-such-program' not found" "$MIXPAR" run -n 2 -- no-such-program
-check_output "run: unreadable hostfile" 2 "cannot read the hostfile" "$MIXPAR" run -n 2 --hostfile /nonexistent -- true
+# Whoever runs the test (root reads a chmod 000 file; /nonexistent exists on some machines): a path inside a
+# fresh folder is surely missing, and a folder is never a hostfile.
+hostfile_dir=$(mktemp -d)
+check_output "run: missing hostfile" 2 "cannot read the hostfile .*No such file" \
+  "$MIXPAR" run -n 2 --hostfile "$hostfile_dir/missing" -- true
+check_output "run: a folder as hostfile" 2 "cannot read the hostfile .*not a regular file" \
+  "$MIXPAR" run -n 2 --hostfile "$hostfile_dir" -- true
+rmdir "$hostfile_dir"
 check_output "run: --help names srun --mpi=pmix" 0 "srun --mpi=pmix" "$MIXPAR" run --help
 check_output "torchrun-style variables without mpirun: exit 2 naming them" 2 \
   "torchrun-style launch variables and no mpirun: RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500" \
