@@ -20,6 +20,7 @@
 #include "ops/matmul_lowp.h"
 #include "plan/plan.h"
 #include "train/checkpoint.h"
+#include "train/ranks_agree.h"
 #include "train/ckpt_sharded.h"
 #include "train/sample.h"
 #include "train/step.h"
@@ -533,6 +534,23 @@ static void print_sample(model *m, const tokenizer *tok, const train_config *cfg
     free(ids);
 }
 
+/* train.sample_prompt must be text of the vocabulary, as `mixpar sample --prompt` requires: refused before
+ * training, not printed as replacement characters at the first sample. */
+static void check_sample_prompt(const train_config *cfg, const tokenizer *tok, const char *vocab_path, comm_t *comm) {
+    const char *prompt = cfg->train.sample_prompt;
+    if (cfg->train.sample_interval <= 0 || !*prompt) return;
+    size_t len = strlen(prompt);
+    uint32_t *ids = malloc((len + 1) * sizeof *ids);
+    MP_ASSERT(ids, "out of memory");
+    data_err err;
+    bool ok = tokenizer_encode(tok, prompt, len, false, ids, NULL, &err) >= 0;
+    free(ids);
+    if (!ok)
+        RANKS_STOP(comm, err.expected, "change train.sample_prompt to text made of the characters in the run's "
+                   "vocabulary, or set train.sample_interval=0 to train without samples",
+                   "train.sample_prompt \"%s\": %s (vocabulary %s)", prompt, err.found, vocab_path);
+}
+
 /* ------------------------------------------------------------------ evaluation */
 
 static float evaluate(model *m, loader *vl, int batches) {
@@ -843,6 +861,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     int rank = comm ? comm_rank(comm) : 0, world = comm ? comm_size(comm) : 1;
     MP_ASSERT(cfg->world == world, "config resolved for %d ranks, running on %d", cfg->world, world);
     if (rank != 0) quiet = true; /* one voice: rank 0 prints, samples and checkpoints */
+    ranks_check_same_config(cfg, comm); /* before the data and the model, which differ when the configs do */
     if (rank == 0) ensure_dataset(cfg, quiet);
     if (comm) comm_barrier(comm); /* the others wait for the dataset rank 0 may be building */
     config_load_vocab(cfg, NULL);
@@ -856,6 +875,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     config_data_path(cfg, "vocab.json", vocab_path, sizeof vocab_path);
     tokenizer tok;
     tokenizer_load(&tok, vocab_path, NULL);
+    check_sample_prompt(cfg, &tok, vocab_path, comm);
     /* With either sampler, the ranks' rows of a step are the rows one rank with B x world would take. */
     train_data *td = train_data_open(cfg, train_tokens, B, T, comm);
     loader vl;
@@ -907,7 +927,16 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     if (opt && opt->resume) {
         const char *from = strcmp(opt->resume, "auto") == 0 ? resume_auto(checkpoint_path, sharded_path) : opt->resume;
         step = load_checkpoint(from, &ts, td, comm, rank);
-        if (!quiet) printf("resumed from %s at step %ld\n", from, step);
+        if (step > cfg->train.steps)
+            RANKS_STOP(comm, "train.steps at least the step of the checkpoint resumed from",
+                       "raise train.steps (--set train.steps=N) to train on from the checkpoint, or resume from an "
+                       "earlier one; a run does not go back",
+                       "'%s' is at step %ld, train.steps is %ld: there is nothing to train", from, step,
+                       cfg->train.steps);
+        if (rank == 0 && step == cfg->train.steps) /* even when quiet: a run that trains nothing says so */
+            printf("resumed from %s at step %ld, which is train.steps: the run is already complete, nothing to "
+                   "train (raise train.steps to train further)\n", from, step);
+        else if (!quiet) printf("resumed from %s at step %ld\n", from, step);
     }
 
     ev_writer *ev = step > 0 ? ev_open_append(cfg->train.run_dir, rank) : ev_open(cfg->train.run_dir, rank);
