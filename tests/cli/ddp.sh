@@ -68,6 +68,16 @@ check "ddp: accumulation reduces once per step (one allreduce of gradients per s
 # The classic mistake: ranks started with different models. A message naming them, exit 2, no hang.
 check_output "ddp: ranks with different configs are refused" 2 "rank\(s\) 1 differ from rank 0" timeout "$(scaled 60)" \
   "$MIXPAR" run -n 2 -- bash -c "exec '$MIXPAR' train ${base[*]} --set train.run_dir='$work/bad' --set model.layers=\$((2 + OMPI_COMM_WORLD_RANK))"
+# Which keys differ, with each rank's value, said once by rank 0: not "the same token file" for a micro-batch,
+# not "the same model config" for a learning rate.
+timeout 60 "$MIXPAR" run -n 2 -- bash -c "exec '$MIXPAR' train ${base[*]} --set train.run_dir='$work/bad_micro' \
+  --set train_micro_batch_size_per_gpu=\$((16 * (1 + OMPI_COMM_WORLD_RANK)))" >"$work/bad_micro.log" 2>&1
+check_output "ddp: ranks with different micro-batches are told the key and both values" 0 \
+  "config differs across ranks: .*train_micro_batch_size_per_gpu: rank 0 16, rank 1 32" cat "$work/bad_micro.log"
+check "ddp: and the message is printed once, not once per rank" test "$(grep -c 'config differs across ranks' "$work/bad_micro.log")" -eq 1
+check_output "ddp: ranks with different learning rates are told optimizer.params.lr: rank 0 0.001, rank 1 0.002 (exit 2)" 2 \
+  "optimizer.params.lr: rank 0 0.001, rank 1 0.002" timeout 60 "$MIXPAR" run -n 2 -- bash -c \
+  "exec '$MIXPAR' train ${base[*]} --set train.run_dir='$work/bad_lr' --set optimizer.params.lr=0.00\$((1 + OMPI_COMM_WORLD_RANK))"
 
 # Deterministic reduction ("communication.deterministic"): the chain allreduce adds the ranks' gradients in rank
 # order, so 3 ranks give the same bits with 1 bucket or 3, and the run records the chain in its comm events.
