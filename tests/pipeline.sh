@@ -4,6 +4,7 @@
 # a submission score full marks again.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
+export MIXPAR_TIME_SCALE=$TIME_SCALE # the grades below: the grader's per-test limits, scaled as every hang guard
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 student="$work/student"

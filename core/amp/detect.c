@@ -97,6 +97,34 @@ bool amp_find_nonfinite(model *m, amp_scan_what what, amp_nonfinite *out) {
     return bad;
 }
 
+/* The probe's state: the first activation found bad, and whether one was. */
+typedef struct {
+    const model *m;
+    amp_bad_tensor *out;
+    bool found;
+    model_act_probe before; /* the probe that was set (a fault injection): it sees each activation first */
+    void *before_ctx;
+} activation_hunt;
+
+static void check_activation(void *ctx, int layer, const char *name, float *x, size_t n) {
+    activation_hunt *h = ctx;
+    if (h->before) h->before(h->before_ctx, layer, name, x, n);
+    if (h->found) return;
+    model_tensor t = {.size = n, .layer = layer};
+    model_act_full_name(h->m, layer, name, t.name, sizeof t.name);
+    h->found = scan_tensor(&t, -1, x, h->out);
+}
+
+bool amp_find_nonfinite_activation(model *m, const int *inputs, const int *targets, int B, int T,
+                                   amp_bad_tensor *out) {
+    activation_hunt h = {.m = m, .out = out};
+    h.before = model_get_act_probe(m, &h.before_ctx);
+    model_set_act_probe(m, check_activation, &h);
+    model_forward(m, inputs, targets, B, T);
+    model_set_act_probe(m, h.before, h.before_ctx);
+    return h.found;
+}
+
 /* ------------------------------------------------------------------ the diagnosis */
 
 typedef struct {
@@ -138,10 +166,15 @@ void amp_diagnose(const amp_nonfinite *grads, const amp_nonfinite *params, const
     bool loss_bad = !isfinite(ctx->loss);
     bool grads_bad = grads && grads->nbad > 0, params_bad = params && params->nbad > 0;
     bool fatal_scale = ctx->update && amp_scaler_status_is_fatal(ctx->update->status);
-    const amp_bad_tensor *named = params_bad ? &params->first : grads_bad ? &grads->first : NULL;
+    const amp_bad_tensor *act = ctx->activation;
+    const amp_bad_tensor *named = params_bad ? &params->first : act ? act : grads_bad ? &grads->first : NULL;
+    /* A bad weight at the run's first step was there before any update of this run: loaded with it. */
+    bool loaded_bad = params_bad && ctx->step == ctx->start_step + 1;
 
-    /* What: the most upstream fact wins. A bad weight makes the loss bad, which makes every gradient bad. */
+    /* What: the most upstream fact wins. A bad weight makes the activations bad, then the loss, then every
+     * gradient. */
     const char *what = params_bad ? "nonfinite_param"
+                       : act ? "nonfinite_activation"
                        : loss_bad ? "nonfinite_loss"
                        : fatal_scale ? (ctx->update->status == AMP_SCALER_AT_MINIMUM ? "scale_at_minimum"
                                                                                       : "scale_vanished")
@@ -157,9 +190,25 @@ void amp_diagnose(const amp_nonfinite *grads, const amp_nonfinite *params, const
     if (params_bad) {
         say(&t, "weights hold inf/NaN, first ");
         say_tensor(&t, &params->first);
-        say(&t, "; %d of %d tensors are bad. An earlier update wrote them: a step with bad gradients was not "
-                "skipped, or an update overflowed the weights' format.\n",
-            params->nbad, params->ntensors);
+        if (loaded_bad && ctx->start_step > 0)
+            say(&t, "; %d of %d tensors are bad. They were bad before this run's first update: the checkpoint it "
+                    "resumed from (step %ld) holds them. Resume from an earlier checkpoint.\n",
+                params->nbad, params->ntensors, ctx->start_step);
+        else if (loaded_bad)
+            say(&t, "; %d of %d tensors are bad. They were bad before the first update: the initialisation wrote "
+                    "them.\n",
+                params->nbad, params->ntensors);
+        else
+            say(&t, "; %d of %d tensors are bad. An earlier update wrote them: a step with bad gradients was not "
+                    "skipped, or an update overflowed the weights' format.\n",
+                params->nbad, params->ntensors);
+    } else if (act) {
+        say(&t, "the loss is %g and the weights are finite; run forward again, the first activation to hold "
+                "inf/NaN is ",
+            (double)ctx->loss);
+        say_tensor(&t, act);
+        say(&t, ". The layer that computes it overflowed (or divided by zero): everything after it in forward "
+                "order inherits it.\n");
     } else if (loss_bad) {
         say(&t, "the loss is %g: the forward pass went bad before backward, so every gradient inherits it; the "
                 "gradient scan cannot say more than that.\n",
@@ -211,7 +260,10 @@ void amp_diagnose(const amp_nonfinite *grads, const amp_nonfinite *params, const
                 "gradients then becomes a bounded step instead of an overflow.\n");
 
     /* 4. initialisation */
-    if (ctx->step <= 1)
+    if (loaded_bad)
+        say(&t, "4. initialisation: the weights were already bad at this run's first step (see above), so the "
+                "weights it started from are the cause, not the learning rate or the data.\n");
+    else if (ctx->step <= 1)
         say(&t, "4. initialisation: this is the first step, so suspect the initial weights: too large a scale "
                 "(GPT-2 uses N(0, 0.02), residual projections 0.02/sqrt(2L)), norm gains not 1, or a NaN in a "
                 "loaded checkpoint.\n");

@@ -15,8 +15,10 @@
  * first, but the NaN may have arrived through the embedding instead. When wte is first and other
  * tensors are bad too, the report names the next one as well (amp_nonfinite.second).
  *
- * Weights are scanned in forward (registry) order: a NaN weight was written by an earlier update, and
- * the forward pass spreads it from there.
+ * Weights are scanned in forward (registry) order: a NaN weight was written by an earlier update (or
+ * came with the checkpoint the run resumed from), and the forward pass spreads it from there. When the
+ * weights are finite but the loss is not, a forward pass run again with a probe on every activation
+ * names the first activation to go bad (amp_find_nonfinite_activation).
  *
  *     amp_nonfinite nf;
  *     if (amp_find_nonfinite(m, AMP_SCAN_GRADS, &nf)) {           // inf/NaN somewhere
@@ -70,6 +72,15 @@ bool amp_scan_nonfinite(const model_tensor *tensors, const int *order, int n, co
 /* Scans the model's gradients (backward order) or weights (registry order). Returns nbad > 0. */
 bool amp_find_nonfinite(model *m, amp_scan_what what, amp_nonfinite *out);
 
+/* The activations of one forward pass over (B,T) inputs and targets, in forward order (model.h's reports:
+ * the embeddings' output, each block from its first norm to its output, the final norm, the logits): the
+ * first to hold inf/NaN is where the forward pass went bad, when the weights are finite. Fills *out (index
+ * -1, the full name "h.0.fch") and returns true when one is found. It runs model_forward, so under FSDP every
+ * rank must call it the same number of times. It sets the model's activation probe for that pass, calling
+ * the probe set before (a fault injection) first, and puts that one back afterwards. */
+bool amp_find_nonfinite_activation(model *m, const int *inputs, const int *targets, int B, int T,
+                                   amp_bad_tensor *out);
+
 /* What the diagnosis knows about the step. */
 typedef struct {
     long step;
@@ -79,12 +90,14 @@ typedef struct {
     amp_recipe recipe;
     const amp_scaler *scaler;    /* NULL when none */
     const amp_update *update;    /* the scaler's decision for this step, or NULL */
+    long start_step;             /* the step this run started from (a resumed checkpoint's step; 0 when fresh) */
+    const amp_bad_tensor *activation; /* the first non-finite activation of a forward pass again, or NULL */
 } amp_diag_context;
 
 typedef struct {
     long step;
-    char what[32];               /* nonfinite_loss, nonfinite_grad, nonfinite_param, scale_at_minimum,
-                                  * scale_vanished, none */
+    char what[32];               /* nonfinite_param, nonfinite_activation, nonfinite_loss, nonfinite_grad,
+                                  * scale_at_minimum, scale_vanished, none */
     int layer;                   /* of the tensor named; -2 when none is */
     char tensor[48];             /* "" when none */
     char message[3072];          /* the readable diagnosis, several lines */

@@ -12,14 +12,28 @@ static const char *short_path(const char *file) {
     return core ? core + 5 : file;
 }
 
-static _Noreturn void fail_input(const char *file, int line, const char *expected, const char *hint,
-                                 const char *found_fmt, va_list ap) {
+static void print_input_error(const char *file, int line, const char *expected, const char *hint,
+                              const char *found_fmt, va_list ap) {
     fflush(stdout);
     fprintf(stderr, "mixpar: error (%s:%d)\n  expected: %s\n  found:    ", short_path(file), line, expected);
     vfprintf(stderr, found_fmt, ap);
     fputc('\n', stderr);
     if (hint && *hint) fprintf(stderr, "  hint:     %s\n", hint);
+    fflush(stderr);
+}
+
+static _Noreturn void fail_input(const char *file, int line, const char *expected, const char *hint,
+                                 const char *found_fmt, va_list ap) {
+    print_input_error(file, line, expected, hint, found_fmt, ap);
     exit(EXIT_BAD_INPUT);
+}
+
+void mp_print_input_error(const char *file, int line, const char *expected, const char *hint, const char *found_fmt,
+                          ...) {
+    va_list ap;
+    va_start(ap, found_fmt);
+    print_input_error(file, line, expected, hint, found_fmt, ap);
+    va_end(ap);
 }
 
 void mp_fail_input(const char *file, int line, const char *expected, const char *found_fmt, ...) {

@@ -18,6 +18,9 @@ _Noreturn void mp_fail_input(const char *file, int line, const char *expected, c
     __attribute__((format(printf, 4, 5)));
 _Noreturn void mp_fail_input_hint(const char *file, int line, const char *expected, const char *hint,
                                   const char *found_fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The same message without stopping: for a caller that must let others (the other ranks) know first. */
+void mp_print_input_error(const char *file, int line, const char *expected, const char *hint, const char *found_fmt,
+                          ...) __attribute__((format(printf, 5, 6)));
 /* Stop on a broken invariant (a bug), exit EXIT_INTERNAL. */
 _Noreturn void mp_fail_internal(const char *file, int line, const char *cond, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -27,6 +27,7 @@ static _Atomic size_t current_bytes[MEM_NTAGS];
 static _Atomic size_t peak_bytes[MEM_NTAGS];
 static _Atomic size_t current_total;
 static _Atomic size_t peak_total;
+static _Atomic size_t given_back_bytes; /* by mem_decommit's madvise calls */
 
 const char *mem_tag_name(mem_tag tag) {
     return (unsigned)tag < MEM_NTAGS ? tag_names[tag] : "?";
@@ -147,13 +148,19 @@ void mem_decommit(void *base, size_t offset, size_t bytes) {
     if (first < last) {
         memset(lo, 0, (size_t)(first - lo));
         memset(last, 0, (size_t)(hi - last));
-        madvise(first, (size_t)(last - first), MADV_DONTNEED);
+        /* A private anonymous mapping reads as zeros after MADV_DONTNEED; should it fail, zero by hand. */
+        if (madvise(first, (size_t)(last - first), MADV_DONTNEED) == 0)
+            atomic_fetch_add(&given_back_bytes, (size_t)(last - first));
+        else
+            memset(first, 0, (size_t)(last - first));
     } else {
         memset(lo, 0, bytes);
     }
     atomic_fetch_sub(&h->committed, bytes);
     count((mem_tag)h->tag, bytes, 0);
 }
+
+size_t mem_given_back_bytes(void) { return atomic_load(&given_back_bytes); }
 
 size_t mem_size(const void *p) { return header_of(p)->bytes; }
 size_t mem_current(mem_tag tag) { return (unsigned)tag < MEM_NTAGS ? atomic_load(&current_bytes[tag]) : 0; }

@@ -47,5 +47,8 @@ void *mem_reserve(size_t bytes, mem_tag tag, const char *what);
 void mem_commit(void *base, size_t offset, size_t bytes);
 void mem_decommit(void *base, size_t offset, size_t bytes);
 int mem_is_reserved(const void *p);
+/* Bytes that decommits have given back to the operating system so far (whole pages, madvise succeeded):
+ * what the allocator itself did, so tests need not read the kernel's resident-set accounting. */
+size_t mem_given_back_bytes(void);
 
 #endif

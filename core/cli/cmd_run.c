@@ -8,11 +8,26 @@
 #include "model/model.h"
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* A hostfile must be a regular file we can read: a directory (as root, access() says any path is readable)
+ * would reach mpirun, whose parser stops with "input in flex scanner failed". */
+static void check_hostfile(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) mp_usage_error("run", "cannot read the hostfile '%s': %s", path, strerror(errno));
+    struct stat st;
+    char byte;
+    bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+    bool readable = regular && (fread(&byte, 1, 1, f) == 1 || !ferror(f));
+    fclose(f);
+    if (!regular) mp_usage_error("run", "cannot read the hostfile '%s': not a regular file (expected lines like \"node1 slots=8\")", path);
+    if (!readable) mp_usage_error("run", "cannot read the hostfile '%s': %s", path, strerror(errno));
+}
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -154,7 +169,7 @@ int cmd_run(int argc, char **argv) {
         } else if (strcmp(a, "--hostfile") == 0) {
             if (i + 1 >= argc) mp_usage_error("run", "--hostfile needs a file");
             o.hostfile = argv[++i];
-            if (access(o.hostfile, R_OK) != 0) mp_usage_error("run", "cannot read the hostfile '%s'", o.hostfile);
+            check_hostfile(o.hostfile);
         } else if (strcmp(a, "--dry-run") == 0) {
             dry_run = true;
         } else if (strcmp(a, "--enable-recovery") == 0) {

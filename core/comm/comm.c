@@ -305,7 +305,10 @@ void comm_set_timeout(comm_t *c, double seconds) {
 }
 void comm_set_debug(comm_t *c, bool check_collectives) { c->debug = check_collectives; }
 void comm_set_events(comm_t *c, ev_writer *w) { c->events = w; }
-void comm_set_event_bucket(comm_t *c, int bucket) { c->event_bucket = bucket; }
+void comm_set_event_bucket(comm_t *c, int bucket, double queued) {
+    c->event_bucket = bucket;
+    c->event_queued = queued;
+}
 bool comm_thread_safe_serialized(const comm_t *c) { return c->size == 1 || c->serialized_threads; }
 
 void comm_stats(const comm_t *c, comm_stats_t *out) { *out = c->stats; }
@@ -328,7 +331,10 @@ static void emit_event(comm_t *c, comm_op op, comm_algo algo, size_t bytes, uint
     ev_num(c->events, "t0", t0);
     ev_num(c->events, "t1", t1);
     ev_int(c->events, "ranks", c->size);
-    if (c->event_bucket >= 0) ev_int(c->events, "bucket", c->event_bucket);
+    if (c->event_bucket >= 0) {
+        ev_int(c->events, "bucket", c->event_bucket);
+        ev_num(c->events, "queued", c->event_queued);
+    }
     ev_end(c->events);
 }
 

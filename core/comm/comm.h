@@ -117,8 +117,10 @@ void comm_set_timeout(comm_t *c, double seconds);   /* blocking waits give up af
 void comm_set_debug(comm_t *c, bool check_collectives);
 /* Emit one "comm" event per call (core/base/EVENTS.md) into w; NULL stops. The writer is not owned. */
 void comm_set_events(comm_t *c, ev_writer *w);
-/* Tags the comm events that follow with "bucket": b (b < 0: no tag). DDP names its gradient buckets so. */
-void comm_set_event_bucket(comm_t *c, int bucket);
+/* Tags the comm events that follow with "bucket": b and "queued": the time (mp_elapsed) the bucket was handed
+ * over, which may be earlier than the call's t0 when it waits for a communication thread (b < 0: no tag).
+ * DDP names its gradient buckets so. */
+void comm_set_event_bucket(comm_t *c, int bucket, double queued);
 /* True when calls may come from a thread other than the one that called comm_init, one thread at a time
  * (MPI_THREAD_SERIALIZED or better, or one rank): what DDP's communication thread needs. */
 bool comm_thread_safe_serialized(const comm_t *c);

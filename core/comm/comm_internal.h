@@ -65,6 +65,7 @@ struct comm {
     comm_algo defaults[COMM_NOPS];
     ev_writer *events;
     int event_bucket;        /* written as "bucket" in comm events when >= 0 (DDP's bucket index) */
+    double event_queued;     /* written as "queued" when event_bucket >= 0: when backward handed the bucket over */
     bool serialized_threads; /* another thread may make the calls, one thread at a time (MPI_THREAD_SERIALIZED) */
     comm_stats_t stats;
     comm_context ctx;

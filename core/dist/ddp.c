@@ -15,6 +15,7 @@ enum { MAX_BUCKETS = 64, NO_SPAN = -1 };
 typedef struct {
     size_t lo, hi;
     int index;
+    double queued; /* when backward handed it over (mp_elapsed): the reduction may start later, on its thread */
 } bucket_job;
 
 struct ddp {
@@ -43,7 +44,7 @@ struct ddp {
 static void reduce_bucket(ddp *d, const bucket_job *job) {
     double t0 = mp_elapsed();
     if (job->index == 0) d->stats.first_comm_start = t0;
-    comm_set_event_bucket(d->c, job->index);
+    comm_set_event_bucket(d->c, job->index, job->queued);
     /* Bytes sent: what comm_stats counted during the hook (only this thread communicates in backward). */
     comm_stats_t before, after;
     comm_stats(d->c, &before);
@@ -51,7 +52,7 @@ static void reduce_bucket(ddp *d, const bucket_job *job) {
     else ddp_hook_reduce(d->hook, d->c, d->grads, job->lo, job->hi, d->opt.algo);
     comm_stats(d->c, &after);
     for (int op = 0; op < COMM_NOPS; op++) d->stats.bytes_sent += after.bytes_sent[op] - before.bytes_sent[op];
-    comm_set_event_bucket(d->c, -1);
+    comm_set_event_bucket(d->c, -1, 0);
     d->stats.comm_end = mp_elapsed();
 }
 
@@ -75,7 +76,7 @@ static void *comm_thread(void *arg) {
 
 static void launch(ddp *d, size_t lo, size_t hi) {
     MP_ASSERT(d->launched < MAX_BUCKETS, "more than %d buckets: raise bucket_elems", MAX_BUCKETS);
-    bucket_job job = {lo, hi, d->launched};
+    bucket_job job = {lo, hi, d->launched, mp_elapsed()};
     d->stats.bucket_lo[d->launched] = lo;
     d->stats.bucket_hi[d->launched] = hi;
     d->launched++;

@@ -451,21 +451,27 @@ model_hooks model_get_hooks(const model *m) { return m->hooks; }
 
 void model_collect_act_hist(model *m, fp_hist *hists) { m->act_hists = hists; }
 
-void model_hist_acts(model *m, int layer, const float *x, size_t n) {
-    if (m->act_hists) fp_hist_add(&m->act_hists[layer + 1], x, n, 1.0f);
+const char *const model_block_act_names[] = {"ln1", "qkv", "att", "atty", "res2", "ln2", "fch", "fch_act", "res3",
+                                             NULL};
+
+void model_set_act_probe(model *m, model_act_probe probe, void *ctx) {
+    m->act_probe = probe;
+    m->act_probe_ctx = ctx;
 }
 
-/* The fp32 path's histograms: every tensor a block keeps, after the block ran. */
-static void hist_layer(model *m, int l, int N) {
-    if (!m->act_hists) return;
-    const model_config *c = &m->cfg;
-    const layer_acts *a = &m->acts[l];
-    size_t NC = (size_t)N * c->C, NFC = (size_t)N * model_dim_size(c, DIM_FC_IN);
-    const struct { const float *x; size_t n; } kept[] = {
-        {a->ln1, NC}, {a->qkv, (size_t)N * model_dim_size(c, DIM_QKV)}, {a->atty, NC},
-        {a->att, (size_t)N * c->NH * m->T}, {a->res2, NC}, {a->ln2, NC}, {a->fch, NFC},
-        {a->fch_act, (size_t)N * c->F}, {a->res3, NC}};
-    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) model_hist_acts(m, l, kept[i].x, kept[i].n);
+model_act_probe model_get_act_probe(const model *m, void **ctx) {
+    if (ctx) *ctx = m->act_probe_ctx;
+    return m->act_probe;
+}
+
+void model_act_full_name(const model *m, int layer, const char *name, char *out, size_t len) {
+    if (layer >= 0 && layer < m->cfg.L) snprintf(out, len, "h.%d.%s", layer, name);
+    else snprintf(out, len, "%s", name);
+}
+
+void model_act_computed(model *m, int layer, const char *name, float *x, size_t n) {
+    if (m->act_probe) m->act_probe(m->act_probe_ctx, layer, name, x, n);
+    if (m->act_hists) fp_hist_add(&m->act_hists[layer + 1], x, n, 1.0f);
 }
 
 int model_freeze(model *m, const char *pattern) {
@@ -616,6 +622,11 @@ void model_norm_backward(const model *m, float *dinp, float *dw, float *db, cons
     else rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, m->cfg.C);
 }
 
+/* fp32 path: an activation of block l was just computed; a recompute in backward reports nothing. */
+static void report(model *m, int l, const char *name, float *x, size_t n) {
+    if (!m->recomputing) model_act_computed(m, l, name, x, n);
+}
+
 /* Block l's forward from `residual` (B,T,C) into m->acts[l] (its own tensors, or the shared recompute
  * buffers for what it does not keep). With to_output false it stops after the MLP activation: the
  * projection after it only makes the block's output, which is kept, so a recompute needs none of it. */
@@ -626,19 +637,29 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
     const layer_params *w = &m->layer_w[l];
     layer_acts *a = &m->acts[l];
     float *proj = m->ga.proj;
+    size_t NC = (size_t)N * C;
     model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N);
+    report(m, l, "ln1", a->ln1, NC);
     matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, QKV);
     if (c->arch == MODEL_LLAMA) rope_forward(a->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
+    report(m, l, "qkv", a->qkv, (size_t)N * QKV);
     attention_forward(a->atty, a->att, a->qkv, B, T, c->NH, c->KVH, HS);
+    report(m, l, "att", a->att, (size_t)N * c->NH * T);
+    report(m, l, "atty", a->atty, NC);
     matmul_forward(proj, a->atty, w->attprojw, w->attprojb, N, C, C);
     residual_forward(a->res2, residual, proj, (long)N * C);
+    report(m, l, "res2", a->res2, NC);
     model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N);
+    report(m, l, "ln2", a->ln2, NC);
     matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, FC);
+    report(m, l, "fch", a->fch, (size_t)N * FC);
     if (c->arch == MODEL_GPT2) gelu_forward(a->fch_act, a->fch, (long)N * c->F);
     else swiglu_forward(a->fch_act, a->fch, N, c->F);
+    report(m, l, "fch_act", a->fch_act, (size_t)N * c->F);
     if (!to_output) return;
     matmul_forward(proj, a->fch_act, w->fcprojw, w->fcprojb, N, c->F, C);
     residual_forward(a->res3, a->res2, proj, (long)N * C);
+    report(m, l, "res3", a->res3, NC);
 }
 
 float model_forward(model *m, const int *inputs, const int *targets, int B, int T) {
@@ -651,19 +672,18 @@ float model_forward(model *m, const int *inputs, const int *targets, int B, int 
 
     model_hook(m->hooks.before_forward, m->hooks.ctx, -1);
     encoder_forward(g->encoded, inputs, m->w.wte, m->w.wpe, B, T, C, c->V);
+    model_act_computed(m, -1, "encoded", g->encoded, (size_t)N * C);
     const float *residual = g->encoded;
     for (int l = 0; l < c->L; l++) {
         model_hook(m->hooks.before_forward, m->hooks.ctx, l);
         block_forward(m, l, residual, true);
         residual = m->acts[l].res3;
-        hist_layer(m, l, N);
     }
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
     model_norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N);
+    model_act_computed(m, c->L, "lnf", g->lnf, (size_t)N * C);
     matmul_forward(g->logits, g->lnf, m->w.head, NULL, N, C, c->Vp);
-    model_hist_acts(m, -1, g->encoded, (size_t)N * C);
-    model_hist_acts(m, c->L, g->lnf, (size_t)N * C);
-    model_hist_acts(m, c->L, g->logits, (size_t)N * c->Vp);
+    model_act_computed(m, c->L, "logits", g->logits, (size_t)N * c->Vp);
 
     m->have_targets = targets != NULL;
     if (!targets) return 0.0f;
@@ -691,6 +711,7 @@ void model_recompute_block(model *m, int l) {
     model_keep keep = model_keep_of(m, l);
     if (keep == MODEL_KEEP_ALL) return;
     MP_ASSERT(m->act_memory && !m->lowp && l >= 0 && l < m->cfg.L, "recompute of block %d without fp32 activations", l);
+    m->recomputing = true;
     /* LAB 18 BEGIN recompute a block's forward before its backward: all of it from its stored input, or only the attention probabilities */
     const model_config *c = &m->cfg;
     layer_acts *a = &m->acts[l];
@@ -702,6 +723,7 @@ void model_recompute_block(model *m, int l) {
         block_forward(m, l, input, false);
     }
     /* LAB 18 END */
+    m->recomputing = false;
 }
 
 void model_backward(model *m, float loss_scale) {

@@ -131,6 +131,20 @@ const float *model_logits(model *m, int b, int t);
  * format, so they show what each format would flush. Forward adds to them while set; NULL stops. */
 void model_collect_act_hist(model *m, fp_hist *hists);
 
+/* Forward's report of each activation as soon as it is computed, before anything reads it, in forward
+ * order: layer (-1 embeddings, 0..L-1 blocks, L final norm and head), its name and its fp32 values (before
+ * any rounding to a storage format). The names: "encoded" (layer -1: the embeddings' output); in every
+ * block "ln1", "qkv", "att", "atty", "res2", "ln2", "fch", "fch_act", "res3" (the block's output); "lnf"
+ * and "logits" (layer L; the 16-bit path reports the logits a row at a time). A probe may change the
+ * values: forward goes on with what it leaves (fault injection). A recompute in backward reports nothing.
+ * It is how a non-finite loss is traced to the first activation that went bad (amp/detect.h). */
+typedef void (*model_act_probe)(void *ctx, int layer, const char *name, float *x, size_t n);
+void model_set_act_probe(model *m, model_act_probe probe, void *ctx); /* NULL stops */
+model_act_probe model_get_act_probe(const model *m, void **ctx);      /* the probe set now (a scan chains it) */
+extern const char *const model_block_act_names[]; /* a block's activations, in forward order; NULL-ended */
+/* "h.3.fch", "encoded", "logits": the full name of activation `name` of `layer`. */
+void model_act_full_name(const model *m, int layer, const char *name, char *out, size_t len);
+
 /* Bytes of activations the model holds for a (B,T) batch (what forward would allocate), fp32, no recompute. */
 size_t model_activation_bytes(const model_config *cfg, int B, int T);
 

@@ -71,6 +71,9 @@ struct model {
     bool have_targets;
     model_lowp *lowp;                   /* the mixed-precision path; NULL while the model runs fp32 */
     fp_hist *act_hists;                 /* (L + 2) activation histograms being collected, or NULL */
+    model_act_probe act_probe;          /* told of every activation forward computes (model.h), or NULL */
+    void *act_probe_ctx;
+    bool recomputing;                   /* fp32 path: a block's forward is being rerun in backward */
     model_recompute recompute;          /* activation checkpointing policy (model.h) [none] */
     int recompute_k;                    /* every_k's k [1] */
     bool reserved;                      /* params and grads are reserved address space (model_create_reserved) */
@@ -90,8 +93,10 @@ static inline void model_hook(void (*fn)(void *, int), void *ctx, int layer) {
     if (fn) fn(ctx, layer);
 }
 
-/* Adds n activations of a layer to its histogram when one is being collected. */
-void model_hist_acts(model *m, int layer, const float *x, size_t n);
+/* Forward computed n values of the activation `name` of a layer (a name of model.h's activation list):
+ * adds them to the layer's histogram when one is being collected, and shows them to the probe when one
+ * is set (it may change them). Call it before anything reads them, and not during a recompute. */
+void model_act_computed(model *m, int layer, const char *name, float *x, size_t n);
 /* What block l of m keeps under the model's policy. */
 static inline model_keep model_keep_of(const model *m, int l) {
     return model_block_keeps(m->recompute, m->recompute_k, l);

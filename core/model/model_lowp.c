@@ -78,7 +78,7 @@ struct model_lowp {
     bool counting;
     model_layer_rounding *rounding; /* (L + 2) */
     float *logit_row;           /* (Vp) model_logits' decoded row */
-    model *owner;               /* for the activation histograms (model_hist_acts) */
+    model *owner;               /* for the activation reports (model_act_computed) */
 };
 
 static const char *const compute_names[MODEL_NCOMPUTE] = {"fp32", "tf32", "bf16", "fp16", "fp8"};
@@ -161,8 +161,8 @@ static model_round_count *act_counter(model_lowp *lp, int layer) {
 /* Stores src (fp32, n values) for backward and rounds src to the stored value, so what forward goes on
  * computing with is exactly what backward will read. A matmul input in tf32 mode is rounded to tf32 (the
  * format the product reads) before it is stored. */
-static void store(model_lowp *lp, int layer, void *dst, float *src, size_t n, bool matmul_input) {
-    if (!lp->recomputing) model_hist_acts(lp->owner, layer, src, n); /* before rounding: what formats make of it */
+static void store(model_lowp *lp, int layer, const char *name, void *dst, float *src, size_t n, bool matmul_input) {
+    if (!lp->recomputing) model_act_computed(lp->owner, layer, name, src, n); /* before rounding: what formats make of it */
     if (lp->esz == 4) {
         if (matmul_input && lp->prec.compute == MODEL_COMPUTE_TF32) tf32_round_array(src, src, n);
         memcpy(dst, src, n * 4);
@@ -175,8 +175,8 @@ static void store(model_lowp *lp, int layer, void *dst, float *src, size_t n, bo
 }
 
 /* Stores a copy without touching src: the residual stream stays fp32 in forward. */
-static void store_copy(model_lowp *lp, int layer, void *dst, const float *src, size_t n) {
-    if (!lp->recomputing) model_hist_acts(lp->owner, layer, src, n);
+static void store_copy(model_lowp *lp, int layer, const char *name, void *dst, float *src, size_t n) {
+    if (!lp->recomputing) model_act_computed(lp->owner, layer, name, src, n);
     if (lp->esz == 4) memcpy(dst, src, n * 4);
     else encode_par(dst, src, n, lp->fmt);
 }
@@ -668,7 +668,7 @@ static void head_forward(model *m, float *x, const int *targets) {
         if (lp->kernel) matmul_lowp_forward(lp->head_rows, lp->lnf, lp->w16 + woff, NULL, N, C, w, lp->fmt);
         else matmul_forward(lp->head_rows, xq, lp->w32 + woff, NULL, N, C, w);
         for (int n = 0; n < N; n++)
-            store(lp, c->L, stored_at(lp, lp->logits, (size_t)n * Vp + v0), lp->head_rows + (size_t)n * w, w, false);
+            store(lp, c->L, "logits", stored_at(lp, lp->logits, (size_t)n * Vp + v0), lp->head_rows + (size_t)n * w, w, false);
     }
     if (!targets) return;
     /* The loss reads the rounded logits and computes in fp32 (cross-entropy is on autocast's fp32 list). */
@@ -748,14 +748,14 @@ static void head_backward(model *m, float *dinp) {
 /* ------------------------------------------------------------------ forward */
 
 /* Keeps x (B,T,C), the residual stream entering block l (l = L: the final norm), for backward. */
-static void keep_input(model *m, int l, const float *x) {
+static void keep_input(model *m, int l, float *x) {
     model_lowp *lp = m->lowp;
     size_t NC = (size_t)lp->B * lp->T * m->cfg.C;
     if (input_in_fp32(m, l)) {
         memcpy(lp->layers[l].in32, x, NC * sizeof(float));
-        if (!lp->recomputing) model_hist_acts(m, l - 1, x, NC);
+        if (!lp->recomputing) model_act_computed(m, l - 1, l ? "res3" : "encoded", x, NC);
     } else {
-        store_copy(lp, l - 1, l ? lp->layers[l - 1].res3 : lp->encoded, x, NC);
+        store_copy(lp, l - 1, l ? "res3" : "encoded", l ? lp->layers[l - 1].res3 : lp->encoded, x, NC);
     }
 }
 
@@ -785,26 +785,26 @@ static void block_forward(model *m, int l, const pool_view *v, bool to_output) {
     lowp_layer *a = &lp->layers[l];
     /* attention branch: norm (fp32), qkv (low), attention (fp32 softmax on low q, k, v), projection (low) */
     model_norm_forward(m, v->ln, a->ln1_mean, a->ln1_rstd, v->res, w->ln1w, w->ln1b, N);
-    store(lp, l, a->ln1, v->ln, NC, true);
+    store(lp, l, "ln1", a->ln1, v->ln, NC, true);
     mm_forward(m, site_of(l, SITE_QKV), v->qkv, v->ln, a->ln1, offset_of(m, w->qkvw), w->qkvb, N, C, QKV);
     if (c->arch == MODEL_LLAMA) rope_forward(v->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
-    store(lp, l, a->qkv, v->qkv, (size_t)N * QKV, false);
+    store(lp, l, "qkv", a->qkv, v->qkv, (size_t)N * QKV, false);
     attention_forward(v->atty, v->att, v->qkv, B, T, c->NH, c->KVH, HS);
-    if (a->att) store(lp, l, a->att, v->att, natt, false); /* selective: rebuilt in backward instead */
-    store(lp, l, a->atty, v->atty, NC, true);
+    if (a->att) store(lp, l, "att", a->att, v->att, natt, false); /* selective: rebuilt in backward instead */
+    store(lp, l, "atty", a->atty, v->atty, NC, true);
     mm_forward(m, site_of(l, SITE_ATTPROJ), v->branch, v->atty, a->atty, offset_of(m, w->attprojw), w->attprojb, N,
                C, C);
     round_in_place(lp, v->branch, NC);
     residual_forward(v->branch, v->res, v->branch, (long)NC); /* fp32 + low -> fp32: the stream stays fp32 */
-    store_copy(lp, l, a->res2, v->branch, NC);
+    store_copy(lp, l, "res2", a->res2, v->branch, NC);
     /* MLP branch */
     model_norm_forward(m, v->ln, a->ln2_mean, a->ln2_rstd, v->branch, w->ln2w, w->ln2b, N);
-    store(lp, l, a->ln2, v->ln, NC, true);
+    store(lp, l, "ln2", a->ln2, v->ln, NC, true);
     mm_forward(m, site_of(l, SITE_FC), v->fch, v->ln, a->ln2, offset_of(m, w->fcw), w->fcb, N, C, FC);
-    store(lp, l, a->fch, v->fch, (size_t)N * FC, false);
+    store(lp, l, "fch", a->fch, v->fch, (size_t)N * FC, false);
     if (c->arch == MODEL_GPT2) gelu_forward(v->fch_act, v->fch, (long)N * F);
     else swiglu_forward(v->fch_act, v->fch, N, F);
-    store(lp, l, a->fch_act, v->fch_act, (size_t)N * F, true);
+    store(lp, l, "fch_act", a->fch_act, v->fch_act, (size_t)N * F, true);
     if (!to_output) return;
     mm_forward(m, site_of(l, SITE_FCPROJ), v->res, v->fch_act, a->fch_act, offset_of(m, w->fcprojw), w->fcprojb, N,
                F, C);
@@ -836,7 +836,7 @@ float model_lowp_forward(model *m, const int *inputs, const int *targets, int B,
     }
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
     model_norm_forward(m, v.ln, lp->lnf_mean, lp->lnf_rstd, v.res, m->w.lnfw, m->w.lnfb, N);
-    store(lp, c->L, lp->lnf, v.ln, NC, true);
+    store(lp, c->L, "lnf", lp->lnf, v.ln, NC, true);
     head_forward(m, v.ln, targets);
     m->have_targets = targets != NULL;
     if (!targets) return 0.0f;

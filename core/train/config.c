@@ -198,6 +198,8 @@ static const field_spec train_fields[] = {
     {.key = "threads", .kind = FK_INT, .offset = OFF(train.threads), .lo = 0, .hi = 4096, .about = "0 leaves it to OpenMP"},
     {.key = "freeze", .kind = FK_STRING, .offset = OFF(train.freeze), .size = SIZE(train.freeze),
      .about = "comma-separated tensor names or prefixes ending in '*'"},
+    {.key = "max_consecutive_skips", .kind = FK_INT, .offset = OFF(train.max_consecutive_skips), .lo = 0,
+     .hi = NO_LIMIT, .about = "skipped steps in a row that stop the run; 0 turns it off"},
 };
 
 static const section_spec fp16_section = {"fp16", fp16_fields, COUNT(fp16_fields)};
@@ -508,6 +510,7 @@ static void set_defaults(train_config *cfg, int world) {
     cfg->train.seed = 1;
     cfg->train.log_interval = 1;
     cfg->train.sample_tokens = 64;
+    cfg->train.max_consecutive_skips = 32;
 }
 
 static const cJSON *child(const cJSON *obj, const char *key) {

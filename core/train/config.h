@@ -214,6 +214,11 @@ typedef struct {
     int threads;                             /* OpenMP threads [0: the runtime's default] */
     char freeze[512];                        /* tensors to freeze, comma-separated names or prefixes ending
                                               * in '*' ("wpe,h.0.*"): no gradient, no update [""] */
+    int max_consecutive_skips;               /* this many skipped steps in a row stop the run (exit 2) after a
+                                              * scan that names the first non-finite weight or activation; a
+                                              * non-finite loss stops it at once except under fp16's dynamic
+                                              * scaler, whose overflow skips are normal [32: the loss scale
+                                              * halved 32 times; 0: off] */
 } config_train;
 
 typedef struct {

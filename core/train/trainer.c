@@ -21,6 +21,7 @@
 #include "ops/matmul_lowp.h"
 #include "plan/plan.h"
 #include "train/checkpoint.h"
+#include "train/ranks_agree.h"
 #include "train/ckpt_sharded.h"
 #include "train/sample.h"
 #include "train/step.h"
@@ -534,6 +535,23 @@ static void print_sample(model *m, const tokenizer *tok, const train_config *cfg
     free(ids);
 }
 
+/* train.sample_prompt must be text of the vocabulary, as `mixpar sample --prompt` requires: refused before
+ * training, not printed as replacement characters at the first sample. */
+static void check_sample_prompt(const train_config *cfg, const tokenizer *tok, const char *vocab_path, comm_t *comm) {
+    const char *prompt = cfg->train.sample_prompt;
+    if (cfg->train.sample_interval <= 0 || !*prompt) return;
+    size_t len = strlen(prompt);
+    uint32_t *ids = malloc((len + 1) * sizeof *ids);
+    MP_ASSERT(ids, "out of memory");
+    data_err err;
+    bool ok = tokenizer_encode(tok, prompt, len, false, ids, NULL, &err) >= 0;
+    free(ids);
+    if (!ok)
+        RANKS_STOP(comm, err.expected, "change train.sample_prompt to text made of the characters in the run's "
+                   "vocabulary, or set train.sample_interval=0 to train without samples",
+                   "train.sample_prompt \"%s\": %s (vocabulary %s)", prompt, err.found, vocab_path);
+}
+
 /* ------------------------------------------------------------------ evaluation */
 
 static float evaluate(model *m, loader *vl, int batches) {
@@ -583,19 +601,100 @@ static const char *precision_matmul_path(const model *m) {
     }
 }
 
-/* MIXPAR_INJECT_INF=RANK:STEP puts an inf into rank RANK's gradients at step STEP (1-based): a rank-local
- * overflow, what lab 17 shows the ranks must agree about. */
-static void inject_overflow(train_step *ts, int rank) {
+/* MIXPAR_INJECT_INF=RANK:STEP[:NAME[@K]] puts an inf into rank RANK at step STEP (1-based). Without NAME, into
+ * the first gradient value: a rank-local overflow, what lab 17 shows the ranks must agree about (mixed
+ * precision only: the fp32 path has no found_inf step). With NAME, into element K (default 0) of a weight
+ * ("h.0.fcprojw", before that step's forward, as a bad update or a bad checkpoint would leave it) or of a
+ * forward activation ("h.1.fch", "encoded", "logits": model.h's names, as forward computes it): what the
+ * trainer's scan for the first non-finite tensor must then name. */
+typedef struct {
+    const model *m;
+    long step;               /* 0-based; -1: nothing to inject here */
+    const model_tensor *weight; /* or NULL */
+    char activation[48];     /* full name, or "" */
+    size_t element;
+    bool done;               /* the activation got its inf this step */
+} fault_injection;
+
+static bool activation_name_exists(const model *m, const char *full) {
+    const model_config *c = model_get_config(m);
+    if (strcmp(full, "encoded") == 0 || strcmp(full, "lnf") == 0 || strcmp(full, "logits") == 0) return true;
+    int layer, used = 0;
+    if (sscanf(full, "h.%d.%n", &layer, &used) != 1 || used == 0 || layer < 0 || layer >= c->L) return false;
+    for (int i = 0; model_block_act_names[i]; i++)
+        if (strcmp(full + used, model_block_act_names[i]) == 0) return true;
+    return false;
+}
+
+static void parse_fault_injection(train_step *ts, int rank, bool sharded, fault_injection *fi) {
+    memset(fi, 0, sizeof *fi);
+    fi->step = -1;
     const char *spec = getenv("MIXPAR_INJECT_INF");
     if (!spec || !*spec) return;
-    int r, step;
-    char extra;
-    if (sscanf(spec, "%d:%d%c", &r, &step, &extra) != 2 || r < 0 || step < 1)
-        MP_FAIL("MIXPAR_INJECT_INF=RANK:STEP, both whole numbers, STEP from 1", "'%s'", spec);
-    if (!ts->amp)
-        MP_FAIL_HINT("a mixed-precision recipe with MIXPAR_INJECT_INF", "the fp32 path has no found_inf step",
-                     "MIXPAR_INJECT_INF with recipe fp32");
-    if (r == rank) ts->inject_inf_at = step - 1;
+    const char *form = "MIXPAR_INJECT_INF=RANK:STEP or RANK:STEP:NAME[@ELEMENT] (whole numbers, STEP from 1; NAME a "
+                       "weight such as h.0.fcprojw or an activation such as h.0.fch)";
+    int r, step, used = 0;
+    if (sscanf(spec, "%d:%d%n", &r, &step, &used) != 2 || r < 0 || step < 1 || (spec[used] && spec[used] != ':'))
+        MP_FAIL(form, "'%s'", spec);
+    if (!spec[used]) { /* the gradient, as lab 17 uses it */
+        if (!ts->amp)
+            MP_FAIL_HINT("a mixed-precision recipe with MIXPAR_INJECT_INF=RANK:STEP",
+                         "the fp32 path has no found_inf step; RANK:STEP:NAME injects into a weight or an activation "
+                         "under any recipe", "MIXPAR_INJECT_INF with recipe fp32");
+        if (r == rank) ts->inject_inf_at = step - 1;
+        return;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "%s", spec + used + 1);
+    char *at = strchr(name, '@');
+    unsigned long long element = 0;
+    if (at) {
+        char *end;
+        *at = 0;
+        element = strtoull(at + 1, &end, 10);
+        if (at[1] < '0' || at[1] > '9' || *end) MP_FAIL(form, "'%s': element '%s'", spec, at + 1);
+    }
+    const model_tensor *t = model_tensor_find(ts->m, name);
+    if (!t && !activation_name_exists(ts->m, name))
+        MP_FAIL_HINT(form, "'mixpar checkpoint info' lists the weights; the activations of block N are h.N.ln1, "
+                     "h.N.qkv, h.N.att, h.N.atty, h.N.res2, h.N.ln2, h.N.fch, h.N.fch_act, h.N.res3, and encoded, "
+                     "lnf, logits", "'%s': no weight or activation is called '%s'", spec, name);
+    if (t && element >= t->size)
+        MP_FAIL(form, "'%s': element %llu of %s, which has %zu", spec, element, name, t->size);
+    if (t && sharded)
+        MP_FAIL("MIXPAR_INJECT_INF into a weight with whole weights on every rank (not FSDP / ZeRO-3)", "'%s'", spec);
+    if (r != rank) return;
+    fi->m = ts->m;
+    fi->step = step - 1;
+    fi->weight = t;
+    if (!t) snprintf(fi->activation, sizeof fi->activation, "%s", name);
+    fi->element = (size_t)element;
+}
+
+/* The probe that puts the inf into the named activation, the first time forward computes it. */
+static void inject_into_activation(void *ctx, int layer, const char *name, float *x, size_t n) {
+    fault_injection *fi = ctx;
+    char full[48];
+    if (layer == -1) fi->done = false; /* "encoded" comes first: a new forward pass (the scan's too) */
+    model_act_full_name(fi->m, layer, name, full, sizeof full);
+    if (fi->done || n == 0 || strcmp(full, fi->activation) != 0) return;
+    x[fi->element < n ? fi->element : n - 1] = INFINITY; /* the 16-bit path reports the logits a row at a time */
+    fi->done = true;
+}
+
+/* Before step `step` (0-based) runs: the weight gets its inf, or the probe is set for the activation. */
+static void inject_before_step(fault_injection *fi, train_step *ts, long step) {
+    if (fi->step != step) return;
+    if (fi->weight) {
+        model_params(ts->m)[fi->weight->offset + fi->element] = INFINITY;
+        if (ts->master) ts->master[fi->weight->offset + fi->element] = INFINITY; /* fp16-o2: the master too */
+    } else {
+        model_set_act_probe(ts->m, inject_into_activation, fi);
+    }
+}
+
+static void inject_after_step(fault_injection *fi, train_step *ts, long step) {
+    if (fi->step == step && !fi->weight) model_set_act_probe(ts->m, NULL, NULL);
 }
 
 /* A skipped step: a normal event under a dynamic scaler (the scale backs off), a diagnosis when nothing
@@ -618,6 +717,80 @@ static void diagnose_skip(ev_writer *ev, train_step *ts, const train_step_result
         amp_scaler_stop(&ts->scaler, &r->update, step);
     }
     if (!quiet) fputs(d.message, stderr);
+}
+
+/* What one step left behind that the non-finite check reads. */
+typedef struct {
+    const int *inputs, *targets; /* the step's micro-batches, accum x (B,T) */
+    int B, T, accum;
+    long start_step;             /* where this run started (the checkpoint's step when resumed) */
+    long skipped_in_a_row;       /* skipped steps up to and including this one */
+    int max_skipped_in_a_row;    /* train.max_consecutive_skips; 0: no limit */
+} step_facts;
+
+/* A NaN in the weights is never normal, and neither is a non-finite loss without a dynamic loss scaler, nor
+ * a long run of skipped steps: each would only repeat until the last step (every step skipped, "loss nan ->
+ * nan", exit 0). So: when the loss is not finite, scan the weights in forward order; unless fp16's dynamic
+ * scaler explains it (finite weights, its overflow skips are how it finds its scale), run forward again with
+ * a probe on every activation and stop the run (exit 2) naming the first bad weight or activation. Under
+ * data parallel every rank gets here together (the loss is averaged, found_inf agreed), so a second forward
+ * under FSDP gathers on all of them; rank 0 prints, the others stop silently once it has. */
+static void stop_on_nonfinite(ev_writer *ev, train_step *ts, const train_step_result *r, long done, double lr,
+                              const step_facts *f, comm_t *comm, int rank) {
+    bool loss_bad = !isfinite(r->loss);
+    bool too_many_skips = f->max_skipped_in_a_row > 0 && f->skipped_in_a_row >= f->max_skipped_in_a_row;
+    if (!loss_bad && !too_many_skips) return;
+    amp_nonfinite params;
+    bool params_bad = !ts->fsdp && amp_find_nonfinite(ts->m, AMP_SCAN_PARAMS, &params);
+    bool dynamic = ts->amp && ts->scaler.cfg.kind != AMP_SCALER_NONE && ts->scaler.cfg.kind != AMP_SCALER_STATIC;
+    if (!params_bad && dynamic && !too_many_skips) return; /* an fp16 overflow: the scaler backs off */
+    amp_bad_tensor act, first_act;
+    bool act_bad = false;
+    for (int k = 0; k < f->accum; k++) { /* every micro-batch on every rank: FSDP's gathers stay in step */
+        size_t at = (size_t)k * f->B * f->T;
+        if (amp_find_nonfinite_activation(ts->m, f->inputs + at, f->targets + at, f->B, f->T, &act) && !act_bad) {
+            first_act = act;
+            act_bad = true;
+        }
+    }
+    amp_nonfinite grads;
+    bool grads_bad = !params_bad && !act_bad && amp_find_nonfinite(ts->m, AMP_SCAN_GRADS, &grads);
+    amp_diag_context ctx = {.step = done, .loss = r->loss, .lr = lr, .grad_clip = ts->grad_clip,
+                            .recipe = ts->amp ? ts->recipe : AMP_RECIPE_FP32, .scaler = ts->amp ? &ts->scaler : NULL,
+                            .update = &r->update, .start_step = f->start_step,
+                            .activation = act_bad && !params_bad ? &first_act : NULL};
+    amp_diagnosis d;
+    amp_diagnose(grads_bad ? &grads : NULL, params_bad ? &params : NULL, &ctx, &d);
+    amp_diagnosis_emit(ev, &d);
+    ev_close(ev);
+    char cause[160];
+    if (too_many_skips && !loss_bad)
+        snprintf(cause, sizeof cause, "%ld skipped steps in a row (train.max_consecutive_skips %d)",
+                 f->skipped_in_a_row, f->max_skipped_in_a_row);
+    else snprintf(cause, sizeof cause, "the loss is %g", (double)r->loss);
+    char first[160] = "no weight or activation of this rank holds inf/NaN (see the diagnosis above)";
+    if (grads_bad)
+        snprintf(first, sizeof first, "weights and activations are finite; the first gradient to hold inf/NaN in "
+                 "backward order is %s", grads.first.name);
+    if (params_bad || act_bad) {
+        const amp_bad_tensor *b = params_bad ? &params.first : &first_act;
+        snprintf(first, sizeof first, "the first to hold inf/NaN in forward order is the %s %s (%s %d, element %llu)",
+                 params_bad ? "weight" : "activation", b->name, b->layer < 0 ? "embeddings, layer" : "layer", b->layer,
+                 (unsigned long long)b->first_offset);
+    }
+    bool several = comm && comm_size(comm) > 1;
+    if (rank == 0) {
+        fputs(d.message, stderr);
+        mp_print_input_error(__FILE__, __LINE__, "finite weights, activations and loss (steps that train)",
+                             params_bad && done == f->start_step + 1
+                                 ? "the weights were bad before this run's first update: resume from an earlier "
+                                   "checkpoint (or start afresh)"
+                                 : "follow the diagnosis above; train.max_consecutive_skips sets how many skipped "
+                                   "steps in a row are tolerated",
+                             "step %ld: %s; %s", done, cause, first);
+    }
+    if (several) comm_barrier(comm); /* rank 0 has said it: now every rank may stop */
+    exit(EXIT_BAD_INPUT);
 }
 
 /* ------------------------------------------------------------------ optimizer offload */
@@ -689,6 +862,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     int rank = comm ? comm_rank(comm) : 0, world = comm ? comm_size(comm) : 1;
     MP_ASSERT(cfg->world == world, "config resolved for %d ranks, running on %d", cfg->world, world);
     if (rank != 0) quiet = true; /* one voice: rank 0 prints, samples and checkpoints */
+    ranks_check_same_config(cfg, comm); /* before the data and the model, which differ when the configs do */
     if (rank == 0) ensure_dataset(cfg, quiet);
     if (comm) comm_barrier(comm); /* the others wait for the dataset rank 0 may be building */
     config_load_vocab(cfg, NULL);
@@ -702,6 +876,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     config_data_path(cfg, "vocab.json", vocab_path, sizeof vocab_path);
     tokenizer tok;
     tokenizer_load(&tok, vocab_path, NULL);
+    check_sample_prompt(cfg, &tok, vocab_path, comm);
     /* With either sampler, the ranks' rows of a step are the rows one rank with B x world would take. */
     train_data *td = train_data_open(cfg, train_tokens, B, T, comm);
     loader vl;
@@ -743,7 +918,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         train_step_set_amp(&ts, precision.recipe, &precision.scaler, precision.stochastic_rounding, cfg->train.seed);
     if (world > 1) ts.found_inf_comm = comm;
     ts.ordered_accumulation = cfg->comm.deterministic; /* one rank: micro-batches added as the chain adds ranks */
-    inject_overflow(&ts, rank);
+    fault_injection injection;
+    parse_fault_injection(&ts, rank, fs != NULL, &injection);
 
     char checkpoint_path[4200], sharded_path[4200];
     snprintf(checkpoint_path, sizeof checkpoint_path, "%s/checkpoint.safetensors", cfg->train.run_dir);
@@ -752,7 +928,16 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     if (opt && opt->resume) {
         const char *from = strcmp(opt->resume, "auto") == 0 ? resume_auto(checkpoint_path, sharded_path) : opt->resume;
         step = load_checkpoint(from, &ts, td, comm, rank);
-        if (!quiet) printf("resumed from %s at step %ld\n", from, step);
+        if (step > cfg->train.steps)
+            RANKS_STOP(comm, "train.steps at least the step of the checkpoint resumed from",
+                       "raise train.steps (--set train.steps=N) to train on from the checkpoint, or resume from an "
+                       "earlier one; a run does not go back",
+                       "'%s' is at step %ld, train.steps is %ld: there is nothing to train", from, step,
+                       cfg->train.steps);
+        if (rank == 0 && step == cfg->train.steps) /* even when quiet: a run that trains nothing says so */
+            printf("resumed from %s at step %ld, which is train.steps: the run is already complete, nothing to "
+                   "train (raise train.steps to train further)\n", from, step);
+        else if (!quiet) printf("resumed from %s at step %ld\n", from, step);
     }
 
     ev_writer *ev = step > 0 ? ev_open_append(cfg->train.run_dir, rank) : ev_open(cfg->train.run_dir, rank);
@@ -865,7 +1050,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     MP_ASSERT(act_hists, "out of memory");
     double t_start = mp_now(), recent = 0;
     bool hash_params = getenv("MIXPAR_PARAM_HASH") != NULL;
-    long first = step;
+    long first = step, skipped_in_a_row = 0;
     for (; step < cfg->train.steps; step++) {
         double t_data = mp_elapsed(); /* getting the step's batches: a read, or a wait for the prefetch workers */
         for (int k = 0; k < accum; k++) {
@@ -881,6 +1066,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             model_collect_act_hist(m, act_hists);
         }
         double t0 = mp_elapsed();
+        inject_before_step(&injection, &ts, step);
         train_step_result r = train_step_run(&ts, inputs, targets, B, T, accum, lr);
         if (comm && world > 1) /* report the loss of the global batch: the mean of the ranks' means */
             comm_allreduce(comm, &r.loss, &r.loss, 1, COMM_FP32, COMM_AVG, COMM_ALGO_NATIVE);
@@ -966,6 +1152,12 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             for (int l = 0; l < mc.L + 2; l++) emit_hist(ev, done, "act", l - 1, &act_hists[l], 1.0f);
             model_collect_act_hist(m, NULL);
         }
+        skipped_in_a_row = skipped ? skipped_in_a_row + 1 : 0;
+        step_facts facts = {.inputs = inputs, .targets = targets, .B = B, .T = T, .accum = accum, .start_step = first,
+                            .skipped_in_a_row = skipped_in_a_row,
+                            .max_skipped_in_a_row = cfg->train.max_consecutive_skips};
+        stop_on_nonfinite(ev, &ts, &r, done, lr, &facts, comm, rank); /* its forward again sees the injection */
+        inject_after_step(&injection, &ts, step);
         if (skipped) diagnose_skip(ev, &ts, &r, done, lr, quiet);
         if (cfg->train.eval_interval > 0 && (done % cfg->train.eval_interval == 0 || done == cfg->train.steps)) {
             sum.last_val_loss = evaluate(m, &vl, cfg->train.eval_batches);

@@ -2,7 +2,8 @@
 # amp_train.sh: training under every precision recipe from the command line: each recipe trains and says how,
 # the three vocabularies (DeepSpeed, Keras, PyTorch) give the identical run, a skipped step and the loss scale
 # show in the events, the scaler resumes from a checkpoint, a scaler out of room stops with a diagnosis
-# (exit 2), and conflicting settings are refused naming the keys.
+# (exit 2), a NaN weight or activation stops the run naming the first bad tensor, and conflicting settings are
+# refused naming the keys.
 source "$(dirname "$0")/../lib.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -54,6 +55,40 @@ check "amp train: a bf16 inf is skipped with a diagnosis event" grep -q '"kind":
 check_output "amp train: a DeepSpeed scale already at its minimum stops the run (exit 2) with advice" 2 \
   "already at (its )?minimum" env MIXPAR_INJECT_INF=0:2 "$MIXPAR" train "${base[@]}" --set fp16.enabled=true \
   --set fp16.hysteresis=1 --set fp16.initial_scale_power=10 --set fp16.min_loss_scale=1024 --set train.run_dir="$work/min"
+
+# Non-finite values that no step can fix stop the run (exit 2) naming the first bad tensor in forward order.
+# poke_nan FILE TENSOR ELEMENT: writes a NaN over one fp32 value of a tensor of a safetensors checkpoint.
+poke_nan() {
+  local header start
+  header=$(head -c 8 "$1" | od -An -tu8 | tr -d ' ')
+  start=$(head -c $((8 + header)) "$1" | tail -c +9 | grep -o "\"$2\":{[^}]*}" | sed -E 's/.*"data_offsets":\[([0-9]+),.*/\1/')
+  printf '\x00\x00\xc0\x7f' | dd of="$1" bs=1 seek=$((8 + header + start + 4 * $3)) conv=notrunc status=none
+}
+short=(--set train.steps=4 --set scheduler.params.warmup_steps=1)
+"$MIXPAR" train "${base[@]}" "${short[@]}" --set train.steps=2 --set train.checkpoint_interval=2 \
+  --set train.run_dir="$work/clean" >/dev/null 2>&1
+cp "$work/clean/checkpoint.safetensors" "$work/nan.safetensors" && poke_nan "$work/nan.safetensors" h.0.fcprojw 100
+check_output "amp train: resuming weights with a NaN in h.0.fcprojw stops at once (exit 2) naming it" 2 \
+  "step 3: the loss is .*nan; the first to hold inf/NaN in forward order is the weight h\.0\.fcprojw \(layer 0, element 100\)" \
+  "$MIXPAR" train "${base[@]}" "${short[@]}" --set train.run_dir="$work/resumed_nan" --resume "$work/nan.safetensors"
+check "amp train: and its diagnosis event blames the checkpoint, not the learning rate" grep -q \
+  '"kind":"diagnosis".*"what":"nonfinite_param","layer":0,"tensor":"h.0.fcprojw".*checkpoint it resumed from (step 2)' \
+  "$work/resumed_nan/events.rank0.jsonl"
+check_output "amp train: an inf in a bf16 activation (MIXPAR_INJECT_INF=0:2:h.1.fch_act@5) is named, exit 2" 2 \
+  "the first to hold inf/NaN in forward order is the activation h\.1\.fch_act \(layer 1, element 5\)" \
+  env MIXPAR_INJECT_INF=0:2:h.1.fch_act@5 "$MIXPAR" train "${base[@]}" "${short[@]}" --set precision.recipe=bf16 \
+  --set train.run_dir="$work/act"
+MIXPAR_INJECT_INF=0:2:h.1.fch_act "$MIXPAR" train "${base[@]}" "${short[@]}" --set precision.recipe=fp16 \
+  --set train.run_dir="$work/fp16act" >/dev/null 2>&1
+check "amp train: the same inf under fp16's dynamic scaler is one skipped step, and the run goes on" bash -c \
+  "grep -q '\"step\":2,.*\"skipped\":true' '$work/fp16act/events.rank0.jsonl' && grep -q '\"step\":4,.*\"skipped\":false' '$work/fp16act/events.rank0.jsonl'"
+check_output "amp train: a run of skipped steps stops at train.max_consecutive_skips (exit 2)" 2 \
+  "step 3: 3 skipped steps in a row \(train.max_consecutive_skips 3\)" "$MIXPAR" train "${base[@]}" "${short[@]}" \
+  --set fp16.enabled=true --set fp16.initial_scale_power=100 --set fp16.hysteresis=1 \
+  --set train.max_consecutive_skips=3 --set train.run_dir="$work/runaway"
+check_output "amp train: MIXPAR_INJECT_INF with a name that is no tensor is refused" 2 \
+  "no weight or activation is called 'h\.0\.nope'" env MIXPAR_INJECT_INF=0:2:h.0.nope "$MIXPAR" train "${base[@]}" \
+  "${short[@]}" --set train.run_dir="$work/nope"
 
 # The scaler's state resumes from a checkpoint: same losses and scales as the uninterrupted run.
 cks=(--set precision.recipe=fp16 --set precision.growth_interval=4 --set train.checkpoint_interval=10)

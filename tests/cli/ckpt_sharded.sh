@@ -20,7 +20,7 @@ train() {
   local dir=$1 n=$2 b=$3 stage=$4; shift 4
   local launch=("$MIXPAR" run -n "$n" --)
   [ "$n" = 1 ] && launch=()
-  timeout 120 "${launch[@]}" "$MIXPAR" train "${base[@]}" --quiet --set train_micro_batch_size_per_gpu="$b" \
+  timeout "$(scaled 120)" "${launch[@]}" "$MIXPAR" train "${base[@]}" --quiet --set train_micro_batch_size_per_gpu="$b" \
     --set zero_optimization.stage="$stage" --set train.run_dir="$dir" "$@" >"$dir.log" 2>&1
 }
 ck=checkpoint.sharded
@@ -76,7 +76,7 @@ bad() {
   local name=$1 pattern=$2; shift 2
   cp -r "$work/half" "$work/$name"
   (cd "$work/$name/$ck" && "$@")
-  check_output "ckpt_sharded: $name: exit 2 naming it" 2 "$pattern" timeout 60 "$MIXPAR" run -n 2 -- "$MIXPAR" train \
+  check_output "ckpt_sharded: $name: exit 2 naming it" 2 "$pattern" timeout "$(scaled 60)" "$MIXPAR" run -n 2 -- "$MIXPAR" train \
     "${base[@]}" --quiet --set train_micro_batch_size_per_gpu=16 --set zero_optimization.stage=2 \
     --set train.run_dir="$work/$name" --resume auto
 }

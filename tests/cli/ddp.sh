@@ -26,13 +26,17 @@ check "ddp: replicas stay bit-identical after every step" diff <(hashes "$work/t
   <(hashes "$work/two/events.rank1.jsonl")
 buckets() { grep '"kind":"comm"' "$1" | grep -o '"bucket":[0-9]*' | sort -u | wc -l; }
 check "ddp: 20000-element buckets split this model into 3" test "$(buckets "$work/two/events.rank0.jsonl")" -eq 3
-# Overlap: in some step, bucket 0's allreduce starts before that step's backward span ends.
-overlap=$(awk -F'"step":' '
-  /"kind":"span"/ && /"name":"backward"/ { split($2, a, ","); s=a[1]; match($0, /"t1":[0-9.e+-]+/); bend[s]=substr($0, RSTART+5, RLENGTH-5) }
-  /"kind":"comm"/ && /"bucket":0/ { match($0, /"t0":[0-9.e+-]+/); c0[++n]=substr($0, RSTART+5, RLENGTH-5) }
-  END { k=0; for (i=1; i<=n; i++) if (c0[i] < bend[i]) k++; print k }' "$work/two/events.rank0.jsonl")
+# Overlap: in every step backward hands bucket 0 to the communication thread before backward ends. Whether
+# the thread also starts it before then depends on the machine's load, so that count is shown, not checked.
+overlap() { # overlap FIELD: in how many steps bucket 0's FIELD (queued or t0) is before backward's end
+  awk -F'"step":' -v field="\"$1\":" '
+    /"kind":"span"/ && /"name":"backward"/ { split($2, a, ","); s=a[1]; match($0, /"t1":[0-9.e+-]+/); bend[s]=substr($0, RSTART+5, RLENGTH-5) }
+    /"kind":"comm"/ && /"bucket":0/ { match($0, field "[0-9.e+-]+"); c0[++n]=substr($0, RSTART+length(field), RLENGTH-length(field)) }
+    END { k=0; for (i=1; i<=n; i++) if (c0[i] + 0 < bend[i] + 0) k++; print k }' "$work/two/events.rank0.jsonl"
+}
 check_output "ddp: the overlapped run reduces on a communication thread" 0 '"overlap":true' head -n 1 "$work/two/events.rank0.jsonl"
-check "ddp: bucket 0's allreduce starts before backward ends (in $overlap of 60 steps)" test "${overlap:-0}" -ge 30
+check "ddp: bucket 0 is handed over before backward ends in all 60 steps (its reduction began before it in $(overlap t0))" \
+  test "$(overlap queued)" -eq 60
 
 for spec in "1:100000000" "2:60000"; do
   n=${spec%%:*}; size=${spec##*:}
@@ -62,8 +66,18 @@ check "ddp: accumulation reduces once per step (one allreduce of gradients per s
   "$(grep '"kind":"comm"' "$work/acc/events.rank0.jsonl" | grep -c '"bucket":0')" -eq 60
 
 # The classic mistake: ranks started with different models. A message naming them, exit 2, no hang.
-check_output "ddp: ranks with different configs are refused" 2 "rank\(s\) 1 differ from rank 0" timeout 60 \
+check_output "ddp: ranks with different configs are refused" 2 "rank\(s\) 1 differ from rank 0" timeout "$(scaled 60)" \
   "$MIXPAR" run -n 2 -- bash -c "exec '$MIXPAR' train ${base[*]} --set train.run_dir='$work/bad' --set model.layers=\$((2 + OMPI_COMM_WORLD_RANK))"
+# Which keys differ, with each rank's value, said once by rank 0: not "the same token file" for a micro-batch,
+# not "the same model config" for a learning rate.
+timeout 60 "$MIXPAR" run -n 2 -- bash -c "exec '$MIXPAR' train ${base[*]} --set train.run_dir='$work/bad_micro' \
+  --set train_micro_batch_size_per_gpu=\$((16 * (1 + OMPI_COMM_WORLD_RANK)))" >"$work/bad_micro.log" 2>&1
+check_output "ddp: ranks with different micro-batches are told the key and both values" 0 \
+  "config differs across ranks: .*train_micro_batch_size_per_gpu: rank 0 16, rank 1 32" cat "$work/bad_micro.log"
+check "ddp: and the message is printed once, not once per rank" test "$(grep -c 'config differs across ranks' "$work/bad_micro.log")" -eq 1
+check_output "ddp: ranks with different learning rates are told optimizer.params.lr: rank 0 0.001, rank 1 0.002 (exit 2)" 2 \
+  "optimizer.params.lr: rank 0 0.001, rank 1 0.002" timeout 60 "$MIXPAR" run -n 2 -- bash -c \
+  "exec '$MIXPAR' train ${base[*]} --set train.run_dir='$work/bad_lr' --set optimizer.params.lr=0.00\$((1 + OMPI_COMM_WORLD_RANK))"
 
 # Deterministic reduction ("communication.deterministic"): the chain allreduce adds the ranks' gradients in rank
 # order, so 3 ranks give the same bits with 1 bucket or 3, and the run records the chain in its comm events.

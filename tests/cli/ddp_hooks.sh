@@ -51,5 +51,5 @@ want=$(awk -v P=$((plain / 4)) -v C=64 -v L=2 -v T=32 -v r=2 'function mat(m, n)
 check "hooks: PowerSGD rank 2 sends r(m+n) floats per matrix (${bytes[powersgd]} bytes, the shapes say $want; ratio $(ratio "${bytes[powersgd]}"))" \
   test "${bytes[powersgd]}" = "$want"
 check_output "hooks: an unknown hook name stops the run (exit 2) naming communication.hook" 2 \
-  'communication\.hook.*top-k|top-k.*communication\.hook' timeout 60 \
+  'communication\.hook.*top-k|top-k.*communication\.hook' timeout "$(scaled 60)" \
   "$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set train.run_dir="$work/bad" --set communication.hook=top-k

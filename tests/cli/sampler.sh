@@ -69,7 +69,7 @@ one=("$MIXPAR" train --config "$ROOT/configs/synthetic-addition.json" --quiet --
      --set scheduler.params.total_steps=30 --set scheduler.params.warmup_steps=5 --set train.run_dir="$work/mism" "${dist[@]}")
 check_output "sampler: ranks with different data stop with a message naming them (exit 2, no hang)" 2 \
   "rank 1: 21769 tokens, 10 batches an epoch.*|runs out of data early" \
-  timeout 60 "${mpi[@]}" -n 1 -wdir "$work/A" "${one[@]}" : -n 1 -wdir "$work/B" "${one[@]}"
+  timeout "$(scaled 60)" "${mpi[@]}" -n 1 -wdir "$work/A" "${one[@]}" : -n 1 -wdir "$work/B" "${one[@]}"
 
 # Bad settings: exit 2, the key named.
 check_output "sampler: data.workers 3 is refused" 2 "data.workers" \

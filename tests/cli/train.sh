@@ -52,6 +52,17 @@ check_output "sample: a prompt character outside the vocabulary" 2 "not among th
 check_output "sample: a bad temperature" 2 "temperature" "$MIXPAR" sample --checkpoint "$work/a/checkpoint.safetensors" --temperature -1
 check_output "train: fp16 with bf16 is refused before anything runs" 2 "fp16.enabled and bf16.enabled are both true" \
   train --set bf16.enabled=true --set fp16.enabled=true --set train.run_dir="$work/c"
+check_output "train: a sample_prompt outside the vocabulary is refused before training, as mixpar sample does" 2 \
+  "train.sample_prompt \"12\+x\": character 'x' .*not among the vocabulary" \
+  train --set train.steps=60 --set train.sample_prompt=12+x --set train.run_dir="$work/prompt"
+check "train: and nothing was trained" test ! -e "$work/prompt/events.rank0.jsonl"
+cp -r "$work/a" "$work/done"
+check_output "train: resuming at train.steps says the run is already complete (exit 0)" 0 \
+  "at step 60, which is train.steps: the run is already complete, nothing to train" \
+  train --set train.steps=60 --set train.run_dir="$work/done" --resume auto
+check_output "train: resuming with train.steps below the checkpoint's step is refused (exit 2)" 2 \
+  "is at step 60, train.steps is 40: there is nothing to train" \
+  train --set train.steps=40 --set train.run_dir="$work/done" --resume auto
 check "train: the saved checkpoint is intact after all that" cmp "$work/a/checkpoint.safetensors" "$work/saved.safetensors"
 
 # Checkpoint tools: inspect, and llm.c's GPT-2 format out and back in.

@@ -77,8 +77,8 @@ head -n $((lines / 2)) "$ev" >"$work/live/events.rank0.jsonl"
 next=$(sed -n "$((lines / 2 + 1))p" "$ev")
 printf '%s' "${next:0:30}" >>"$work/live/events.rank0.jsonl"
 screen_() { tmux_ capture-pane -p -t viz; }
-wait_for() { # wait_for PATTERN: up to 5 s for the pane to match
-  for _ in $(seq 50); do screen_ | grep -Eq -- "$1" && return 0; sleep 0.1; done
+wait_for() { # wait_for PATTERN: up to 5 s (scaled) for the pane to match
+  for _ in $(seq "$(scaled 50)"); do screen_ | grep -Eq -- "$1" && return 0; sleep 0.1; done
   screen_ | sed 's/^/    | /' >&2; return 1
 }
 tmux_ new-session -d -x 100 -y 30 -s viz \
@@ -104,7 +104,11 @@ check "tmux: the status bar sits on the new last row" bash -c "tmux -L '$sock' c
 tmux_ send-keys -t viz h
 check "tmux: h shows the help" wait_for "any key closes it"
 tmux_ send-keys -t viz x
-check "tmux: any key closes the help" bash -c "sleep 0.3; ! tmux -L '$sock' capture-pane -p -t viz | grep -q 'any key closes it'"
+wait_gone() { # wait_gone PATTERN: up to 5 s (scaled) for the pane to stop matching
+  for _ in $(seq "$(scaled 50)"); do screen_ | grep -Eq -- "$1" || return 0; sleep 0.1; done
+  screen_ | sed 's/^/    | /' >&2; return 1
+}
+check "tmux: any key closes the help" wait_gone "any key closes it"
 tmux_ send-keys -t viz q
 check "tmux: q quits cleanly (exit 0)" wait_for "viz exited with 0"
 

@@ -10,6 +10,7 @@
 #include "amp/detect.h"
 #include "base/rng.h"
 #include "fp/convert.h"
+#include "model/model_lowp.h"
 
 enum { B = 2, T = 8, V = 64 };
 
@@ -180,6 +181,70 @@ Test(amp_detect, nan_weight_is_found_in_forward_order) {
     cr_expect_str_eq(d.what, "nonfinite_param");
     cr_expect_str_eq(d.tensor, "h.1.fcprojw");
     cr_expect_eq(d.layer, 1);
+    model_free(m);
+}
+
+/* The forward pass again, with a probe on every activation: an inf weight in block 1's MLP makes its first
+ * matmul's output (h.1.fch) the first bad activation; everything earlier in forward order is finite. */
+static void fixed_batch(int *in, int *tg) {
+    mp_rng r;
+    mp_rng_seed(&r, 11);
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (int)(mp_rng_u32(&r) % V);
+        tg[i] = (int)(mp_rng_u32(&r) % V);
+    }
+}
+
+static void expect_first_bad_activation(model *m, const char *want, int layer) {
+    int in[B * T], tg[B * T];
+    fixed_batch(in, tg);
+    amp_bad_tensor act;
+    cr_assert(amp_find_nonfinite_activation(m, in, tg, B, T, &act), "no bad activation found; expected %s", want);
+    cr_expect_str_eq(act.name, want, "the first bad activation in forward order: expected %s, got %s", want, act.name);
+    cr_expect_eq(act.layer, layer);
+    cr_expect_gt(act.nan + act.posinf + act.neginf, 0);
+}
+
+Test(amp_detect, first_bad_activation_in_forward_order_fp32) {
+    model *m = tiny_gpt2(true);
+    int in[B * T], tg[B * T];
+    fixed_batch(in, tg);
+    amp_bad_tensor act;
+    cr_expect_not(amp_find_nonfinite_activation(m, in, tg, B, T, &act), "a clean model has no bad activation");
+    const model_tensor *w = model_tensor_find(m, "h.1.fcw");
+    model_params(m)[w->offset + 3] = INFINITY;
+    expect_first_bad_activation(m, "h.1.fch", 1);
+    model_params(m)[w->offset + 3] = 0;
+    model_params(m)[model_tensor_find(m, "wpe")->offset] = NAN; /* position 0's embedding */
+    expect_first_bad_activation(m, "encoded", -1);
+    model_free(m);
+}
+
+/* The same under bf16 compute (model_lowp.c): it reports its activations where it stores them. */
+Test(amp_detect, first_bad_activation_in_forward_order_bf16) {
+    model *m = tiny_gpt2(true);
+    model_precision p = {.compute = MODEL_COMPUTE_BF16};
+    model_set_precision(m, &p);
+    model_params(m)[model_tensor_find(m, "h.0.attprojw")->offset + 5] = INFINITY;
+    expect_first_bad_activation(m, "h.0.res2", 0); /* the projection's output is added into the stream there */
+    model_free(m);
+}
+
+/* A weight that was already bad when the run started (step start_step + 1): the checkpoint is named, not the
+ * learning rate, and the initial weights are not called "an unlikely cause". */
+Test(amp_detect, diagnosis_of_a_bad_weight_from_a_resumed_checkpoint) {
+    model *m = tiny_gpt2(true);
+    model_params(m)[model_tensor_find(m, "h.0.fcprojw")->offset + 100] = NAN;
+    float loss = step(m, 1.0f);
+    amp_nonfinite params;
+    cr_assert(amp_find_nonfinite(m, AMP_SCAN_PARAMS, &params));
+    amp_diag_context ctx = {.step = 3, .loss = loss, .lr = 1e-3, .grad_clip = 1.0, .recipe = AMP_RECIPE_FP32,
+                            .start_step = 2};
+    amp_diagnosis d;
+    amp_diagnose(NULL, &params, &ctx, &d);
+    cr_expect_str_eq(d.tensor, "h.0.fcprojw");
+    cr_expect(strstr(d.message, "the checkpoint it resumed from (step 2) holds them") != NULL, "%s", d.message);
+    cr_expect(strstr(d.message, "unlikely cause") == NULL, "%s", d.message);
     model_free(m);
 }
 
