@@ -77,6 +77,7 @@ help:
 	@echo "  make handout         write the student edition to dist/student"
 	@echo "  make slides          build slides/*.md into self-contained HTML in build/slides"
 	@echo "  make bench           run the benchmarks in bench/"
+	@echo "  make sanitize        unit tests, a short training and a 2-rank run under ASan + UBSan"
 	@echo "  make cuda-check      compile the CUDA sources and link NCCL (needs nvcc; no GPU needed)"
 	@echo "  make clean           remove build/ and dist/"
 
@@ -113,7 +114,7 @@ VIZ_OBJ  := $(call obj,$(filter-out viz/main.c,$(VIZ_SRC)))
 VIZ_LIBS := -lncursesw -lcjson -lm
 
 $(VIZ): $(call obj,viz/main.c) $(VIZ_OBJ) $(call obj,core/base/error.c core/base/parse.c)
-	$(CC) -g -o $@ $^ $(VIZ_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(VIZ_LIBS)
 
 plots: all
 	@[ -n "$(RUN)" ] || { echo "usage: make plots RUN=runs/NAME [OUT=dir]" >&2; exit 2; }
@@ -190,6 +191,16 @@ slides: all
 
 cuda-check:
 	@tools/cuda_check.sh
+
+# `make sanitize`: the unit tests, a short training and a 2-rank run built with AddressSanitizer and
+# UndefinedBehaviorSanitizer in build/sanitize (tools/sanitize.sh; the normal build is untouched).
+# SANITIZE=1 adds the flags to CFLAGS, which every compile and link line passes.
+ifeq ($(SANITIZE),1)
+CFLAGS  += -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+.PHONY: sanitize
+sanitize:
+	@tools/sanitize.sh
 
 clean:
 	rm -rf $(BUILD) dist submit-lab*.tar

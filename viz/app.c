@@ -36,8 +36,8 @@ static const char USAGE[] =
     "  --no-color        no colours (every distinction is also drawn as a different character)\n"
     "  --ascii           ASCII characters only (the default when the locale is not UTF-8)\n"
     "  --snapshot        print one frame as text and exit (no terminal needed)\n"
-    "  --width W         snapshot width in columns (default 100)\n"
-    "  --height H        snapshot height in rows (default 30)\n"
+    "  --width W         snapshot width in columns (default 100, at least 72)\n"
+    "  --height H        snapshot height in rows (default 30, at least 20)\n"
     "  --help            this text\n"
     "\n"
     "keys: tab/1-4 panels, up/down layer or rank, left/right scroll, +/- zoom, space pause, m ring model,\n"
@@ -53,7 +53,7 @@ typedef struct {
     bool replay, snapshot, no_color, ascii;
     double speed;
     int refresh_ms, width, height, layer, rank;
-    bool have_layer;
+    bool have_layer, have_rank;
     vz_panel panel;
 } viz_options;
 
@@ -95,7 +95,7 @@ static viz_options parse_args(int argc, char **argv) {
         else if (strcmp(a, "--width") == 0) o.width = (int)int_arg(a, next, 1, 1000), i++, size_given = true;
         else if (strcmp(a, "--height") == 0) o.height = (int)int_arg(a, next, 1, 1000), i++, size_given = true;
         else if (strcmp(a, "--layer") == 0) o.layer = (int)int_arg(a, next, -1, 1024), o.have_layer = true, i++;
-        else if (strcmp(a, "--rank") == 0) o.rank = (int)int_arg(a, next, 0, VZ_MAX_RANKS - 1), i++;
+        else if (strcmp(a, "--rank") == 0) o.rank = (int)int_arg(a, next, 0, VZ_MAX_RANKS - 1), o.have_rank = true, i++;
         else if (strcmp(a, "--panel") == 0) o.panel = panel_arg(next), i++;
         else if (a[0] == '-' && a[1] != '\0') mp_usage_error("viz", "unknown option '%s'", a);
         else if (o.dir) mp_usage_error("viz", "one RUN_DIR expected, got '%s' and '%s'", o.dir, a);
@@ -105,10 +105,18 @@ static viz_options parse_args(int argc, char **argv) {
     if (size_given && !o.snapshot) mp_usage_error("viz", "--width and --height size a --snapshot; live, the terminal decides");
     if (speed_given && !o.replay) mp_usage_error("viz", "--speed sets the pace of --replay");
     if (o.replay && o.snapshot) mp_usage_error("viz", "--snapshot draws the whole run; --replay plays it: choose one");
+    /* Live, a terminal that is too small shows a "terminal too small" screen until it is enlarged; a snapshot
+     * cannot be enlarged, so a size the panels do not fit in is a mistake in the command. */
+    if (o.snapshot && (o.width < VZ_MIN_COLS || o.height < VZ_MIN_ROWS))
+        mp_usage_error("viz", "a snapshot needs at least %d columns and %d rows (the smallest frame the panels fit in), "
+                       "got --width %d --height %d; use --width %d --height %d or more",
+                       VZ_MIN_COLS, VZ_MIN_ROWS, o.width, o.height,
+                       o.width > VZ_MIN_COLS ? o.width : VZ_MIN_COLS, o.height > VZ_MIN_ROWS ? o.height : VZ_MIN_ROWS);
     return o;
 }
 
 static void reset_model(void *ctx) { vz_model_reset(ctx); }
+static void check_focus(const viz_options *o, const vz_model *m, bool whole_run);
 
 static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
     vz_view_init(v);
@@ -128,6 +136,7 @@ static int snapshot(const viz_options *o) {
     vz_model_init(&m);
     vz_read_run(&src, vz_model_apply, &m, reset_model);
     if (m.world > 0) vz_source_expect(&src, m.world);
+    check_focus(o, &m, true);
     bool utf8 = vz_locale_utf8(!o->ascii) && !o->ascii;
     SCREEN *sp = vz_virtual_screen(o->height, o->width);
     if (!sp)
@@ -161,6 +170,35 @@ static void on_quit(int sig) { (void)sig, quit_signal = 1; }
 static void end_curses(void) {
     if (curses_on) endwin();
     curses_on = false;
+}
+
+/* --layer and --rank must name a layer and a rank the run has: the layers with gradient histograms (else the
+ * run header's -1..L), and the ranks of the run header's world or with event files. A live run may not have
+ * written its header yet; with `whole_run` false, what is not known yet is not checked. */
+static void check_focus(const viz_options *o, const vz_model *m, bool whole_run) {
+    char msg[512] = "";
+    if (o->have_layer) {
+        int lo = 0, hi = -1;
+        const char *from = "gradient histograms";
+        if (m->hist_hi >= m->hist_lo) lo = m->hist_lo, hi = m->hist_hi;
+        else if (m->layers > 0) lo = -1, hi = m->layers, from = "layers (run header)";
+        char lo_name[32], hi_name[32];
+        if (hi >= lo && (o->layer < lo || o->layer > hi))
+            snprintf(msg, sizeof msg, "--layer %d: %s has %s for layers %d (%s) to %d (%s); choose one of those", o->layer,
+                     o->dir, from, lo, vz_model_layer_name(m, lo, lo_name, sizeof lo_name), hi,
+                     vz_model_layer_name(m, hi, hi_name, sizeof hi_name));
+        else if (hi < lo && whole_run)
+            snprintf(msg, sizeof msg, "--layer %d: %s has no layers to choose from (no run header with the model's "
+                     "layers and no hist events); leave --layer out", o->layer, o->dir);
+    }
+    int world = vz_model_world(m);
+    if (!msg[0] && o->have_rank && (world > 0 || whole_run) && o->rank >= world)
+        snprintf(msg, sizeof msg, "--rank %d: %s has %d rank%s (%s%d); choose one of those", o->rank, o->dir, world,
+                 world == 1 ? "" : "s", world > 1 ? "0 to " : "", world > 0 ? world - 1 : 0);
+    if (msg[0]) {
+        end_curses();
+        mp_usage_error("viz", "%s", msg);
+    }
 }
 
 static double now_s(void) {
@@ -221,7 +259,7 @@ static int interactive(const viz_options *o) {
     start_view(&v, o, &m);
     v.mode = mode;
     double last = now_s(), last_ring = last;
-    bool running = true;
+    bool running = true, focus_checked = false;
     while (running && !quit_signal) {
         if (resized) {
             resized = 0;
@@ -239,6 +277,7 @@ static int interactive(const viz_options *o) {
                 vz_source_poll(&src, vz_model_apply, &m);
             }
             if (m.world > 0) vz_source_expect(&src, m.world);
+            if (!focus_checked && m.have_run) check_focus(o, &m, false), focus_checked = true;
             if (v.panel == VZ_PANEL_COMM && t - last_ring >= 0.7) {
                 vz_view_ring_tick(&v, &m);
                 last_ring = t;

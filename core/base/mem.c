@@ -2,6 +2,8 @@
 #include "base/mem.h"
 #include "base/error.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -56,6 +58,60 @@ static void count(mem_tag tag, size_t bytes, int add) {
     }
 }
 
+/* ------------------------------------------------------------------ live blocks
+ * The user pointers of every block not yet freed, in a hash set (open addressing, linear probing). A pointer
+ * is looked up here before its header is read, so a second free, or a pointer that never came from mem_alloc,
+ * is caught without reading memory that is no longer ours (which is undefined behaviour, and which
+ * AddressSanitizer rightly reports). The set takes plain malloc memory, counted under no tag. */
+enum { LIVE_EMPTY = 0, LIVE_GONE = 1 }; /* slot states; user pointers are 64-byte aligned, so never 0 or 1 */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t *live_slots;
+static size_t live_cap, live_used; /* used: live pointers plus LIVE_GONE slots */
+
+static size_t live_hash(uintptr_t p) { return (size_t)((p >> 6) * 0x9E3779B97F4A7C15ull); }
+
+/* The slot holding p, or the empty slot where it would go (the table is never full). Called locked. */
+static size_t live_find(uintptr_t p) {
+    size_t mask = live_cap - 1, i = live_hash(p) & mask, gone = SIZE_MAX;
+    while (live_slots[i] != LIVE_EMPTY && live_slots[i] != p) {
+        if (live_slots[i] == LIVE_GONE && gone == SIZE_MAX) gone = i;
+        i = (i + 1) & mask;
+    }
+    return live_slots[i] == p || gone == SIZE_MAX ? i : gone;
+}
+
+static void live_add(const void *user) {
+    pthread_mutex_lock(&live_lock);
+    if (2 * (live_used + 1) > live_cap) { /* grow (or just sweep out LIVE_GONE slots) at half full */
+        size_t old_cap = live_cap, cap = old_cap ? old_cap * 2 : 1024;
+        uintptr_t *old = live_slots;
+        live_slots = calloc(cap, sizeof *live_slots);
+        MP_ASSERT(live_slots, "out of memory for the table of live blocks (%zu slots)", cap);
+        live_cap = cap;
+        live_used = 0;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i] > LIVE_GONE) live_slots[live_find(old[i])] = old[i], live_used++;
+        free(old);
+    }
+    size_t i = live_find((uintptr_t)user);
+    if (live_slots[i] == LIVE_EMPTY) live_used++;
+    live_slots[i] = (uintptr_t)user;
+    pthread_mutex_unlock(&live_lock);
+}
+
+/* Whether p is a live block; with `remove`, it is not one any more afterwards. */
+static bool live_check(const void *user, bool remove) {
+    pthread_mutex_lock(&live_lock);
+    bool found = false;
+    if (live_cap) {
+        size_t i = live_find((uintptr_t)user);
+        found = live_slots[i] == (uintptr_t)user;
+        if (found && remove) live_slots[i] = LIVE_GONE;
+    }
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
 void *mem_alloc(size_t bytes, mem_tag tag, const char *what) {
     MP_ASSERT((unsigned)tag < MEM_NTAGS, "memory tag %d out of range", (int)tag);
     void *raw = NULL;
@@ -70,27 +126,25 @@ void *mem_alloc(size_t bytes, mem_tag tag, const char *what) {
     h->tag = (uint32_t)tag;
     h->bytes = bytes;
     count(tag, bytes, 1);
+    live_add((char *)raw + HEADER_BYTES);
     return (char *)raw + HEADER_BYTES;
 }
 
 static block_header *header_of(const void *p) {
-    block_header *h = (block_header *)((char *)p - HEADER_BYTES);
-    MP_ASSERT(h->magic == MEM_MAGIC || h->magic == RESERVED_MAGIC,
-              "mem_free/mem_size on a pointer not from mem_alloc (or freed twice): %p", p);
-    return h;
+    MP_ASSERT(live_check(p, false), "mem_free/mem_size on a pointer not from mem_alloc (or freed twice): %p", p);
+    return (block_header *)((char *)p - HEADER_BYTES);
 }
 
 void mem_free(void *p) {
     if (!p) return;
-    block_header *h = header_of(p);
+    MP_ASSERT(live_check(p, true), "mem_free on a pointer not from mem_alloc or mem_reserve (or freed twice): %p", p);
+    block_header *h = (block_header *)((char *)p - HEADER_BYTES);
     if (h->magic == RESERVED_MAGIC) {
         count((mem_tag)h->tag, atomic_load(&h->committed), 0);
-        h->magic = 0;
         munmap((char *)p - (h->mapped - h->bytes), h->mapped);
         return;
     }
     count((mem_tag)h->tag, h->bytes, 0);
-    h->magic = 0; /* so a second free is caught rather than corrupting the counters */
     free(h);
 }
 
@@ -117,6 +171,7 @@ void *mem_reserve(size_t bytes, mem_tag tag, const char *what) {
     h->bytes = bytes;
     atomic_store(&h->committed, 0);
     h->mapped = mapped;
+    live_add(user);
     return user;
 }
 

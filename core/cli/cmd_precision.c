@@ -124,14 +124,31 @@ static int cmd_sum(int argc, char **argv) {
             uniform = 1;
         } else if (strcmp(a, "--n") == 0) {
             const char *text = option_value(cmd, argc, argv, &i);
-            char copy[512];
-            snprintf(copy, sizeof copy, "%s", text);
-            for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+            /* Field by field, empty ones included: "1,,2", ",5" and "5," are mistakes, not two counts. */
+            const char *field = text;
+            for (int k = 1;; k++) {
+                const char *comma = strchr(field, ',');
+                size_t len = comma ? (size_t)(comma - field) : strlen(field);
+                char tok[64];
                 double n;
-                if (!parse_count(tok, &n) || n < 1 || n > 1e8 || n != floor(n))
-                    MP_FAIL("counts from 1 to 10^8, separated by commas (1000,1e6 or 10K)", "--n '%s'", text);
+                if (len == 0)
+                    MP_FAIL_HINT("counts from 1 to 10^8, one comma between two (1000,1e6 or 10K)",
+                                 text[0] ? "remove the extra comma, e.g. --n 1,2" : "give at least one count, e.g. --n 1000",
+                                 "--n '%s': count %d is empty", text, k);
+                bool ok = len < sizeof tok;
+                if (ok) {
+                    memcpy(tok, field, len);
+                    tok[len] = '\0';
+                    ok = parse_count(tok, &n) && n >= 1 && n <= 1e8 && n == floor(n);
+                }
+                if (!ok)
+                    MP_FAIL_HINT("counts from 1 to 10^8, one comma between two (1000,1e6 or 10K)",
+                                 "write each count as a whole number from 1 to 10^8, such as 300, 1e6 or 10K", "--n '%s': count %d is '%.*s'",
+                                 text, k, (int)(len < 40 ? len : 40), field);
                 if (nn == MAX_NS) mp_usage_error(cmd, "at most %d counts in --n", MAX_NS);
                 ns[nn++] = (size_t)n;
+                if (!comma) break;
+                field = comma + 1;
             }
         } else if (strcmp(a, "--format") == 0) {
             if (nformats == MAX_FORMATS) mp_usage_error(cmd, "at most %d --format options", MAX_FORMATS);

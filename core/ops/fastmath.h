@@ -44,7 +44,12 @@ static inline float ops_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    /* n is in [-126, 127] for every number. NaN stays NaN through all of the above, and converting NaN
+     * to an integer is undefined (x86 gives INT_MIN), so NaN is sent to n = -127 here: the comparison is
+     * false for NaN and true for every finite n. The exponent field is then 0 and scale is 0, and NaN
+     * still comes out, through p. The shift is in unsigned arithmetic, which has no undefined cases. */
+    float nc = n > -127.0f ? n : -127.0f;
+    uint32_t bits = (uint32_t)((int32_t)nc + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale * keep;

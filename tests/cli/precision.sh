@@ -36,6 +36,12 @@ check_output "precision flushed --steps: step 1, 8 of 180" 0 "^1	4\.444444	2$" p
 
 check_output "precision rejects an unknown command" 2 "unknown command 'nope'" pr nope
 check_output "precision sum rejects n = 0" 2 "counts from 1" pr sum --n 0
+check_output "precision sum rejects an empty count between commas" 2 "--n '1,,2': count 2 is empty" pr sum --n 1,,2
+check_output "precision sum rejects a leading comma" 2 "--n ',5': count 1 is empty" pr sum --n ,5
+check_output "precision sum rejects a trailing comma" 2 "--n '5,': count 2 is empty" pr sum --n 5,
+check_output "precision sum rejects an empty --n" 2 "give at least one count" pr sum --n ''
+check_output "precision sum names the bad count" 2 "--n '1,x,2': count 2 is 'x'" pr sum --n 1,x,2
+check_output "precision sum still takes 10K,1e3" 0 "^bf16   rounded +256 +256$" pr sum --value 1 --n 10K,1e3 --format bf16 --method rounded
 check_output "precision sum rejects a bad --uniform" 2 "LO < HI" pr sum --uniform 1,0
 check_output "precision sum rejects an unknown method" 2 "rounded, kahan or fp32-acc" pr sum --method pairwise
 check_output "precision range rejects a missing checkpoint" 2 "." pr range --checkpoint "$tmp/none.safetensors"

@@ -52,8 +52,12 @@ peak=$(grep '"kind":"mem"' "$ev" | tail -n 1 | sed -E 's/.*"peak_total":([0-9]+)
 check_output "snapshot: memory panel shows the allocator's peak ($peak) beside the plan" 0 "peak│.*│ +$peak" snap "$poetry" --panel memory
 check_output "snapshot: memory panel table has every tag" 0 "other.*total" bash -c "$MIXPAR viz --snapshot $poetry --panel memory | tr '\n' ' '"
 check "snapshot: --ascii writes ASCII only" bash -c "! $MIXPAR viz --snapshot $poetry --panel underflow --ascii | LC_ALL=C grep -q '[^ -~]'"
-check_output "snapshot: below the minimum size the too-small screen is shown" 0 "needs 72x20, have 60x15" \
+check_output "snapshot: below the minimum size is refused (a snapshot cannot be enlarged; live shows the too-small screen)" 2 \
+  "a snapshot needs at least 72 columns and 20 rows.*got --width 60 --height 15; use --width 72 --height 20" \
   snap "$poetry" --width 60 --height 15
+check_output "snapshot: --width 1 is refused, not drawn as a too-small screen" 2 "needs at least 72 columns.*got --width 1 " \
+  snap "$poetry" --width 1
+check_output "snapshot: the minimum size itself is drawn" 0 "step 100/100" snap "$poetry" --width 72 --height 20
 check_output "snapshot: --width and --height size the frame" 0 "^.{130}" snap "$poetry" --width 140 --height 40 --panel underflow
 
 # A crafted run: malformed lines, an unknown kind, a newer schema, a truncated last line: shown, not fatal.
@@ -111,6 +115,14 @@ wait_gone() { # wait_gone PATTERN: up to 5 s (scaled) for the pane to stop match
 check "tmux: any key closes the help" wait_gone "any key closes it"
 tmux_ send-keys -t viz q
 check "tmux: q quits cleanly (exit 0)" wait_for "viz exited with 0"
+# --layer and --rank are checked live too, once the run header has arrived: curses ends, the message stays.
+for bad in "--layer 99:--layer 99: .* has gradient histograms for layers -1 \\(embeddings\\) to 4 \\(head\\)" \
+           "--rank 5:--rank 5: .* has 1 rank \\(0\\)"; do
+  tmux_ kill-session -t viz 2>/dev/null
+  tmux_ new-session -d -x 150 -y 30 -s viz "'$MIXPAR' viz --refresh 50 ${bad%%:*} '$poetry'; echo \"viz exited with \$?\"; sleep 60"
+  check "tmux: live ${bad%%:*} on a run without it exits 2 with a message" wait_for "${bad#*:}"
+  check "tmux: live ${bad%%:*}: exit code 2" wait_for "viz exited with 2"
+done
 
 # ---------------------------------------------------------------- plot and trace
 check_output "plot: figures of the poetry sample" 0 "5 figures written, 1 skipped" "$MIXPAR" plot "$poetry" --out "$work/plots"
@@ -138,6 +150,23 @@ check_output "viz: a file instead of a directory" 2 "is not a directory" "$MIXPA
 check_output "viz: no RUN_DIR" 2 "RUN_DIR is required" "$MIXPAR" viz
 check_output "viz: an unknown option" 2 "unknown option '--colour'" "$MIXPAR" viz --colour "$poetry"
 check_output "viz: an unknown panel" 2 "--panel expects loss, underflow, comm or memory" "$MIXPAR" viz --snapshot "$poetry" --panel gpu
+check_output "viz: --layer 99 is not a layer of the run" 2 \
+  "--layer 99: .*tiny-poetry has gradient histograms for layers -1 \(embeddings\) to 4 \(head\); choose one" \
+  "$MIXPAR" viz --snapshot "$poetry" --layer 99
+check_output "viz: --layer 3 is not a layer of a 2-layer run (-1..2)" 2 "layers -1 \(embeddings\) to 2 \(head\)" \
+  "$MIXPAR" viz --snapshot "$addition" --panel underflow --layer 3
+check_output "viz: --layer 4 (the head) of the poetry run is accepted" 0 "gradient exponents: head" \
+  "$MIXPAR" viz --snapshot "$poetry" --panel underflow --layer 4
+check_output "viz: --rank 5 is not a rank of a 1-rank run" 2 "--rank 5: .*tiny-poetry has 1 rank \(0\); choose one" \
+  "$MIXPAR" viz --snapshot "$poetry" --rank 5
+check_output "viz: --rank 2 is not a rank of a 2-rank run" 2 "--rank 2: .*ddp-2 has 2 ranks \(0 to 1\)" \
+  "$MIXPAR" viz --snapshot viz/samples/ddp-2 --panel memory --rank 2
+check_output "viz: --rank 1 of a 2-rank run is accepted" 0 "2 ranks" "$MIXPAR" viz --snapshot viz/samples/ddp-2 --panel memory --rank 1
+mkdir -p "$work/nolayers"
+printf '%s\n' '{"v":1,"kind":"run","rank":0,"t":0,"name":"nolayers","world":1}' \
+  '{"v":1,"kind":"step","rank":0,"t":1,"step":1,"loss":2.5}' >"$work/nolayers/events.rank0.jsonl"
+check_output "viz: --layer on a run with no layers to choose from" 2 "--layer 0: .* has no layers to choose from" \
+  "$MIXPAR" viz --snapshot "$work/nolayers" --layer 0
 check_output "viz: a zero width" 2 "--width expects a whole number from 1" "$MIXPAR" viz --snapshot "$poetry" --width 0
 check_output "viz: --speed without --replay" 2 "--speed sets the pace of --replay" "$MIXPAR" viz "$poetry" --speed 2
 check_output "viz: a negative speed" 2 "--speed expects a positive factor" "$MIXPAR" viz --replay "$poetry" --speed -1

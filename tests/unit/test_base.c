@@ -109,6 +109,19 @@ Test(mem, double_free_is_an_internal_error, .exit_code = 3) {
     mem_free(p);
 }
 
+/* A reserved block's header page is unmapped by the first free: the second must still be caught, not crash. */
+Test(mem, double_free_of_a_reserved_block_is_an_internal_error, .exit_code = 3) {
+    void *p = mem_reserve(1 << 20, MEM_OTHER, "p");
+    mem_free(p);
+    mem_free(p);
+}
+
+/* Caught without reading the 64 bytes in front of the pointer, which are not the caller's (ASan checks that). */
+Test(mem, free_of_a_pointer_not_from_mem_alloc_is_an_internal_error, .exit_code = 3) {
+    void *p = malloc(8);
+    mem_free(p);
+}
+
 Test(events, writes_valid_json_lines) {
     char dir[] = "/tmp/mixpar-events-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));

@@ -31,6 +31,25 @@ Test(ops_fastmath, special_values) {
     cr_expect(ops_tanhf(50.0f) == 1.0f && ops_tanhf(-50.0f) == -1.0f && ops_tanhf(0.0f) == 0.0f);
 }
 
+/* NaN through the vectorised loops, mixed with finite lanes: NaN comes out where NaN went in, the finite lanes
+ * are untouched. Under `make sanitize` this also checks that no lane converts NaN to an integer (undefined). */
+Test(ops_fastmath, nan_lanes_give_nan_in_vector_loops) {
+    float x[64], e[64], t[64];
+    for (int i = 0; i < 64; i++) x[i] = i % 3 == 0 ? NAN : (float)(i - 32) * 0.5f;
+#pragma omp simd
+    for (int i = 0; i < 64; i++) e[i] = ops_expf(x[i]);
+#pragma omp simd
+    for (int i = 0; i < 64; i++) t[i] = ops_tanhf(x[i]);
+    for (int i = 0; i < 64; i++) {
+        if (i % 3 == 0) {
+            cr_expect(isnan(e[i]) && isnan(t[i]), "lane %d: exp(NaN) = %g, tanh(NaN) = %g; both must be NaN", i, e[i], t[i]);
+        } else {
+            cr_expect(e[i] == ops_expf(x[i]) && isfinite(e[i]), "lane %d: exp(%g) = %g in the loop, %g alone", i, x[i],
+                      e[i], ops_expf(x[i]));
+        }
+    }
+}
+
 Test(ops_fastmath, sigmoid_and_tanh_within_3e7_absolute) {
     double worst_s = 0, worst_t = 0;
     for (double x = -30; x < 30; x += 0.000731) {
