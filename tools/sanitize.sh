@@ -27,8 +27,9 @@ trap 'rm -rf "$work"' EXIT
 failed=0
 
 # step NAME DETECT_LEAKS TIMEOUT COMMAND...: runs it, then fails on a non-zero exit or any sanitizer report.
+# TIMEOUT only guards against a hang: it is scaled by MIXPAR_TIME_SCALE (default 3), as in make test.
 step() {
-  local name=$1 leaks=$2 limit=$3; shift 3
+  local name=$1 leaks=$2 limit; limit=$(awk -v t="$3" -v s="${MIXPAR_TIME_SCALE:-3}" 'BEGIN { printf "%d", t * s + 0.5 }'); shift 3
   local t0=$SECONDS log="$work/log" rc
   ASAN_OPTIONS="$asan_common:detect_leaks=$leaks" timeout -k 5 "$limit" "$@" >"$log" 2>&1
   rc=$?
