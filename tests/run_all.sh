@@ -14,7 +14,9 @@ jobs=${MIXPAR_TEST_JOBS:-2}
 passed=0
 failed=0
 logs=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$logs"' EXIT
+# Stopped early (Ctrl-C, a kill): each running suite's timeout, which leads its own process group, passes the
+# signal on to its suite.
+trap 'for p in $(jobs -p); do pkill -TERM -P "$p"; kill "$p"; done 2>/dev/null; rm -rf "$logs"' EXIT
 started=$SECONDS
 
 # ---------------------------------------------------------------- the suites
