@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "base/lab.h"
+#include "base/msgbuf.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -127,20 +128,6 @@ bool amp_find_nonfinite_activation(model *m, const int *inputs, const int *targe
 
 /* ------------------------------------------------------------------ the diagnosis */
 
-typedef struct {
-    char *buf;
-    size_t len, used;
-} text;
-
-static void say(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(text *t, const char *fmt, ...) {
-    if (t->used >= t->len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->buf + t->used, t->len - t->used, fmt, ap);
-    va_end(ap);
-    if (n > 0) t->used += (size_t)n < t->len - t->used ? (size_t)n : t->len - t->used;
-}
 
 static const char *layer_name(int layer, char *buf, size_t len) {
     if (layer < 0) snprintf(buf, len, "embeddings");
@@ -148,9 +135,9 @@ static const char *layer_name(int layer, char *buf, size_t len) {
     return buf;
 }
 
-static void say_tensor(text *t, const amp_bad_tensor *b) {
+static void say_tensor(msgbuf *t, const amp_bad_tensor *b) {
     char where[32];
-    say(t, "%s (%s): %llu NaN, %llu +inf, %llu -inf of %llu values; first at element %llu (%g)", b->name,
+    msgbuf_printf(t, "%s (%s): %llu NaN, %llu +inf, %llu -inf of %llu values; first at element %llu (%g)", b->name,
         layer_name(b->layer, where, sizeof where), (unsigned long long)b->nan, (unsigned long long)b->posinf,
         (unsigned long long)b->neginf, (unsigned long long)b->size, (unsigned long long)b->first_offset,
         (double)b->first_value);
@@ -161,7 +148,7 @@ void amp_diagnose(const amp_nonfinite *grads, const amp_nonfinite *params, const
     memset(out, 0, sizeof *out);
     out->step = ctx->step;
     out->layer = -2;
-    text t = {out->message, sizeof out->message, 0};
+    msgbuf t = {out->message, sizeof out->message, 0};
     const amp_recipe_info *recipe = amp_recipe_get(ctx->recipe);
     bool loss_bad = !isfinite(ctx->loss);
     bool grads_bad = grads && grads->nbad > 0, params_bad = params && params->nbad > 0;
@@ -186,95 +173,96 @@ void amp_diagnose(const amp_nonfinite *grads, const amp_nonfinite *params, const
         snprintf(out->tensor, sizeof out->tensor, "%s", named->name);
     }
 
-    say(&t, "step %ld: ", ctx->step);
+    msgbuf_printf(&t, "step %ld: ", ctx->step);
     if (params_bad) {
-        say(&t, "weights hold inf/NaN, first ");
+        msgbuf_printf(&t, "weights hold inf/NaN, first ");
         say_tensor(&t, &params->first);
         if (loaded_bad && ctx->start_step > 0)
-            say(&t, "; %d of %d tensors are bad. They were bad before this run's first update: the checkpoint it "
-                    "resumed from (step %ld) holds them. Resume from an earlier checkpoint.\n",
+            msgbuf_printf(&t, "; %d of %d tensors are bad. They were bad before this run's first update: the "
+                    "checkpoint it resumed from (step %ld) holds them. Resume from an earlier checkpoint.\n",
                 params->nbad, params->ntensors, ctx->start_step);
         else if (loaded_bad)
-            say(&t, "; %d of %d tensors are bad. They were bad before the first update: the initialisation wrote "
-                    "them.\n",
+            msgbuf_printf(&t, "; %d of %d tensors are bad. They were bad before the first update: the initialisation "
+                    "wrote them.\n",
                 params->nbad, params->ntensors);
         else
-            say(&t, "; %d of %d tensors are bad. An earlier update wrote them: a step with bad gradients was not "
-                    "skipped, or an update overflowed the weights' format.\n",
+            msgbuf_printf(&t, "; %d of %d tensors are bad. An earlier update wrote them: a step with bad gradients "
+                    "was not skipped, or an update overflowed the weights' format.\n",
                 params->nbad, params->ntensors);
     } else if (act) {
-        say(&t, "the loss is %g and the weights are finite; run forward again, the first activation to hold "
+        msgbuf_printf(&t, "the loss is %g and the weights are finite; run forward again, the first activation to hold "
                 "inf/NaN is ",
             (double)ctx->loss);
         say_tensor(&t, act);
-        say(&t, ". The layer that computes it overflowed (or divided by zero): everything after it in forward "
-                "order inherits it.\n");
+        msgbuf_printf(&t, ". The layer that computes it overflowed (or divided by zero): everything after it in "
+                "forward order inherits it.\n");
     } else if (loss_bad) {
-        say(&t, "the loss is %g: the forward pass went bad before backward, so every gradient inherits it; the "
-                "gradient scan cannot say more than that.\n",
+        msgbuf_printf(&t, "the loss is %g: the forward pass went bad before backward, so every gradient inherits it; "
+                "the gradient scan cannot say more than that.\n",
             (double)ctx->loss);
     } else if (fatal_scale) {
         char buf[640];
-        say(&t, "%s.\n", amp_scaler_explain(ctx->scaler, ctx->update, buf, sizeof buf));
+        msgbuf_printf(&t, "%s.\n", amp_scaler_explain(ctx->scaler, ctx->update, buf, sizeof buf));
     } else if (!grads_bad) {
-        say(&t, "no inf or NaN found in the %s scanned.\n", grads ? "gradients" : "tensors");
+        msgbuf_printf(&t, "no inf or NaN found in the %s scanned.\n", grads ? "gradients" : "tensors");
     }
     if (grads_bad) {
-        say(&t, "1. gradients: in backward order the first to hold inf/NaN is ");
+        msgbuf_printf(&t, "1. gradients: in backward order the first to hold inf/NaN is ");
         say_tensor(&t, &grads->first);
-        say(&t, ". %d of %d gradient tensors are bad; those after it in backward order inherit it.", grads->nbad,
-            grads->ntensors);
+        msgbuf_printf(&t, ". %d of %d gradient tensors are bad; those after it in backward order inherit it.",
+                      grads->nbad, grads->ntensors);
         if (grads->first_is_tied && grads->nbad > 1)
-            say(&t, " wte is tied to the LM head: it collects the head's gradient first and the embedding's last, so "
-                    "the NaN may have come in through the embedding; the next bad tensor is %s.",
+            msgbuf_printf(&t, " wte is tied to the LM head: it collects the head's gradient first and the "
+                    "embedding's last, so the NaN may have come in through the embedding; the next bad tensor is %s.",
                 grads->second.name);
-        say(&t, "\n");
+        msgbuf_printf(&t, "\n");
     } else {
-        say(&t, "1. gradients: %s.\n", grads ? "all finite" : "not scanned");
+        msgbuf_printf(&t, "1. gradients: %s.\n", grads ? "all finite" : "not scanned");
     }
 
     /* 2. learning rate and loss scale */
-    say(&t, "2. learning rate / loss scale: lr %g under recipe %s", ctx->lr, recipe->name);
+    msgbuf_printf(&t, "2. learning rate / loss scale: lr %g under recipe %s", ctx->lr, recipe->name);
     if (ctx->scaler && ctx->scaler->cfg.kind != AMP_SCALER_NONE) {
-        say(&t, " with a %s loss scale of %g (%ld skipped steps in a row).",
+        msgbuf_printf(&t, " with a %s loss scale of %g (%ld skipped steps in a row).",
             amp_scaler_kind_get(ctx->scaler->cfg.kind)->name,
             (double)(ctx->update ? ctx->update->scale : ctx->scaler->scale), ctx->scaler->consecutive_skipped);
         if (fatal_scale || ctx->scaler->consecutive_skipped > 3)
-            say(&t, " The scale has been lowered again and again and the gradients still overflow: they are "
+            msgbuf_printf(&t, " The scale has been lowered again and again and the gradients still overflow: they are "
                     "exploding, not just too large for fp16. Lower the learning rate, or use bf16.\n");
         else
-            say(&t, " An occasional overflow is how a dynamic scaler probes for the largest safe scale: one skipped "
-                    "step is normal, many in a row are not.\n");
+            msgbuf_printf(&t, " An occasional overflow is how a dynamic scaler probes for the largest safe scale: "
+                    "one skipped step is normal, many in a row are not.\n");
     } else {
-        say(&t, ", no loss scale. Inf/NaN here is not an fp16 range problem; the usual cause is a learning rate "
-                "too high for this model or batch (try it 3-10x lower, or a longer warmup).\n");
+        msgbuf_printf(&t, ", no loss scale. Inf/NaN here is not an fp16 range problem; the usual cause is a learning "
+                "rate too high for this model or batch (try it 3-10x lower, or a longer warmup).\n");
     }
 
     /* 3. clipping */
     if (ctx->grad_clip > 0)
-        say(&t, "3. clipping: on at a global norm of %g. It cannot repair inf/NaN (the norm itself is not finite), "
-                "but it stops finite gradients from growing into an overflow.\n",
+        msgbuf_printf(&t, "3. clipping: on at a global norm of %g. It cannot repair inf/NaN (the norm itself is not "
+                "finite), but it stops finite gradients from growing into an overflow.\n",
             ctx->grad_clip);
     else
-        say(&t, "3. clipping: off (gradient_clipping 0). Turn it on (\"gradient_clipping\": 1.0): a spike of large "
-                "gradients then becomes a bounded step instead of an overflow.\n");
+        msgbuf_printf(&t, "3. clipping: off (gradient_clipping 0). Turn it on (\"gradient_clipping\": 1.0): a spike "
+                "of large gradients then becomes a bounded step instead of an overflow.\n");
 
     /* 4. initialisation */
     if (loaded_bad)
-        say(&t, "4. initialisation: the weights were already bad at this run's first step (see above), so the "
-                "weights it started from are the cause, not the learning rate or the data.\n");
+        msgbuf_printf(&t, "4. initialisation: the weights were already bad at this run's first step (see above), so "
+                "the weights it started from are the cause, not the learning rate or the data.\n");
     else if (ctx->step <= 1)
-        say(&t, "4. initialisation: this is the first step, so suspect the initial weights: too large a scale "
-                "(GPT-2 uses N(0, 0.02), residual projections 0.02/sqrt(2L)), norm gains not 1, or a NaN in a "
+        msgbuf_printf(&t, "4. initialisation: this is the first step, so suspect the initial weights: too large a "
+                "scale (GPT-2 uses N(0, 0.02), residual projections 0.02/sqrt(2L)), norm gains not 1, or a NaN in a "
                 "loaded checkpoint.\n");
     else
-        say(&t, "4. initialisation: %ld steps ran before this one, so the initial weights are an unlikely cause.\n",
+        msgbuf_printf(&t, "4. initialisation: %ld steps ran before this one, so the initial weights are an unlikely "
+                          "cause.\n",
             ctx->step - 1);
 
     /* 5. data */
-    say(&t, "5. data: if the above do not explain it, look at this step's batch: a corrupt shard, a sequence of "
-            "one repeated token, an extreme outlier (`mixpar data decode` shows the text); run the same batch again "
-            "in fp32 to see whether the precision or the data is at fault.\n");
+    msgbuf_printf(&t, "5. data: if the above do not explain it, look at this step's batch: a corrupt shard, a "
+            "sequence of one repeated token, an extreme outlier (`mixpar data decode` shows the text); run the same "
+            "batch again in fp32 to see whether the precision or the data is at fault.\n");
 }
 
 void amp_diagnosis_emit(ev_writer *w, const amp_diagnosis *d) {

@@ -1,6 +1,7 @@
 /* mem.c: tagged allocation with per-tag current and peak byte counters (thread-safe). */
 #include "base/mem.h"
 #include "base/error.h"
+#include "base/parse.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -8,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,6 +218,24 @@ void mem_decommit(void *base, size_t offset, size_t bytes) {
 }
 
 size_t mem_given_back_bytes(void) { return atomic_load(&given_back_bytes); }
+
+uint64_t mem_system_available(const char **bad) {
+    const char *given = getenv("MIXPAR_AVAILABLE_MEMORY");
+    double bytes;
+    if (bad) *bad = NULL;
+    if (given && *given) {
+        if (parse_bytes(given, &bytes) && bytes >= 1) return (uint64_t)bytes;
+        if (bad) *bad = given;
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
 
 size_t mem_size(const void *p) { return header_of(p)->bytes; }
 size_t mem_current(mem_tag tag) { return (unsigned)tag < MEM_NTAGS ? atomic_load(&current_bytes[tag]) : 0; }

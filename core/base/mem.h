@@ -3,6 +3,7 @@
 #define MIXPAR_BASE_MEM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* What a block of memory is for. The planner (plan/), the event stream and the visualizer all use
  * these categories, so a measured peak can be compared with a predicted one tag by tag. */
@@ -50,5 +51,10 @@ int mem_is_reserved(const void *p);
 /* Bytes that decommits have given back to the operating system so far (whole pages, madvise succeeded):
  * what the allocator itself did, so tests need not read the kernel's resident-set accounting. */
 size_t mem_given_back_bytes(void);
+
+/* Bytes of memory the system can give without swapping: what MIXPAR_AVAILABLE_MEMORY says ("24GB": a check for
+ * another machine, and tests) or else /proc/meminfo's MemAvailable; 0 when unknown. A MIXPAR_AVAILABLE_MEMORY
+ * that is not a size is ignored and, when bad is not NULL, handed back there for the caller to report. */
+uint64_t mem_system_available(const char **bad);
 
 #endif

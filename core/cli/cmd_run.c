@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 
 #include "base/error.h"
+#include "base/mem.h"
 #include "base/parse.h"
 #include "comm/launch.h"
 #include "dist/fsdp.h"
@@ -80,21 +81,10 @@ static bool program_exists(const char *program) {
 /* Bytes of memory the system can give without swapping (/proc/meminfo's MemAvailable); 0 if unknown.
  * MIXPAR_AVAILABLE_MEMORY ("24GB") says it instead: for a check of a machine other than this one, and tests. */
 static uint64_t available_memory(void) {
-    const char *given = getenv("MIXPAR_AVAILABLE_MEMORY");
-    double bytes;
-    if (given && *given) {
-        if (!parse_bytes(given, &bytes) || bytes < 1)
-            mp_usage_error("run", "MIXPAR_AVAILABLE_MEMORY must be a size such as 24GB or 64GiB, not '%s'", given);
-        return (uint64_t)bytes;
-    }
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
+    const char *bad;
+    uint64_t bytes = mem_system_available(&bad);
+    if (bad) mp_usage_error("run", "MIXPAR_AVAILABLE_MEMORY must be a size such as 24GB or 64GiB, not '%s'", bad);
+    return bytes;
 }
 
 static double gb(uint64_t bytes) { return (double)bytes / 1e9; }

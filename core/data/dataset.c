@@ -3,7 +3,6 @@
 
 #include "base/error.h"
 #include "base/mem.h"
-#include "base/parse.h"
 #include "data/loader.h"
 #include "data/sha256.h"
 #include "data/synth.h"
@@ -321,22 +320,6 @@ static bool build(const dataset_spec *spec, const char *out_dir, const dataset_o
     return true;
 }
 
-/* Bytes of memory the system can give without swapping (/proc/meminfo's MemAvailable), or what
- * MIXPAR_AVAILABLE_MEMORY says ("24GB"); 0 when unknown. */
-static uint64_t available_memory(void) {
-    const char *given = getenv("MIXPAR_AVAILABLE_MEMORY");
-    double bytes;
-    if (given && *given && parse_bytes(given, &bytes) && bytes >= 1) return (uint64_t)bytes;
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 /* A synthetic dataset's size is the user's to choose (--size), so a build that cannot finish is refused before
  * it starts, instead of running until the disk or the memory is full: the text's bytes per example are measured
  * on the first examples, then the token files (2 bytes per token, at most one token per byte of text) are checked
@@ -354,7 +337,7 @@ static bool check_room(const dataset_spec *spec, const char *out_dir, const data
     double disk_need = 2.0 * text + 65536, memory_need = 6.0 * text;
     struct statvfs vfs;
     double disk_free = statvfs(out_dir, &vfs) == 0 ? (double)vfs.f_bavail * (double)vfs.f_frsize : -1;
-    double memory = (double)available_memory();
+    double memory = (double)mem_system_available(NULL);
     bool disk_short = disk_free >= 0 && disk_need > disk_free, memory_short = memory > 0 && memory_need > memory;
     if (!disk_short && !memory_short) return true;
     double fits = examples;

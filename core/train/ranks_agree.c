@@ -2,6 +2,7 @@
 #include "train/ranks_agree.h"
 
 #include "base/error.h"
+#include "base/msgbuf.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -40,35 +41,21 @@ static const cJSON *value_at(const cJSON *root, const char *path) {
     return at;
 }
 
-typedef struct {
-    char *buf;
-    size_t len, used;
-} text;
-
-static void append(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void append(text *t, const char *fmt, ...) {
-    if (t->used >= t->len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->buf + t->used, t->len - t->used, fmt, ap);
-    va_end(ap);
-    if (n > 0) t->used += (size_t)n < t->len - t->used ? (size_t)n : t->len - t->used;
-}
 
 /* A value as the message shows it: JSON, numbers and strings as they were written; "(missing)" for none. */
-static void append_value(text *t, const cJSON *v) {
+static void append_value(msgbuf *t, const cJSON *v) {
     if (!v) {
-        append(t, "(missing)");
+        msgbuf_printf(t, "(missing)");
         return;
     }
     char *s = cJSON_PrintUnformatted(v);
-    append(t, "%s", s ? s : "?");
+    msgbuf_printf(t, "%s", s ? s : "?");
     free(s);
 }
 
 /* Every leaf of rank 0's tree (and, for keys rank 0 lacks, of the others'), where some rank's value differs:
  * "path: rank 0 V, rank 1 W; ". */
-static void list_differences(const cJSON *node, const char *path, cJSON **trees, int world, text *out, int *count) {
+static void list_differences(const cJSON *node, const char *path, cJSON **trees, int world, msgbuf *out, int *count) {
     if (cJSON_IsObject(node)) {
         for (const cJSON *c = node->child; c; c = c->next) {
             char sub[512];
@@ -84,9 +71,9 @@ static void list_differences(const cJSON *node, const char *path, cJSON **trees,
         differ = !mine || !theirs || !cJSON_Compare(mine, theirs, true);
     }
     if (!differ) return;
-    append(out, "%s%s:", *count ? "; " : "", path);
+    msgbuf_printf(out, "%s%s:", *count ? "; " : "", path);
     for (int r = 0; r < world; r++) {
-        append(out, "%s rank %d ", r ? "," : "", r);
+        msgbuf_printf(out, "%s rank %d ", r ? "," : "", r);
         append_value(out, value_at(trees[r], path));
     }
     (*count)++;
@@ -113,8 +100,8 @@ void ranks_check_same_config(const train_config *cfg, comm_t *comm) {
         cJSON **trees = calloc((size_t)world, sizeof *trees);
         MP_ASSERT(trees, "out of memory");
         for (int r = 0; r < world; r++) trees[r] = cJSON_Parse((const char *)(all + words * (size_t)r));
-        text out = {found, sizeof found, 0};
-        append(&out, "config differs across ranks: ");
+        msgbuf out = {found, sizeof found, 0};
+        msgbuf_printf(&out, "config differs across ranks: ");
         int count = 0;
         list_differences(trees[0], "", trees, world, &out, &count);
         for (int r = 1; r < world; r++) /* keys only another rank has */
