@@ -243,6 +243,69 @@ Test(self, split_gives_one_rank_or_nothing) {
     comm_finalize(c);
 }
 
+Test(self, split_names_its_group_and_its_world_ranks) {
+    comm_t *c = self_world();
+    cr_expect_str_eq(comm_name(c), "world");
+    cr_expect_eq(comm_world_rank_of(c, 0), 0);
+    cr_expect_eq(comm_world_rank_of(c, 1), -1, "rank 1 is not in a one-rank world");
+    comm_t *sub = comm_split(c, 0, 5);
+    cr_assert_not_null(sub);
+    cr_expect_str_eq(comm_name(sub), "split", "an unnamed sub-communicator");
+    comm_set_name(sub, "tp");
+    cr_expect_str_eq(comm_name(sub), "tp");
+    cr_expect_eq(comm_world_rank_of(sub, 0), 0);
+    /* A sub-communicator of a sub-communicator still knows the world ranks. */
+    comm_t *subsub = comm_split(sub, 7, 0);
+    cr_assert_not_null(subsub);
+    cr_expect_eq(comm_rank(subsub), 0);
+    cr_expect_eq(comm_world_rank_of(subsub, 0), 0);
+    comm_free(subsub);
+    comm_free(sub);
+    comm_finalize(c);
+}
+
+Test(self, sub_communicator_events_carry_the_group) {
+    comm_t *c = self_world();
+    char dir[] = "/tmp/mixpar-comm-unit-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    ev_writer *w = ev_open(dir, 0);
+    comm_set_events(c, w);
+    comm_t *tp = comm_split(c, 0, 0);
+    comm_set_name(tp, "tp");
+    float x[2] = {1, 2};
+    comm_allreduce(c, x, x, 2, COMM_FP32, COMM_SUM, COMM_ALGO_NATIVE);
+    comm_allreduce(tp, x, x, 2, COMM_FP32, COMM_SUM, COMM_ALGO_RING);
+    comm_request *r = comm_irecv(tp, x, 2, COMM_FP32, 0, 4);
+    comm_send(tp, x + 0, 0, COMM_FP32, 0, 5); /* an empty message on another tag is no match */
+    comm_recv(tp, x, 0, COMM_FP32, 0, 5);
+    comm_send(tp, x, 2, COMM_FP32, 0, 4);
+    comm_wait(&r);
+    comm_set_events(c, NULL);
+    comm_free(tp);
+    char path[512];
+    snprintf(path, sizeof path, "%s", ev_path(w));
+    ev_close(w);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[6][1024];
+    for (int i = 0; i < 6; i++) cr_assert_not_null(fgets(line[i], sizeof line[i], f), "six events");
+    fclose(f);
+    cr_expect(strstr(line[0], "\"group\":\"world\"") && !strstr(line[0], "\"members\""), "world: %s", line[0]);
+    cr_expect(strstr(line[1], "\"group\":\"tp\"") && strstr(line[1], "\"group_rank\":0") &&
+              strstr(line[1], "\"members\":[0]") && strstr(line[1], "\"algorithm\":\"ring\""), "tp allreduce: %s", line[1]);
+    cr_expect(strstr(line[2], "\"op\":\"send\"") && strstr(line[2], "\"group\":\"tp\"") &&
+              strstr(line[2], "\"peer_world\":0"), "tp send: %s", line[2]);
+    unlink(path);
+    rmdir(dir);
+    comm_finalize(c);
+}
+
+Test(errors, group_name_with_a_space, .exit_code = 2) {
+    comm_t *c = self_world();
+    comm_t *sub = comm_split(c, 0, 0);
+    comm_set_name(sub, "tensor parallel");
+}
+
 Test(self, stats_count_calls_and_bytes_sent) {
     comm_t *c = self_world();
     float x[10] = {0};
