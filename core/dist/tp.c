@@ -21,7 +21,7 @@ void tp_reduce_from_region_backward(comm_t *tp, float *x, size_t n) { (void)tp, 
 
 void tp_column_linear_forward(comm_t *tp, float *out, const float *inp, const float *weight, const float *bias, int N,
                               int C, int OCl) {
-    tp_copy_to_region_forward(tp, (float *)inp, 0);
+    (void)tp; /* f's forward is the identity: the whole input is already on every tp rank */
     matmul_forward(out, inp, weight, bias, N, C, OCl);
 }
 
@@ -51,6 +51,6 @@ void tp_row_linear_forward(comm_t *tp, float *out, const float *inp, const float
 
 void tp_row_linear_backward(comm_t *tp, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, int N, int Cl, int OC) {
-    tp_reduce_from_region_backward(tp, (float *)dout, 0);
+    (void)tp; /* g's backward is the identity: dout is whole on every tp rank */
     matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, Cl, OC);
 }

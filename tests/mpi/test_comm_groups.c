@@ -438,6 +438,8 @@ static void tp_linear_pair_matches_unsharded(int dp, int tp_size, int pp) {
     for (int i = 0; i < N * C; i++) X[i] = uniform(5, m->dp_rank, (size_t)i), dY[i] = uniform(6, m->dp_rank, (size_t)i);
     /* Unsharded reference. */
     float Z[N * H], Y[N * C], dZ[N * H] = {0}, dX[N * C] = {0}, dA[H * C] = {0}, da[H] = {0}, dB[C * H] = {0}, db[C] = {0};
+    /* dX starts non-zero: backward accumulates, and f's allreduce must not sum what dX already held. */
+    for (int i = 0; i < N * C; i++) dX[i] = 0.5f;
     matmul_forward(Z, X, A, a, N, C, H);
     matmul_forward(Y, Z, B, b, N, H, C);
     matmul_backward(dZ, dB, db, dY, Z, B, N, H, C);
@@ -448,6 +450,7 @@ static void tp_linear_pair_matches_unsharded(int dp, int tp_size, int pp) {
     memcpy(al, a + t * Hl, sizeof(float) * Hl);
     for (int o = 0; o < C; o++) memcpy(Bl + o * Hl, B + o * H + t * Hl, sizeof(float) * Hl);
     float Zl[N * H], Yt[N * C], dZl[N * H] = {0}, dXt[N * C] = {0}, dAl[H * C] = {0}, dal[H] = {0}, dBl[C * H] = {0}, dbt[C] = {0};
+    for (int i = 0; i < N * C; i++) dXt[i] = 0.5f;
     tp_column_linear_forward(m->tp, Zl, X, Al, al, N, C, Hl);
     tp_row_linear_forward(m->tp, Yt, Zl, Bl, b, N, Hl, C);
     tp_row_linear_backward(m->tp, dZl, dBl, dbt, dY, Zl, Bl, N, Hl, C);

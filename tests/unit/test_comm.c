@@ -1,10 +1,13 @@
 /* test_comm.c: Criterion tests of core/comm without mpirun: the chunk arithmetic, names and tables, the
- * one-rank self backend (every collective, messages to itself, split, stats, events, timeouts, bad
- * arguments), backend choice from the environment, and the mpirun command the launcher builds. */
+ * one-rank self backend (every collective, messages to itself, split and group names, stats, events, timeouts, bad
+ * arguments), the dp x tp x pp mesh on one rank, backend choice from the environment, and the mpirun
+ * command the launcher builds. */
 #include "base/events.h"
 #include "comm/algo.h"
 #include "comm/comm.h"
 #include "comm/launch.h"
+#include "dist/mesh.h"
+#include "dist/tp.h"
 #include "fp/convert.h"
 
 #include <criterion/criterion.h>
@@ -298,6 +301,46 @@ Test(self, sub_communicator_events_carry_the_group) {
     unlink(path);
     rmdir(dir);
     comm_finalize(c);
+}
+
+Test(mesh, one_rank_is_a_1x1x1_mesh_of_named_groups) {
+    comm_t *c = self_world();
+    mesh_t *m = mesh_create(c, 1, 1, 1);
+    cr_expect_eq(m->dp_rank + m->tp_rank + m->pp_rank, 0);
+    cr_expect_str_eq(comm_name(m->tp), "tp");
+    cr_expect_str_eq(comm_name(m->dp), "dp");
+    cr_expect_str_eq(comm_name(m->pp), "pp");
+    cr_expect_str_eq(comm_name(m->mp), "mp");
+    cr_expect_eq(mesh_pp_next(m), -1, "one stage: no next");
+    cr_expect_eq(mesh_pp_prev(m), -1, "one stage: no previous");
+    float x[4] = {1, 2, 3, 4};
+    tp_reduce_from_region_forward(m->tp, x, 4);
+    cr_expect_eq(x[3], 4, "an allreduce over one rank is the identity");
+    mesh_free(m);
+    comm_finalize(c);
+}
+
+Test(mesh, coordinates_in_megatron_order_tp_fastest_then_dp_then_pp) {
+    /* 16 ranks as dp=2, tp=4, pp=2: rank = pp*8 + dp*4 + tp. */
+    int d, t, p;
+    mesh_coords(2, 4, 2, 13, &d, &t, &p);
+    cr_expect(d == 1 && t == 1 && p == 1, "rank 13 = 1*8 + 1*4 + 1, got dp %d tp %d pp %d", d, t, p);
+    mesh_coords(2, 4, 2, 6, &d, &t, &p);
+    cr_expect(d == 1 && t == 2 && p == 0, "rank 6 = 0*8 + 1*4 + 2, got dp %d tp %d pp %d", d, t, p);
+    for (int r = 0; r < 16; r++) {
+        mesh_coords(2, 4, 2, r, &d, &t, &p);
+        cr_expect_eq(mesh_world_rank(2, 4, 2, d, t, p), r);
+    }
+}
+
+Test(mesh, shape_that_is_not_the_world_size, .exit_code = 2) {
+    comm_t *c = self_world();
+    mesh_create(c, 1, 2, 1);
+}
+
+Test(mesh, size_zero, .exit_code = 2) {
+    comm_t *c = self_world();
+    mesh_create(c, 1, 0, 1);
 }
 
 Test(errors, group_name_with_a_space, .exit_code = 2) {
