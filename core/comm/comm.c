@@ -592,6 +592,12 @@ bool comm_test(comm_request **req) {
     return true;
 }
 
+void comm_wait_all(comm_request **reqs, size_t n) {
+    /* Waiting in order is enough: a request waited for later may already be complete, and every
+     * request is progressed by the library while any of them is waited on. */
+    for (size_t i = 0; i < n; i++) comm_wait(&reqs[i]);
+}
+
 void comm_send(comm_t *c, const void *buf, size_t count, comm_dtype dt, int dst, int tag) {
     comm_request *r = comm_isend(c, buf, count, dt, dst, tag);
     comm_wait(&r);

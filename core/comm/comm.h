@@ -161,6 +161,9 @@ comm_request *comm_isend(comm_t *c, const void *buf, size_t count, comm_dtype dt
 comm_request *comm_irecv(comm_t *c, void *buf, size_t count, comm_dtype dt, int src, int tag);
 void comm_wait(comm_request **req);
 bool comm_test(comm_request **req);
+/* Waits for n requests (NULLs allowed) and sets each to NULL: a pipeline stage's sends and receives of
+ * one schedule step, whatever order they complete in. */
+void comm_wait_all(comm_request **reqs, size_t n);
 
 /* ---------------------------------------------------------------- collectives (all ranks call them) */
 

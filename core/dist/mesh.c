@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 int mesh_world_rank(int dp, int tp, int pp, int dp_rank, int tp_rank, int pp_rank) {
@@ -45,6 +46,9 @@ mesh_t *mesh_create(comm_t *world, int dp, int tp, int pp) {
     m->dp = named_split(world, m->pp_rank * tp + m->tp_rank, m->dp_rank, "dp");
     m->pp = named_split(world, m->dp_rank * tp + m->tp_rank, m->pp_rank, "pp");
     m->mp = named_split(world, m->dp_rank, m->pp_rank * tp + m->tp_rank, "mp");
+    bool end_stage = m->pp_rank == 0 || m->pp_rank == pp - 1;
+    m->embed = comm_split(world, end_stage ? m->dp_rank * tp + m->tp_rank : COMM_UNDEFINED, m->pp_rank);
+    if (m->embed) comm_set_name(m->embed, "embed");
     return m;
 }
 
@@ -54,6 +58,7 @@ void mesh_free(mesh_t *m) {
     comm_free(m->dp);
     comm_free(m->pp);
     comm_free(m->mp);
+    comm_free(m->embed);
     free(m);
 }
 

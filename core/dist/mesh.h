@@ -26,6 +26,9 @@
  *             s + 1 of this group and gradients back to s - 1.
  *   mp  "mp"  model parallel: ranks with the same dp (tp x pp of them); rank in it = pp_rank * tp + tp_rank.
  *             One whole model replica: found_inf and the gradient norm are agreed here (then over dp).
+ *   embed "embed"  Megatron's embedding group: the first and the last stage of this rank's pp group (one
+ *             rank when pp = 1), where tied input and output embeddings live; their gradients are summed
+ *             here so the two copies stay equal. NULL on the middle stages.
  *
  *     mesh_t *m = mesh_create(world, 2, 2, 2);     // dp, tp, pp; exits 2 unless 2*2*2 == world size
  *     comm_allreduce(m->tp, y, y, n, COMM_FP32, COMM_SUM, COMM_ALGO_DEFAULT);
@@ -40,6 +43,7 @@ typedef struct {
     int rank;                      /* world rank */
     int dp_rank, tp_rank, pp_rank; /* this rank's coordinates */
     comm_t *tp, *dp, *pp, *mp;     /* this rank's groups (size 1 where the axis is 1) */
+    comm_t *embed;                 /* first and last stage of this rank's pipeline; NULL on middle stages */
 } mesh_t;
 
 /* Makes the mesh: collective over world (every rank calls it with the same shape). Exits 2 with

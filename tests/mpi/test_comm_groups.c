@@ -290,12 +290,12 @@ static void mesh_groups_are_megatrons(int dp, int tp, int pp) {
  * group, members in group order; rank r's group is the row that holds r. */
 static const struct {
     int dp, tp, pp;
-    const char *tp_groups, *dp_groups, *pp_groups, *mp_groups;
+    const char *tp_groups, *dp_groups, *pp_groups, *mp_groups, *embed_groups; /* embed: "" on middle stages */
 } MESH_BY_HAND[] = {
-    {2, 2, 2, "0 1|2 3|4 5|6 7", "0 2|1 3|4 6|5 7", "0 4|1 5|2 6|3 7", "0 1 4 5|2 3 6 7"},
-    {1, 2, 4, "0 1|2 3|4 5|6 7", "0|1|2|3|4|5|6|7", "0 2 4 6|1 3 5 7", "0 1 2 3 4 5 6 7"},
-    {2, 4, 1, "0 1 2 3|4 5 6 7", "0 4|1 5|2 6|3 7", "0|1|2|3|4|5|6|7", "0 1 2 3|4 5 6 7"},
-    {1, 1, 8, "0|1|2|3|4|5|6|7", "0|1|2|3|4|5|6|7", "0 1 2 3 4 5 6 7", "0 1 2 3 4 5 6 7"},
+    {2, 2, 2, "0 1|2 3|4 5|6 7", "0 2|1 3|4 6|5 7", "0 4|1 5|2 6|3 7", "0 1 4 5|2 3 6 7", "0 4|1 5|2 6|3 7"},
+    {1, 2, 4, "0 1|2 3|4 5|6 7", "0|1|2|3|4|5|6|7", "0 2 4 6|1 3 5 7", "0 1 2 3 4 5 6 7", "0 6|1 7"},
+    {2, 4, 1, "0 1 2 3|4 5 6 7", "0 4|1 5|2 6|3 7", "0|1|2|3|4|5|6|7", "0 1 2 3|4 5 6 7", "0|1|2|3|4|5|6|7"},
+    {1, 1, 8, "0|1|2|3|4|5|6|7", "0|1|2|3|4|5|6|7", "0 1 2 3 4 5 6 7", "0 1 2 3 4 5 6 7", "0 7"},
 };
 
 /* The row of `groups` ("a b|c d|...") that holds world rank r must be c's members in order. */
@@ -326,6 +326,9 @@ static void mesh_groups_by_hand(void) {
         expect_group_by_hand(m->dp, MESH_BY_HAND[k].dp_groups, "dp");
         expect_group_by_hand(m->pp, MESH_BY_HAND[k].pp_groups, "pp");
         expect_group_by_hand(m->mp, MESH_BY_HAND[k].mp_groups, "mp");
+        bool end_stage = m->pp_rank == 0 || m->pp_rank == m->pp_size - 1;
+        if (end_stage != (m->embed != NULL)) complain("stage %d: embed group %s", m->pp_rank, m->embed ? "present" : "missing");
+        else if (m->embed) expect_group_by_hand(m->embed, MESH_BY_HAND[k].embed_groups, "embed");
         mesh_free(m);
         report("mesh dp=%d tp=%d pp=%d on 8 ranks: groups as written out by hand", MESH_BY_HAND[k].dp, MESH_BY_HAND[k].tp,
                MESH_BY_HAND[k].pp);
@@ -348,7 +351,9 @@ static void pipeline_p2p(int dp, int tp, int pp) {
             act[mb * N + i] = (prev >= 0 ? in[mb * N + i] : (float)(mb * 1000 + i % 97 + m->dp_rank * 10 + m->tp_rank)) + (float)(m->pp_rank + 1);
         if (next >= 0) sends[mb] = comm_isend(m->pp, act + mb * N, N, COMM_FP32, next, TAG_ACT + mb);
     }
-    for (int mb = 0; mb < MICRO; mb++) comm_wait(&sends[mb]);
+    comm_wait_all(sends, MICRO);
+    for (int mb = 0; mb < MICRO; mb++)
+        if (sends[mb]) complain("comm_wait_all left request %d set", mb);
     for (int mb = 0; mb < MICRO; mb++)
         for (int i = 0; i < N; i++) {
             float want = (float)(mb * 1000 + i % 97 + m->dp_rank * 10 + m->tp_rank) + (float)((m->pp_rank + 1) * (m->pp_rank + 2) / 2);

@@ -311,6 +311,8 @@ Test(mesh, one_rank_is_a_1x1x1_mesh_of_named_groups) {
     cr_expect_str_eq(comm_name(m->dp), "dp");
     cr_expect_str_eq(comm_name(m->pp), "pp");
     cr_expect_str_eq(comm_name(m->mp), "mp");
+    cr_assert_not_null(m->embed, "one stage is the first and the last: it holds the embeddings");
+    cr_expect_str_eq(comm_name(m->embed), "embed");
     cr_expect_eq(mesh_pp_next(m), -1, "one stage: no next");
     cr_expect_eq(mesh_pp_prev(m), -1, "one stage: no previous");
     float x[4] = {1, 2, 3, 4};
