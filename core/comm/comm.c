@@ -86,8 +86,15 @@ bool comm_algo_supported(comm_op op, comm_algo algo) {
 /* ---------------------------------------------------------------- failing, waiting */
 
 static void describe_rank(const comm_t *c, char *buf, size_t cap) {
-    if (c->is_world || c->rank == c->world_rank) snprintf(buf, cap, "rank %d of %d", c->rank, c->size);
-    else snprintf(buf, cap, "rank %d of %d (world rank %d)", c->rank, c->size, c->world_rank);
+    if (c->is_world) snprintf(buf, cap, "rank %d of %d", c->rank, c->size);
+    else snprintf(buf, cap, "rank %d of %d in group %s (world rank %d)", c->rank, c->size, c->name, c->world_rank);
+}
+
+/* " (world rank W)" after a peer's rank in a sub-communicator's messages; "" in the world or when unknown. */
+static void describe_peer_world(const comm_t *c, int peer, char *buf, size_t cap) {
+    int w = comm_world_rank_of(c, peer);
+    if (c->is_world || w < 0) snprintf(buf, cap, "%s", "");
+    else snprintf(buf, cap, " (world rank %d)", w);
 }
 
 static void describe_context(const comm_t *c, char *buf, size_t cap) {
@@ -103,7 +110,7 @@ static void describe_context(const comm_t *c, char *buf, size_t cap) {
 }
 
 void comm_fail(const comm_t *c, const char *fmt, ...) {
-    char who[96], where[160], what[1024];
+    char who[128], where[160], what[1024];
     describe_rank(c, who, sizeof who);
     describe_context(c, where, sizeof where);
     va_list ap;
@@ -117,11 +124,12 @@ void comm_fail(const comm_t *c, const char *fmt, ...) {
 }
 
 static _Noreturn void fail_timeout(comm_t *c, double waited, int peer) {
-    char who[96], where[160], awaited[96];
+    char who[128], where[160], awaited[128], peer_world[32];
     describe_rank(c, who, sizeof who);
     describe_context(c, where, sizeof where);
+    describe_peer_world(c, peer, peer_world, sizeof peer_world);
     if (peer == c->rank) snprintf(awaited, sizeof awaited, "a message from rank %d, itself (which never sent it)", peer);
-    else if (peer >= 0) snprintf(awaited, sizeof awaited, "a message from rank %d", peer);
+    else if (peer >= 0) snprintf(awaited, sizeof awaited, "a message from rank %d%s", peer, peer_world);
     else snprintf(awaited, sizeof awaited, "the other ranks of the collective");
     fflush(stdout);
     fprintf(stderr,
@@ -244,10 +252,15 @@ comm_t *comm_init(int *argc, char ***argv) {
     mp_elapsed(); /* start the event clock */
     c->backend->init_world(c, argc, argv);
     c->world_rank = c->rank;
+    snprintf(c->name, sizeof c->name, "%s", "world");
+    c->members = malloc(sizeof(int) * (size_t)c->size);
+    MP_ASSERT(c->members, "out of memory for %d ranks", c->size);
+    for (int r = 0; r < c->size; r++) c->members[r] = r;
     return c;
 }
 
 static void comm_release(comm_t *c) {
+    free(c->members);
     mem_free(c->scratch);
     mem_free(c->wide);
     free(c);
@@ -265,10 +278,44 @@ int comm_rank(const comm_t *c) { return c->rank; }
 int comm_size(const comm_t *c) { return c->size; }
 const char *comm_backend_name(const comm_t *c) { return c->backend->name; }
 
+/* The world ranks the child of (color, key) will hold, in its order, and their count: every rank of c
+ * shares its color and key (one small allgather on the collective channel), then each sorts as
+ * MPI_Comm_split does, by key and then rank in c. NULL when c cannot allgather host memory (device
+ * backends) or does not know its own members. */
+static int *split_members(comm_t *c, int color, int key, int *count) {
+    *count = 0;
+    /* Every rank takes part in the allgather, COMM_UNDEFINED ones too: it is collective over c. */
+    if (!c->members || c->backend->device_buffers) return NULL;
+    int32_t mine[2] = {color, key};
+    int32_t *all = malloc(sizeof(int32_t) * 2 * (size_t)c->size);
+    int *order = malloc(sizeof(int) * (size_t)c->size);
+    MP_ASSERT(all && order, "out of memory for %d ranks", c->size);
+    if (c->size == 1) memcpy(all, mine, sizeof mine);
+    else comm_wait_raw(c, c->backend->iallgather(c, mine, all, 2, COMM_INT32), -1);
+    int n = 0;
+    for (int r = 0; r < c->size && color != COMM_UNDEFINED; r++) {
+        if (all[2 * r] != color) continue;
+        int at = n++; /* insertion sort by (key, r): r grows, so ties keep their order */
+        while (at > 0 && all[2 * order[at - 1] + 1] > all[2 * r + 1]) order[at] = order[at - 1], at--;
+        order[at] = r;
+    }
+    for (int i = 0; i < n; i++) order[i] = c->members[order[i]];
+    free(all);
+    if (color == COMM_UNDEFINED) {
+        free(order);
+        return NULL;
+    }
+    *count = n;
+    return order;
+}
+
 comm_t *comm_split(comm_t *c, int color, int key) {
     if (color < 0 && color != COMM_UNDEFINED)
         comm_fail(c, "comm_split color must be >= 0 or COMM_UNDEFINED, got %d", color);
+    int nmembers = 0;
+    int *members = split_members(c, color, key, &nmembers);
     comm_t *child = comm_new(c->backend);
+    snprintf(child->name, sizeof child->name, "%s", "split");
     child->world_rank = c->world_rank;
     child->timeout_s = c->timeout_s;
     child->debug = c->debug;
@@ -276,8 +323,15 @@ comm_t *comm_split(comm_t *c, int color, int key) {
     child->serialized_threads = c->serialized_threads;
     memcpy(child->defaults, c->defaults, sizeof child->defaults);
     if (!c->backend->split(c, child, color, key)) {
+        free(members);
         free(child);
         return NULL;
+    }
+    if (members) {
+        MP_ASSERT(child->size == nmembers && members[child->rank] == c->world_rank,
+                  "the %s backend's split gave rank %d of %d; the colors and keys give %d members", c->backend->name,
+                  child->rank, child->size, nmembers);
+        child->members = members;
     }
     return child;
 }
@@ -287,6 +341,23 @@ void comm_free(comm_t *c) {
     MP_ASSERT(!c->is_world, "comm_free of the world communicator; use comm_finalize");
     c->backend->free(c);
     comm_release(c);
+}
+
+void comm_set_name(comm_t *c, const char *name) {
+    size_t n = name ? strlen(name) : 0;
+    bool ok = n > 0 && n < sizeof c->name;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= '0' && name[i] <= '9') ||
+             name[i] == '_' || name[i] == '-';
+    if (!ok)
+        comm_fail(c, "comm_set_name: a group name is 1 to %zu letters, digits, '_' or '-' (such as \"tp\"), got \"%s\"",
+                  sizeof c->name - 1, name ? name : "(null)");
+    memcpy(c->name, name, n + 1);
+}
+const char *comm_name(const comm_t *c) { return c->name; }
+int comm_world_rank_of(const comm_t *c, int rank) {
+    if (rank < 0 || rank >= c->size || !c->members) return -1;
+    return c->members[rank];
 }
 
 void comm_set_default_algo(comm_t *c, comm_op op, comm_algo algo) {
@@ -331,6 +402,16 @@ static void emit_event(comm_t *c, comm_op op, comm_algo algo, size_t bytes, uint
     ev_num(c->events, "t0", t0);
     ev_num(c->events, "t1", t1);
     ev_int(c->events, "ranks", c->size);
+    ev_str(c->events, "group", c->name);
+    if (!c->is_world) {
+        ev_int(c->events, "group_rank", c->rank);
+        if (c->members) {
+            long long m[c->size];
+            for (int r = 0; r < c->size; r++) m[r] = c->members[r];
+            ev_ints(c->events, "members", m, (size_t)c->size);
+        }
+        if (peer >= 0 && c->members) ev_int(c->events, "peer_world", c->members[peer]);
+    }
     if (c->event_bucket >= 0) {
         ev_int(c->events, "bucket", c->event_bucket);
         ev_num(c->events, "queued", c->event_queued);
@@ -392,14 +473,17 @@ static void debug_agreement(comm_t *c, comm_op op, comm_algo algo, size_t count,
     }
     if (c->rank == 0) {
         fflush(stdout);
-        fprintf(stderr, "mixpar comm: collective mismatch (MIXPAR_COMM_DEBUG=1): the %d ranks of this communicator "
-                        "called different collectives or counts:\n", c->size);
+        char group[64] = "this communicator";
+        if (!c->is_world) snprintf(group, sizeof group, "group %s", c->name);
+        fprintf(stderr, "mixpar comm: collective mismatch (MIXPAR_COMM_DEBUG=1): the %d ranks of %s "
+                        "called different collectives or counts:\n", c->size, group);
         for (int r = 0; r < c->size; r++) {
             const int64_t *f = all + NFIELDS * r;
-            char extra[64] = "";
+            char extra[64] = "", peer_world[32];
+            describe_peer_world(c, r, peer_world, sizeof peer_world);
             if (f[3] >= 0) snprintf(extra, sizeof extra, " %s", comm_redop_name((comm_redop)f[3]));
             if (f[4] >= 0) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " root %lld", (long long)f[4]);
-            fprintf(stderr, "  rank %d: %s count %lld %s%s (%s)%s\n", r, comm_op_name((comm_op)f[0]), (long long)f[1],
+            fprintf(stderr, "  rank %d%s: %s count %lld %s%s (%s)%s\n", r, peer_world, comm_op_name((comm_op)f[0]), (long long)f[1],
                     comm_dtype_name((comm_dtype)f[2]), extra, comm_algo_name((comm_algo)f[5]),
                     memcmp(f, all, sizeof mine) ? "   <- differs from rank 0" : "");
         }
@@ -506,6 +590,12 @@ bool comm_test(comm_request **req) {
     request_done(r, received);
     *req = NULL;
     return true;
+}
+
+void comm_wait_all(comm_request **reqs, size_t n) {
+    /* Waiting in order is enough: a request waited for later may already be complete, and every
+     * request is progressed by the library while any of them is waited on. */
+    for (size_t i = 0; i < n; i++) comm_wait(&reqs[i]);
 }
 
 void comm_send(comm_t *c, const void *buf, size_t count, comm_dtype dt, int dst, int tag) {

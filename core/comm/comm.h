@@ -105,17 +105,37 @@ int comm_rank(const comm_t *c);
 int comm_size(const comm_t *c);
 const char *comm_backend_name(const comm_t *c); /* "self", "mpi", "nccl" */
 
-/* Splits c into sub-communicators: ranks with the same color form one, ordered by (key, rank in c).
- * Collective over c. Returns NULL for color COMM_UNDEFINED. Free with comm_free. */
+/* Splits c into sub-communicators, as MPI_Comm_split: ranks with the same color form one, numbered in
+ * the order of (key, rank in c). Collective over c: every rank of c calls it, with its own color and key.
+ * Returns NULL for color COMM_UNDEFINED (that rank joins no group); any other negative color is an error.
+ * The child copies c's settings (timeout, debug check, events writer, default algorithms); its name is
+ * "split" until comm_set_name. Every call of this API works on the child, mixpar's own algorithms
+ * included (they are written on send/recv of a comm_t, and ranks in them are ranks of the child).
+ * Free sub-communicators with comm_free, before comm_finalize of the world.
+ *     comm_t *tp = comm_split(world, rank / 2, rank);    // pairs {0,1} {2,3} ...
+ *     comm_set_name(tp, "tp");                           // comm events say "group":"tp"
+ *     comm_allreduce(tp, x, x, n, COMM_FP32, COMM_SUM, COMM_ALGO_RING);
+ *     comm_free(tp); */
 comm_t *comm_split(comm_t *c, int color, int key);
 void comm_free(comm_t *c);
+
+/* The group's name, written as "group" in its comm events and named in its timeout and mismatch
+ * messages: "world" for the world, "split" for a sub-communicator until named. At most 31 characters
+ * of letters, digits, '_' and '-'. */
+void comm_set_name(comm_t *c, const char *name);
+const char *comm_name(const comm_t *c);
+/* The world rank of rank `rank` of c (c's own numbering), or -1 when c cannot know it (a sub-communicator
+ * of the nccl backend). comm_world_rank_of(c, comm_rank(c)) is this process's world rank. */
+int comm_world_rank_of(const comm_t *c, int rank);
 
 /* Per-communicator settings (sub-communicators copy their parent's). */
 void comm_set_default_algo(comm_t *c, comm_op op, comm_algo algo);
 comm_algo comm_default_algo(const comm_t *c, comm_op op);
 void comm_set_timeout(comm_t *c, double seconds);   /* blocking waits give up after this (> 0) */
 void comm_set_debug(comm_t *c, bool check_collectives);
-/* Emit one "comm" event per call (core/base/EVENTS.md) into w; NULL stops. The writer is not owned. */
+/* Emit one "comm" event per call (core/base/EVENTS.md) into w; NULL stops. The writer is not owned.
+ * Events carry "group" (comm_name) and, on a sub-communicator, "group_rank" and "members" (the world
+ * ranks of the group, in group order) so a trace shows which group each collective ran on. */
 void comm_set_events(comm_t *c, ev_writer *w);
 /* Tags the comm events that follow with "bucket": b and "queued": the time (mp_elapsed) the bucket was handed
  * over, which may be earlier than the call's t0 when it waits for a communication thread (b < 0: no tag).
@@ -141,6 +161,9 @@ comm_request *comm_isend(comm_t *c, const void *buf, size_t count, comm_dtype dt
 comm_request *comm_irecv(comm_t *c, void *buf, size_t count, comm_dtype dt, int src, int tag);
 void comm_wait(comm_request **req);
 bool comm_test(comm_request **req);
+/* Waits for n requests (NULLs allowed) and sets each to NULL: a pipeline stage's sends and receives of
+ * one schedule step, whatever order they complete in. */
+void comm_wait_all(comm_request **reqs, size_t n);
 
 /* ---------------------------------------------------------------- collectives (all ranks call them) */
 

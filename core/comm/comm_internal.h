@@ -60,6 +60,11 @@ struct comm {
     int rank, size;
     int world_rank;    /* this process's rank in the world, for messages */
     bool is_world;
+    char name[32];     /* the group's name in events and messages: "world", "tp", "dp", ... (comm_set_name) */
+    /* members[r]: the world rank of this communicator's rank r (size entries), found by comm_split from
+     * the colors and keys; NULL where unknown (sub-communicators of a device backend, whose collectives
+     * cannot take host buffers: comm_world_rank_of then answers -1). */
+    int *members;
     double timeout_s;
     bool debug;
     comm_algo defaults[COMM_NOPS];

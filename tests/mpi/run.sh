@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh: the communicator's multi-rank suite: every algorithm against MPI's own collectives on 1..8 ranks
-# (tests/mpi/test_comm_mpi.c), the failure paths (debug-mode mismatch, a hung or killed peer, a size
+# (tests/mpi/test_comm_mpi.c), groups, the dp x tp x pp mesh, pipeline p2p and tensor-parallel linears
+# (tests/mpi/test_comm_groups.c), the failure paths (debug-mode mismatch, a hung or killed peer, a size
 # mismatch; tests/mpi/test_comm_fail.c), and the launcher's and comm-bench's command lines.
 # Prints "ok - ..." / "not ok - ..." lines (tests/lib.sh). About a minute on 2 cores.
 source "$(dirname "$0")/../lib.sh"
@@ -15,6 +16,19 @@ for n in 1 2 3 4 5 6 7 8; do
   grep -E '^(ok|not ok) - |^    ' <<<"$out"
   if [ "$rc" -ne 0 ] && ! grep -q '^not ok - ' <<<"$out"; then
     echo "not ok - test_comm_mpi on $n ranks exited with $rc"
+    tail -n 15 <<<"$out" | sed 's/^/    /'
+  fi
+done
+
+# ---------------------------------------------------------------- groups and the mesh, 1..8 ranks
+# comm_split vs MPI_Comm_split, every algorithm on a group vs MPI's, every dp x tp x pp mesh, pipeline p2p,
+# group events, Megatron's tensor-parallel linear pair (tests/mpi/test_comm_groups.c).
+for n in 1 2 3 4 5 6 7 8; do
+  out=$(timeout -k 5 "$(scaled 120)" "$MIXPAR" run -n "$n" -- "$TESTS/test_comm_groups" 2>&1)
+  rc=$?
+  grep -E '^(ok|not ok) - |^    ' <<<"$out"
+  if [ "$rc" -ne 0 ] && ! grep -q '^not ok - ' <<<"$out"; then
+    echo "not ok - test_comm_groups on $n ranks exited with $rc"
     tail -n 15 <<<"$out" | sed 's/^/    /'
   fi
 done
@@ -54,6 +68,15 @@ check_timed "a receive shorter than the message: exit 2 naming the disagreement"
 check_timed "an algorithm a collective lacks: exit 2 listing the ones it has" 2 \
   'broadcast: mixpar has no ring algorithm for broadcast \(it has: native, tree\)' 30 \
   "$MIXPAR" run -n 2 -- "$TESTS/test_comm_fail" bad-algo
+check_timed "debug mode on a group: a mismatch names the members' world ranks" 2 \
+  'rank 1 \(world rank 3\): allreduce count 999 fp32 sum \(ring\) +<- differs from rank 0' 30 \
+  env MIXPAR_COMM_DEBUG=1 "$MIXPAR" run -n 4 -- "$TESTS/test_comm_fail" group-mismatch
+check_timed "hung peer in a group: its partner times out naming the group and both world ranks" 2 \
+  'rank 0 of 2 in group tp \(world rank 2\) timed out after [0-9]+\.[0-9] s in allreduce \(ring, 1000 x fp32\), waiting for a message from rank 1 \(world rank 3\)' 30 \
+  env MIXPAR_COMM_TIMEOUT=3 "$MIXPAR" run -n 4 -- "$TESTS/test_comm_fail" group-hang
+check_timed "a 2 x 2 x 2 mesh on 3 ranks: exit 2, expected/found/hint" 2 \
+  'found: +dp=2 x tp=2 x pp=2 = 8, but the world has 3 ranks' 30 \
+  "$MIXPAR" run -n 3 -- "$TESTS/test_comm_fail" bad-mesh
 # mpirun may return a moment before the ranks it ended are gone; give them 10 s (scaled).
 check "no rank left running after the failure runs" bash -c \
   'for i in $(seq $1); do pgrep -x test_comm_fail >/dev/null || exit 0; sleep 0.5; done; ps -o pid,stat,etime,args -C test_comm_fail; exit 1' \

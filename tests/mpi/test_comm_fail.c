@@ -4,8 +4,14 @@
  *   hang       rank 1 stops itself (SIGSTOP) before an allreduce; the others must time out
  *   kill       rank 1 kills itself (SIGKILL) before an allreduce
  *   size       rank 0 sends 10 elements, rank 1 receives 8
- *   bad-algo   an algorithm mixpar does not have for broadcast */
+ *   bad-algo   an algorithm mixpar does not have for broadcast
+ *   group-mismatch  on 4 ranks, the "tp" group of world ranks 2 and 3: rank 3 calls allreduce with one
+ *              element fewer (MIXPAR_COMM_DEBUG=1): the message names the group and the world ranks
+ *   group-hang on 4 ranks, world rank 3 stops itself; world rank 2, its tp partner, must time out naming
+ *              the group, its world rank and the awaited peer's world rank
+ *   bad-mesh   a 2 x 2 x 2 mesh on a world that is not 8 ranks: exit 2, expected/found/hint */
 #include "comm/comm.h"
+#include "dist/mesh.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -27,8 +33,22 @@ int main(int argc, char **argv) {
         if (rank == 1) comm_recv(world, x, 8, COMM_FP32, 0, 0);
     } else if (strcmp(mode, "bad-algo") == 0) {
         comm_broadcast(world, x, 10, COMM_FP32, 0, COMM_ALGO_RING);
+    } else if (strcmp(mode, "group-mismatch") == 0 || strcmp(mode, "group-hang") == 0) {
+        comm_t *tp = comm_split(world, rank / 2, rank);
+        comm_set_name(tp, "tp");
+        if (strcmp(mode, "group-mismatch") == 0) {
+            comm_set_debug(tp, true);
+            comm_allreduce(tp, x, x, rank == 3 ? 999 : 1000, COMM_FP32, COMM_SUM, COMM_ALGO_RING);
+        } else {
+            comm_barrier(world);
+            if (rank == 3) raise(SIGSTOP);
+            if (rank >= 2) comm_allreduce(tp, x, x, 1000, COMM_FP32, COMM_SUM, COMM_ALGO_RING);
+        }
+        comm_free(tp);
+    } else if (strcmp(mode, "bad-mesh") == 0) {
+        mesh_free(mesh_create(world, 2, 2, 2));
     } else {
-        fprintf(stderr, "usage: test_comm_fail mismatch|hang|kill|size|bad-algo\n");
+        fprintf(stderr, "usage: test_comm_fail mismatch|hang|kill|size|bad-algo|group-mismatch|group-hang|bad-mesh\n");
         return 2;
     }
     printf("rank %d: the call returned\n", rank);

@@ -1,10 +1,13 @@
 /* test_comm.c: Criterion tests of core/comm without mpirun: the chunk arithmetic, names and tables, the
- * one-rank self backend (every collective, messages to itself, split, stats, events, timeouts, bad
- * arguments), backend choice from the environment, and the mpirun command the launcher builds. */
+ * one-rank self backend (every collective, messages to itself, split and group names, stats, events, timeouts, bad
+ * arguments), the dp x tp x pp mesh on one rank, backend choice from the environment, and the mpirun
+ * command the launcher builds. */
 #include "base/events.h"
 #include "comm/algo.h"
 #include "comm/comm.h"
 #include "comm/launch.h"
+#include "dist/mesh.h"
+#include "dist/tp.h"
 #include "fp/convert.h"
 
 #include <criterion/criterion.h>
@@ -241,6 +244,111 @@ Test(self, split_gives_one_rank_or_nothing) {
     comm_free(sub);
     cr_expect_null(comm_split(c, COMM_UNDEFINED, 0));
     comm_finalize(c);
+}
+
+Test(self, split_names_its_group_and_its_world_ranks) {
+    comm_t *c = self_world();
+    cr_expect_str_eq(comm_name(c), "world");
+    cr_expect_eq(comm_world_rank_of(c, 0), 0);
+    cr_expect_eq(comm_world_rank_of(c, 1), -1, "rank 1 is not in a one-rank world");
+    comm_t *sub = comm_split(c, 0, 5);
+    cr_assert_not_null(sub);
+    cr_expect_str_eq(comm_name(sub), "split", "an unnamed sub-communicator");
+    comm_set_name(sub, "tp");
+    cr_expect_str_eq(comm_name(sub), "tp");
+    cr_expect_eq(comm_world_rank_of(sub, 0), 0);
+    /* A sub-communicator of a sub-communicator still knows the world ranks. */
+    comm_t *subsub = comm_split(sub, 7, 0);
+    cr_assert_not_null(subsub);
+    cr_expect_eq(comm_rank(subsub), 0);
+    cr_expect_eq(comm_world_rank_of(subsub, 0), 0);
+    comm_free(subsub);
+    comm_free(sub);
+    comm_finalize(c);
+}
+
+Test(self, sub_communicator_events_carry_the_group) {
+    comm_t *c = self_world();
+    char dir[] = "/tmp/mixpar-comm-unit-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    ev_writer *w = ev_open(dir, 0);
+    comm_set_events(c, w);
+    comm_t *tp = comm_split(c, 0, 0);
+    comm_set_name(tp, "tp");
+    float x[2] = {1, 2};
+    comm_allreduce(c, x, x, 2, COMM_FP32, COMM_SUM, COMM_ALGO_NATIVE);
+    comm_allreduce(tp, x, x, 2, COMM_FP32, COMM_SUM, COMM_ALGO_RING);
+    comm_request *r = comm_irecv(tp, x, 2, COMM_FP32, 0, 4);
+    comm_send(tp, x + 0, 0, COMM_FP32, 0, 5); /* an empty message on another tag is no match */
+    comm_recv(tp, x, 0, COMM_FP32, 0, 5);
+    comm_send(tp, x, 2, COMM_FP32, 0, 4);
+    comm_wait(&r);
+    comm_set_events(c, NULL);
+    comm_free(tp);
+    char path[512];
+    snprintf(path, sizeof path, "%s", ev_path(w));
+    ev_close(w);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[6][1024];
+    for (int i = 0; i < 6; i++) cr_assert_not_null(fgets(line[i], sizeof line[i], f), "six events");
+    fclose(f);
+    cr_expect(strstr(line[0], "\"group\":\"world\"") && !strstr(line[0], "\"members\""), "world: %s", line[0]);
+    cr_expect(strstr(line[1], "\"group\":\"tp\"") && strstr(line[1], "\"group_rank\":0") &&
+              strstr(line[1], "\"members\":[0]") && strstr(line[1], "\"algorithm\":\"ring\""), "tp allreduce: %s", line[1]);
+    cr_expect(strstr(line[2], "\"op\":\"send\"") && strstr(line[2], "\"group\":\"tp\"") &&
+              strstr(line[2], "\"peer_world\":0"), "tp send: %s", line[2]);
+    unlink(path);
+    rmdir(dir);
+    comm_finalize(c);
+}
+
+Test(mesh, one_rank_is_a_1x1x1_mesh_of_named_groups) {
+    comm_t *c = self_world();
+    mesh_t *m = mesh_create(c, 1, 1, 1);
+    cr_expect_eq(m->dp_rank + m->tp_rank + m->pp_rank, 0);
+    cr_expect_str_eq(comm_name(m->tp), "tp");
+    cr_expect_str_eq(comm_name(m->dp), "dp");
+    cr_expect_str_eq(comm_name(m->pp), "pp");
+    cr_expect_str_eq(comm_name(m->mp), "mp");
+    cr_assert_not_null(m->embed, "one stage is the first and the last: it holds the embeddings");
+    cr_expect_str_eq(comm_name(m->embed), "embed");
+    cr_expect_eq(mesh_pp_next(m), -1, "one stage: no next");
+    cr_expect_eq(mesh_pp_prev(m), -1, "one stage: no previous");
+    float x[4] = {1, 2, 3, 4};
+    tp_reduce_from_region_forward(m->tp, x, 4);
+    cr_expect_eq(x[3], 4, "an allreduce over one rank is the identity");
+    mesh_free(m);
+    comm_finalize(c);
+}
+
+Test(mesh, coordinates_in_megatron_order_tp_fastest_then_dp_then_pp) {
+    /* 16 ranks as dp=2, tp=4, pp=2: rank = pp*8 + dp*4 + tp. */
+    int d, t, p;
+    mesh_coords(2, 4, 2, 13, &d, &t, &p);
+    cr_expect(d == 1 && t == 1 && p == 1, "rank 13 = 1*8 + 1*4 + 1, got dp %d tp %d pp %d", d, t, p);
+    mesh_coords(2, 4, 2, 6, &d, &t, &p);
+    cr_expect(d == 1 && t == 2 && p == 0, "rank 6 = 0*8 + 1*4 + 2, got dp %d tp %d pp %d", d, t, p);
+    for (int r = 0; r < 16; r++) {
+        mesh_coords(2, 4, 2, r, &d, &t, &p);
+        cr_expect_eq(mesh_world_rank(2, 4, 2, d, t, p), r);
+    }
+}
+
+Test(mesh, shape_that_is_not_the_world_size, .exit_code = 2) {
+    comm_t *c = self_world();
+    mesh_create(c, 1, 2, 1);
+}
+
+Test(mesh, size_zero, .exit_code = 2) {
+    comm_t *c = self_world();
+    mesh_create(c, 1, 0, 1);
+}
+
+Test(errors, group_name_with_a_space, .exit_code = 2) {
+    comm_t *c = self_world();
+    comm_t *sub = comm_split(c, 0, 0);
+    comm_set_name(sub, "tensor parallel");
 }
 
 Test(self, stats_count_calls_and_bytes_sent) {

@@ -137,6 +137,10 @@ static void nccl_finalize(comm_t *world) {
     world->impl = NULL;
 }
 
+/* The front end (comm.c, split_members) learns a sub-communicator's world ranks by an allgather of host
+ * memory, which a device backend cannot take, so on nccl comm_world_rank_of answers -1 for a group's
+ * members and comm events on a group carry "group" and "group_rank" but no "members". To add them:
+ * allgather (color, key) on p->host here and hand the list back through the backend interface. */
 static bool nccl_split(comm_t *parent, comm_t *child, int color, int key) {
     nccl_state *p = state(parent);
     nccl_state *s = calloc(1, sizeof *s);
