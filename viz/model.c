@@ -16,6 +16,9 @@ void vz_model_init(vz_model *m) {
     memset(m, 0, sizeof *m);
     vz_ring_init(&m->steps, sizeof(vz_step), VZ_STEP_CAPACITY);
     vz_ring_init(&m->evals, sizeof(vz_eval), VZ_EVAL_CAPACITY);
+    vz_ring_init(&m->roundings, sizeof(vz_rounding), VZ_ROUNDING_CAPACITY);
+    m->round_lo = 0;
+    m->round_hi = -1;
     for (int r = 0; r < VZ_MAX_RANKS; r++) {
         vz_ring_init(&m->ranks[r].spans, sizeof(vz_span), VZ_SPAN_CAPACITY);
         vz_ring_init(&m->ranks[r].comms, sizeof(vz_comm), VZ_COMM_CAPACITY);
@@ -29,6 +32,9 @@ void vz_model_init(vz_model *m) {
 void vz_model_free(vz_model *m) {
     vz_ring_free(&m->steps);
     vz_ring_free(&m->evals);
+    vz_ring_free(&m->roundings);
+    free(m->rounding_totals);
+    m->rounding_totals = NULL;
     for (int r = 0; r < VZ_MAX_RANKS; r++) {
         vz_ring_free(&m->ranks[r].spans);
         vz_ring_free(&m->ranks[r].comms);
@@ -84,6 +90,8 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
         while ((s = vz_ring_last(&m->steps)) && s->step > m->resumed_at) vz_ring_pop_last(&m->steps);
         vz_eval *e;
         while ((e = vz_ring_last(&m->evals)) && e->step > m->resumed_at) vz_ring_pop_last(&m->evals);
+        vz_rounding *r;
+        while ((r = vz_ring_last(&m->roundings)) && r->step > m->resumed_at) vz_ring_pop_last(&m->roundings);
     }
     if (again) {
         vz_ring_clear(&m->ranks[rank].spans);
@@ -255,9 +263,39 @@ static void apply_diagnosis(vz_model *m, int rank, const cJSON *ev) {
              vz_json_str(ev, "message", vz_json_str(ev, "what", "?")));
 }
 
-/* Kinds the panels do not draw (rounding counters are for plots and the labs): known, so not "unknown". */
-static void apply_known_unshown(vz_model *m, int rank, const cJSON *ev) {
-    (void)m, (void)rank, (void)ev;
+/* What fp16 (or bf16, fp8) really did to the gradients in backward: the heat map of the underflow panel.
+ * Rank 0's, like the steps: `mixpar precision flushed runs/<run>/events.rank0.jsonl` reads the same events. */
+static void apply_rounding(vz_model *m, int rank, const cJSON *ev) {
+    if (rank != 0) return;
+    long long layer = vz_json_int(ev, "layer", -2);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(ev, "grads");
+    if (layer < -1 || layer >= VZ_MAX_LAYERS - 1 || !cJSON_IsObject(g)) return;
+    if (!m->rounding_totals) {
+        m->rounding_totals = calloc(VZ_MAX_LAYERS, sizeof *m->rounding_totals);
+        if (!m->rounding_totals) {
+            fprintf(stderr, "mixpar viz: out of memory for rounding counts\n");
+            exit(3);
+        }
+    }
+    vz_rounding *r = vz_ring_push(&m->roundings);
+    r->step = vz_json_int(ev, "step", 0);
+    r->layer = (int)layer;
+    r->values = vz_json_num(g, "values", 0);
+    r->nonzero = vz_json_num(g, "nonzero", 0);
+    r->flushed = vz_json_num(g, "flushed", 0);
+    r->overflowed = vz_json_num(g, "overflowed", 0);
+    r->subnormal = vz_json_num(g, "subnormal", -1); /* not written by today's trainer; read when it is */
+    vz_rounding_total *t = &m->rounding_totals[layer + 1];
+    t->values += r->values;
+    t->nonzero += r->nonzero;
+    t->flushed += r->flushed;
+    t->overflowed += r->overflowed;
+    if (r->subnormal >= 0) t->subnormal += r->subnormal, t->subnormal_known = true;
+    copy_str(m->round_compute, sizeof m->round_compute, vz_json_str(ev, "compute", m->round_compute));
+    if (r->values <= 0) return; /* the embeddings have no matmul input gradient */
+    if (m->round_hi < m->round_lo) m->round_lo = m->round_hi = (int)layer;
+    if (layer < m->round_lo) m->round_lo = (int)layer;
+    if (layer > m->round_hi) m->round_hi = (int)layer;
 }
 
 static const struct {
@@ -266,7 +304,7 @@ static const struct {
 } APPLIERS[] = {
     {"run", apply_run},   {"step", apply_step}, {"eval", apply_eval},           {"hist", apply_hist},
     {"span", apply_span}, {"comm", apply_comm}, {"mem", apply_mem},             {"checkpoint", apply_checkpoint},
-    {"diagnosis", apply_diagnosis}, {"rounding", apply_known_unshown},
+    {"diagnosis", apply_diagnosis}, {"rounding", apply_rounding},
 };
 
 void vz_model_apply(void *model, int rank, const cJSON *event) {
@@ -302,6 +340,19 @@ const vz_hist *vz_model_hist(const vz_model *m, int layer) {
     if (!m->hists || layer < -1 || layer >= VZ_MAX_LAYERS - 1) return NULL;
     return m->hists[layer + 1].valid ? &m->hists[layer + 1] : NULL;
 }
+
+bool vz_model_has_rounding(const vz_model *m) { return m->round_hi >= m->round_lo; }
+
+const vz_rounding_total *vz_model_rounding_total(const vz_model *m, int layer) {
+    if (!m->rounding_totals || layer < -1 || layer >= VZ_MAX_LAYERS - 1) return NULL;
+    const vz_rounding_total *t = &m->rounding_totals[layer + 1];
+    return t->values > 0 ? t : NULL;
+}
+
+size_t vz_model_nroundings(const vz_model *m) { return m->roundings.count; }
+const vz_rounding *vz_model_rounding_at(const vz_model *m, size_t i) { return vz_ring_at(&m->roundings, i); }
+
+double vz_share_pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
 
 const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t n) {
     if (layer < 0) snprintf(buf, n, "embeddings");

@@ -18,6 +18,7 @@ enum {
     VZ_NBINADES = 277,          /* fp32 spans binades -149 .. 127 */
     VZ_MIN_BINADE = -149,
     VZ_NOPSTATS = 32,           /* distinct (op, algorithm) pairs tracked for the comm table */
+    VZ_ROUNDING_CAPACITY = 1 << 16, /* (step, layer) rounding records kept for the heat map */
 };
 
 /* Memory tags, in the order of core/base/mem.h and the mem event's objects. */
@@ -84,6 +85,21 @@ typedef struct {
     double subnormal[VZ_NTARGETS], underflow[VZ_NTARGETS], overflow[VZ_NTARGETS];
 } vz_hist;
 
+/* What rounding into the run's low format really did to one layer's gradients entering the matmuls in
+ * backward, from one "rounding" event (counts since the previous event; model/model_lowp.h). */
+typedef struct {
+    long long step;
+    int layer;                 /* -1 embeddings, 0..L-1 blocks, L head */
+    double values, nonzero, flushed, overflowed;
+    double subnormal;          /* -1 when the event does not count subnormals */
+} vz_rounding;
+
+/* A layer's rounding counts summed over every event read (as `mixpar precision flushed` sums them). */
+typedef struct {
+    double values, nonzero, flushed, overflowed, subnormal;
+    bool subnormal_known;
+} vz_rounding_total;
+
 typedef struct {
     bool seen;                 /* any event from this rank */
     double t_last;             /* the newest event time */
@@ -109,6 +125,11 @@ typedef struct {
     vz_ring evals;             /* vz_eval */
     long long skipped_steps;   /* steps skipped for overflow (kept even when the ring drops them) */
     double min_scale, max_scale;
+
+    vz_ring roundings;         /* vz_rounding, rank 0's, in the order written (a step's layers together) */
+    vz_rounding_total *rounding_totals; /* [VZ_MAX_LAYERS], by layer + 1; NULL until a rounding event */
+    int round_lo, round_hi;    /* layers with rounded gradients (values > 0): lo..hi (hi < lo when none) */
+    char round_compute[16];    /* the format the rounding went into ("fp16") */
 
     vz_hist *hists;            /* [VZ_MAX_LAYERS], by layer + 1 */
     int hist_lo, hist_hi;      /* layers with a histogram: lo..hi (hi < lo when none) */
@@ -142,6 +163,13 @@ const vz_step *vz_model_last_step(const vz_model *m);
 const vz_eval *vz_model_last_eval(const vz_model *m);
 /* The histogram of a layer (-1 .. L), NULL when none arrived. */
 const vz_hist *vz_model_hist(const vz_model *m, int layer);
+/* Rounding: whether any layer's gradients were rounded; the run total of a layer (NULL when none); the
+ * record of (step, layer) among those kept (NULL when none). Shares are of the nonzero values, in percent. */
+bool vz_model_has_rounding(const vz_model *m);
+const vz_rounding_total *vz_model_rounding_total(const vz_model *m, int layer);
+const vz_rounding *vz_model_rounding_at(const vz_model *m, size_t i); /* 0 = oldest kept */
+size_t vz_model_nroundings(const vz_model *m);
+double vz_share_pct(double part, double whole);
 /* "embeddings", "block 3", "head" (the head is layer L when the run header says L layers). */
 const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t n);
 /* Bus bandwidth factor of a collective over n ranks (see vz_opstat). */

@@ -44,6 +44,25 @@ check_output "snapshot: underflow panel --layer picks a layer" 0 "gradient expon
   snap "$poetry" --panel underflow --layer 2
 check_output "snapshot: underflow panel is honest about fp32's loss scale" 0 "loss scale 1 at every step \(fp32 run: no loss scaling\)" \
   snap "$poetry" --panel underflow
+# What fp16 really flushed in backward: the heat map's per-layer run totals are `mixpar precision flushed`'s.
+fp16=viz/samples/fp16-scale1
+snap "$fp16" --panel underflow --width 100 --height 30 >"$work/heat.txt"
+check_output "snapshot: underflow panel labels what was flushed apart from what a cast would flush" 0 \
+  "was flushed in backward \(fp16 rounding events, steps 1\.\.100\)" cat "$work/heat.txt"
+check_output "snapshot: and its histogram side says 'if cast'" 0 "^if cast +zero +subnormal +overflow" cat "$work/heat.txt"
+while IFS=$'\t' read -r label pct _; do
+  case "$label" in "#"*|all) continue ;; "block "*) row="b${label#block }" ;; lnf+head) row=head ;; *) continue ;; esac
+  want=$(awk -v p="$pct" 'BEGIN { printf "%.4f%%", p }')
+  check_output "snapshot: heat map row $row shows the flushed share precision flushed reports ($want)" 0 \
+    "^[ >]$row .* $want\$" cat "$work/heat.txt"
+done < <("$MIXPAR" precision flushed "$fp16/events.rank0.jsonl" --tsv)
+rows=$(grep -c '"kind":"rounding".*"layer":0,' "$fp16/events.rank0.jsonl")
+check_output "snapshot: the loss scale (1) and skipped steps (0) sit under the heat map" 0 "^scale .* 1\$" cat "$work/heat.txt"
+check_output "snapshot: skipped steps row" 0 "^skip +0\$" cat "$work/heat.txt"
+check "snapshot: block 0 had $rows rounding events, each flushing some gradients: its row has no 'none' cell" \
+  bash -c "grep '^ b0 ' '$work/heat.txt' | grep -qv '·'"
+check_output "snapshot: at 72x20 the layers that do not fit are counted" 0 "\+1 more layers" \
+  snap "$fp16" --panel underflow --width 72 --height 20
 check_output "snapshot: comm panel of a single-rank run says so and models the ring" 0 \
   "no comm events: a single-rank run" snap "$poetry" --panel comm
 check_output "snapshot: comm panel ring view is labelled as the alpha-beta model" 0 "ring allreduce, alpha-beta model: 4.66 MB over 4 ranks" \

@@ -240,3 +240,33 @@ Test(viz_model, rank_clocks_align_at_the_first_collective) {
     cr_expect_float_eq(vz_model_clock_offset(&m, 2), 0, 0, "a rank without a collective stays on its own clock");
     vz_model_free(&m);
 }
+
+Test(viz_model, rounding_events_keep_per_layer_step_counts_and_run_totals) {
+    vz_model m;
+    vz_model_init(&m);
+    cr_expect(!vz_model_has_rounding(&m));
+    for (int s = 10; s <= 20; s += 10)
+        for (int layer = -1; layer <= 2; layer++) {
+            char buf[400];
+            /* the embeddings round nothing (no matmul input gradient); block 0 flushes s of 1000 */
+            snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"rounding\",\"rank\":0,\"t\":%d,\"step\":%d,\"layer\":%d,"
+                     "\"compute\":\"fp16\",\"grads\":{\"values\":%d,\"nonzero\":1000,\"flushed\":%d,\"overflowed\":0,"
+                     "\"saturated\":0},\"acts\":{\"values\":0,\"nonzero\":0,\"flushed\":0,\"overflowed\":0,\"saturated\":0}}",
+                     s, s, layer, layer < 0 ? 0 : 1000, layer == 0 ? s : 0);
+            apply(&m, 0, buf);
+        }
+    apply(&m, 1, "{\"v\":1,\"kind\":\"rounding\",\"rank\":1,\"t\":1,\"step\":10,\"layer\":0,\"grads\":{\"values\":9,\"nonzero\":9,\"flushed\":9}}");
+    cr_assert(vz_model_has_rounding(&m));
+    cr_expect_eq(m.round_lo, 0, "layers with rounded values start at block 0, got %d", m.round_lo);
+    cr_expect_eq(m.round_hi, 2);
+    cr_expect_str_eq(m.round_compute, "fp16");
+    cr_expect_eq(vz_model_nroundings(&m), 8, "rank 0's 8 events, not rank 1's: %zu", vz_model_nroundings(&m));
+    const vz_rounding_total *t = vz_model_rounding_total(&m, 0);
+    cr_assert_not_null(t);
+    cr_expect_float_eq(vz_share_pct(t->flushed, t->nonzero), 1.5, 1e-12, "30 of 2000 flushed: 1.5%%");
+    cr_expect(!t->subnormal_known, "today's events do not count subnormals");
+    cr_expect_null(vz_model_rounding_total(&m, -1), "the embeddings rounded nothing");
+    const vz_rounding *r = vz_model_rounding_at(&m, 5);
+    cr_expect(r->step == 20 && r->layer == 0 && r->flushed == 20);
+    vz_model_free(&m);
+}
