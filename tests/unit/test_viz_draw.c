@@ -379,3 +379,41 @@ Test(viz_draw, keys_switch_panels_layers_and_quit) {
     cr_expect(!vz_view_key(&v, &m, 'q'));
     vz_model_free(&m);
 }
+
+Test(viz_draw, short_optimizer_and_data_spans_keep_a_column_beside_long_ones) {
+    SCREEN *sp = screen(30, 100);
+    vz_model m;
+    vz_model_init(&m);
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"short\",\"world\":1}");
+    /* 8 steps of 180 ms: data 12 us, forward 60 ms, backward 119.6 ms, optimizer 0.35 ms; the 1.44 s on ~90
+     * columns puts 16 ms in a column, so the optimizer and the next data wait share one with backward */
+    const struct { const char *name; double t0, t1; } PHASES[] = {
+        {"data", 0, 0.000012}, {"forward", 0.000012, 0.06}, {"backward", 0.06, 0.17965}, {"optimizer", 0.17965, 0.18}};
+    for (int s = 0; s < 8; s++)
+        for (int p = 0; p < 4; p++) {
+            char buf[256];
+            double o = 0.18 * s;
+            snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":%.6f,\"name\":\"%s\",\"step\":%d,\"t0\":%.6f,\"t1\":%.6f}",
+                     o + PHASES[p].t1, PHASES[p].name, s + 1, o + PHASES[p].t0, o + PHASES[p].t1);
+            apply(&m, 0, buf);
+        }
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_COMM;
+    v.zoom = -2; /* 4 x 3 periods: the whole run */
+    vz_view_clamp(&v, &m);
+    WINDOW *w = newwin(28, 100, 0, 0);
+    vz_panel_comm(w, &m, &v, &UNICODE);
+    char *text = vz_window_text(w);
+    int optimizers = 0, data = 0;
+    for (int x = 9; x < 100; x++) {
+        optimizers += cell(w, 2, x) == L'O';
+        data += cell(w, 2, x) == L'*';
+    }
+    cr_expect_eq(optimizers, 8, "every step's optimizer span shows its O: %d of 8\n%s", optimizers, text);
+    cr_expect_eq(data, 8, "every step's data wait shows its *: %d of 8\n%s", data, text);
+    free(text);
+    vz_model_free(&m);
+    delwin(w);
+    vz_virtual_screen_end(sp);
+}
