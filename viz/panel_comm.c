@@ -211,38 +211,83 @@ static int draw_ops(WINDOW *w, const vz_model *m, int y, int rows, int cols, con
     return r;
 }
 
-/* The newest real allreduce (most calls), or NULL. */
-static const vz_opstat *real_allreduce(const vz_model *m) {
+/* The collective that carries the model's data, or NULL: of the allreduce, reduce-scatter and allgather
+ * calls over two or more ranks, the (op, algorithm) that moved the most bytes. DDP's gradient buckets, not
+ * its 4-byte loss allreduce; ZeRO-3 and FSDP's reduce-scatter of gradients or allgather of parameters. */
+static const vz_opstat *real_collective(const vz_model *m) {
     const vz_opstat *best = NULL;
-    for (int i = 0; i < m->nops; i++)
-        if (strcmp(m->ops[i].op, "allreduce") == 0 && m->ops[i].ranks >= 2 && (!best || m->ops[i].calls > best->calls))
-            best = &m->ops[i];
+    for (int i = 0; i < m->nops; i++) {
+        const vz_opstat *o = &m->ops[i];
+        bool data = strcmp(o->op, "allreduce") == 0 || strcmp(o->op, "reduce_scatter") == 0 || strcmp(o->op, "allgather") == 0;
+        if (data && o->ranks >= 2 && (!best || o->bytes > best->bytes)) best = o;
+    }
     return best;
 }
 
+/* Only a ring algorithm has the steps the view draws; "native" is the MPI library's own choice, unseen. */
+static bool is_ring(const vz_opstat *o) { return strcmp(o->algorithm, "ring") == 0; }
+
 int vz_view_ring_ranks(const vz_view *v, const vz_model *m) {
-    const vz_opstat *real = real_allreduce(m);
+    const vz_opstat *real = real_collective(m);
     int n = !v->ring_model && real ? real->ranks : v->ring_ranks;
     return n < 2 ? 2 : n > VZ_ALLREDUCE_MAX_RANKS ? VZ_ALLREDUCE_MAX_RANKS : n;
 }
 
+void vz_view_ring_phase(const vz_view *v, const vz_model *m, int *first, int *end) {
+    const vz_opstat *real = v->ring_model ? NULL : real_collective(m);
+    int n = vz_view_ring_ranks(v, m);
+    *first = 0;
+    *end = vz_allreduce_steps(n);
+    if (real && strcmp(real->op, "reduce_scatter") == 0) *end = n - 1;
+    if (real && strcmp(real->op, "allgather") == 0) *first = n - 1;
+}
+
+/* The other data collectives of the run, in one line (ZeRO-3 has both a reduce-scatter and an allgather). */
+static void draw_other_collectives(WINDOW *w, const vz_model *m, const vz_opstat *shown, int y, int cols, const vz_style *s) {
+    int x = 0;
+    for (int i = 0; i < m->nops && x < cols; i++) {
+        const vz_opstat *o = &m->ops[i];
+        if (o == shown || o->ranks < 2) continue;
+        char b1[24];
+        x += vz_text(w, y, x, cols - x, vz_attr(s, VZ_PAIR_DIM), "%s%s %s (%s) %s x %lld", x ? "; " : "also: ", o->op,
+                     o->algorithm, strcmp(o->algorithm, "native") == 0 ? "MPI library" : "mixpar",
+                     vz_fmt_bytes(o->bytes / (double)o->calls, b1, sizeof b1), o->calls);
+    }
+}
+
 static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int rows, int cols, const vz_style *s) {
     if (rows < 3) return;
-    const vz_opstat *real = v->ring_model ? NULL : real_allreduce(m);
+    const vz_opstat *real = v->ring_model ? NULL : real_collective(m);
     int n = vz_view_ring_ranks(v, m);
+    int first, end;
+    vz_view_ring_phase(v, m, &first, &end);
     vz_allreduce a = v->ring;
-    if (a.ranks != n) vz_allreduce_reset(&a, n);
-    int steps = vz_allreduce_steps(n);
+    if (a.ranks != n || a.step < first || a.step > end) {
+        vz_allreduce_reset(&a, n);
+        while (a.step < first) vz_allreduce_advance(&a);
+    }
+    int steps = end - first;
     bool gather = vz_allreduce_in_allgather(n, a.step);
     char b1[24], b2[24], b3[24];
     double bytes, step_s;
+    const char *opname = "allreduce";
     if (real) {
+        opname = strcmp(real->op, "reduce_scatter") == 0 ? "reduce-scatter" : real->op;
         bytes = real->largest_bytes;
         step_s = real->largest_seconds / steps;
-        vz_text(w, y, 0, cols, A_BOLD,
-                "ring allreduce from comm events: %s over %d ranks took %s (busbw %.2f GB/s)  [m: model]", 
-                vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->largest_seconds, b2, sizeof b2),
-                real->largest_seconds > 0 ? bytes * vz_busbw_factor("allreduce", n) / real->largest_seconds / 1e9 : 0);
+        double bus = real->largest_seconds > 0 ? bytes * vz_busbw_factor(real->op, n) / real->largest_seconds / 1e9 : 0;
+        if (!is_ring(real)) { /* never draw steps that did not run */
+            bool native = strcmp(real->algorithm, "native") == 0;
+            vz_text(w, y, 0, cols, A_BOLD, "%s from comm events: %s over %d ranks took %s (busbw %.2f GB/s)  [m: model]",
+                    opname, vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->largest_seconds, b2, sizeof b2), bus);
+            vz_text(w, y + 1, 0, cols, A_NORMAL, "algorithm: %s: %s", native ? "native (MPI library)" : real->algorithm,
+                    native ? "the library picks its own steps, unseen by mixpar: no ring is drawn"
+                           : "not a ring: no ring is drawn");
+            draw_other_collectives(w, m, real, y + 2, cols, s);
+            return;
+        }
+        vz_text(w, y, 0, cols, A_BOLD, "ring %s from comm events: %s over %d ranks took %s (busbw %.2f GB/s)  [m: model]",
+                opname, vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->largest_seconds, b2, sizeof b2), bus);
     } else {
         bytes = v->ring_bytes > 0 ? v->ring_bytes : m->params > 0 ? 4 * m->params : 100e6;
         double total = vz_allreduce_model_seconds(n, bytes, v->ring_alpha, v->ring_beta);
@@ -251,16 +296,17 @@ static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int
                 vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(v->ring_alpha, b2, sizeof b2), v->ring_beta / 1e9,
                 vz_fmt_seconds(total, b3, sizeof b3), m->nops ? "  [m: real]" : "  [ ]: ranks");
     }
-    if (a.step >= steps)
-        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d: done: every rank holds the sum of every chunk", a.step, steps);
+    if (a.step >= end)
+        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d: done: %s", steps, steps,
+                end < vz_allreduce_steps(n) ? "each rank holds the sum of its own chunk" : "every rank holds the sum of every chunk");
     else
-        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d %s: each rank sends one chunk (%s) to the next and %s it%s",
-                a.step + 1, steps, gather ? "allgather" : "reduce-scatter", vz_fmt_bytes(bytes / n, b1, sizeof b1),
-                gather ? "copies" : "adds", step_s > 0 ? "" : "");
+        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d %s: each rank sends one chunk (%s) to the next and %s it",
+                a.step - first + 1, steps, gather ? "allgather" : "reduce-scatter", vz_fmt_bytes(bytes / n, b1, sizeof b1),
+                gather ? "copies" : "adds");
     int shown = rows - 3;
     for (int r = 0; r < n && r < shown; r++) {
         int row = y + 2 + r, x = vz_text(w, row, 0, cols, A_NORMAL, "rank %-2d ", r);
-        int sending = vz_allreduce_send_chunk(n, r, a.step);
+        int sending = a.step < end ? vz_allreduce_send_chunk(n, r, a.step) : -1;
         for (int c = 0; c < n; c++) {
             int count = vz_allreduce_count(&a, r, c);
             char digit = count < 10 ? (char)('0' + count) : (char)('a' + count - 10);
@@ -278,12 +324,14 @@ static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int
             vz_text(w, row, x + 1, cols - x - 1, A_NORMAL, " rank %d%s", (r + 1) % n, r == n - 1 ? " (the ring closes)" : "");
         }
     }
-    if (n > shown) vz_text(w, y + 2 + shown, 0, cols, vz_attr(s, VZ_PAIR_DIM), "... %d more ranks", n - shown);
+    if (n > shown) vz_text(w, y + 2 + shown, 0, cols, vz_attr(s, VZ_PAIR_WARN), "+%d more ranks", n - shown);
     else {
         char t[24];
-        vz_text(w, y + 2 + n, 0, cols, vz_attr(s, VZ_PAIR_DIM),
-                "[k]: a chunk summing k ranks; <k>: sent now; %d steps x %s (%s)", steps,
-                vz_fmt_seconds(step_s, t, sizeof t), real ? "measured time / steps" : "alpha + S/(N*beta)");
+        int x = vz_text(w, y + 2 + n, 0, cols, vz_attr(s, VZ_PAIR_DIM),
+                        "[k]: a chunk summing k ranks; <k>: sent now; %d steps x %s (%s)", steps,
+                        vz_fmt_seconds(step_s, t, sizeof t), real ? "measured time / steps" : "alpha + S/(N*beta)");
+        if (real && y + 3 + n < y + rows) draw_other_collectives(w, m, real, y + 3 + n, cols, s);
+        (void)x;
     }
 }
 

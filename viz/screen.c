@@ -93,9 +93,14 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
 }
 
 void vz_view_ring_tick(vz_view *v, const vz_model *m) {
-    int n = vz_view_ring_ranks(v, m);
-    if (v->ring.ranks != n || v->ring.step >= vz_allreduce_steps(n)) vz_allreduce_reset(&v->ring, n);
-    else vz_allreduce_advance(&v->ring);
+    int n = vz_view_ring_ranks(v, m), first, end;
+    vz_view_ring_phase(v, m, &first, &end);
+    if (v->ring.ranks != n || v->ring.step >= end || v->ring.step < first) {
+        vz_allreduce_reset(&v->ring, n);
+        while (v->ring.step < first) vz_allreduce_advance(&v->ring);
+    } else {
+        vz_allreduce_advance(&v->ring);
+    }
 }
 
 /* ---------------------------------------------------------------- frame */

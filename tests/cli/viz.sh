@@ -65,6 +65,9 @@ check_output "snapshot: at 72x20 the layers that do not fit are counted" 0 "\+1 
   snap "$fp16" --panel underflow --width 72 --height 20
 check_output "snapshot: the timeline keeps each short optimizer span (O) and data wait (*) beside long spans" 0 \
   "^r0  comp.*B+O\*F.*B+O\*F" snap "$fp16" --panel comm --width 100 --height 30
+check_output "snapshot: MPI's native allreduce is named, not drawn as a ring" 0 "algorithm: native \(MPI library\).*no ring is drawn" \
+  snap viz/samples/ddp-2 --panel comm --width 100 --height 30
+check "snapshot: and no ring cells are drawn for it" bash -c "! $MIXPAR viz --snapshot viz/samples/ddp-2 --panel comm | grep -Eq '^rank 0 +[[<]'"
 check_output "snapshot: comm panel of a single-rank run says so and models the ring" 0 \
   "no comm events: a single-rank run" snap "$poetry" --panel comm
 check_output "snapshot: comm panel ring view is labelled as the alpha-beta model" 0 "ring allreduce, alpha-beta model: 4.66 MB over 4 ranks" \

@@ -417,3 +417,47 @@ Test(viz_draw, short_optimizer_and_data_spans_keep_a_column_beside_long_ones) {
     delwin(w);
     vz_virtual_screen_end(sp);
 }
+
+Test(viz_draw, zero3_ring_view_shows_its_reduce_scatter_or_allgather_not_the_loss_allreduce) {
+    SCREEN *sp = screen(30, 100);
+    vz_model m;
+    vz_model_init(&m);
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"zero3\",\"world\":4}");
+    for (int i = 0; i < 5; i++) {
+        char buf[256];
+        double o = i;
+        snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":%g,\"op\":\"allgather\",\"algorithm\":\"ring\",\"bytes\":2000000,\"peer\":-1,\"t0\":%g,\"t1\":%g,\"ranks\":4}", o + 0.2, o + 0.1, o + 0.2);
+        apply(&m, 0, buf);
+        snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":%g,\"op\":\"reduce_scatter\",\"algorithm\":\"ring\",\"bytes\":1000000,\"peer\":-1,\"t0\":%g,\"t1\":%g,\"ranks\":4}", o + 0.5, o + 0.3, o + 0.5);
+        apply(&m, 0, buf);
+        for (int k = 0; k < 3; k++) { /* the loss allreduce: more calls, 4 bytes */
+            snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":%g,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":4,\"peer\":-1,\"t0\":%g,\"t1\":%g,\"ranks\":4}", o + 0.7, o + 0.6, o + 0.7);
+            apply(&m, 0, buf);
+        }
+    }
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_COMM;
+    vz_view_clamp(&v, &m);
+    vz_view_ring_tick(&v, &m); /* a fresh allgather: the 3 reduce-scatter steps are skipped */
+    WINDOW *w = newwin(28, 100, 0, 0);
+    vz_panel_comm(w, &m, &v, &UNICODE);
+    char *text = vz_window_text(w);
+    cr_expect(strstr(text, "ring allgather from comm events: 2.00 MB over 4 ranks") != NULL, "%s", text);
+    cr_expect(strstr(text, "step 1/3 allgather") != NULL, "an allgather is 3 steps on 4 ranks:\n%s", text);
+    cr_expect(strstr(text, "4 B over") == NULL, "not the loss allreduce:\n%s", text);
+    cr_expect(strstr(text, "also: reduce_scatter ring (mixpar)") != NULL, "the reduce-scatter is named:\n%s", text);
+    free(text);
+    delwin(w);
+    /* the same run with MPI's own allgather: no ring is drawn */
+    apply(&m, 0, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":9,\"op\":\"allgather\",\"algorithm\":\"native\",\"bytes\":90000000,\"peer\":-1,\"t0\":8,\"t1\":9,\"ranks\":4}");
+    w = newwin(28, 100, 0, 0);
+    vz_panel_comm(w, &m, &v, &UNICODE);
+    text = vz_window_text(w);
+    cr_expect(strstr(text, "algorithm: native (MPI library)") != NULL, "%s", text);
+    cr_expect(strstr(text, "rank 0  [") == NULL && strstr(text, "rank 0  <") == NULL, "no ring cells:\n%s", text);
+    free(text);
+    vz_model_free(&m);
+    delwin(w);
+    vz_virtual_screen_end(sp);
+}
