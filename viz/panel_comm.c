@@ -183,15 +183,27 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
         draw_lane(w, row + 1, LABEL_COLS, width, (t1 - t0) / width, marks, nmarks);
         free(marks);
     }
-    vz_text(w, row, 0, cols, vz_attr(s, VZ_PAIR_DIM),
+    int x = 0;
+    if (world > lanes) /* ranks left out: said first, so a narrow screen keeps it */
+        x = vz_text(w, row, 0, cols, vz_attr(s, VZ_PAIR_WARN), "+%d more rank%s (up/down) ", world - lanes, world - lanes == 1 ? "" : "s");
+    vz_text(w, row, x, cols - x, vz_attr(s, VZ_PAIR_DIM),
             "F forward B backward O optimizer * data | comm row: 0-9 bucket, A allreduce G allgather R reduce-scatter");
     return row + 1 - y;
 }
 
+/* The table's columns after the collective's name; those that do not fit are left out and counted. */
+enum { OPS_NCOLS = 6 };
+static const char *const OPS_HEADS[OPS_NCOLS] = {"algorithm", "calls", "bytes/call", "time/call", "algbw", "busbw"};
+static const int OPS_WIDTHS[OPS_NCOLS] = {-9, 7, 11, 11, 11, 11};
+
 static int draw_ops(WINDOW *w, const vz_model *m, int y, int rows, int cols, const vz_style *s) {
     if (rows < 2) return 0;
-    vz_text(w, y, 0, cols, A_BOLD, "%-15s %-9s %7s %11s %11s %11s %11s", "collective", "algorithm", "calls", "bytes/call",
-            "time/call", "algbw", "busbw");
+    int fit = 0, width = 15, note = 10; /* note: " +6 more" */
+    while (fit < OPS_NCOLS && width + 1 + abs(OPS_WIDTHS[fit]) + (fit + 1 < OPS_NCOLS ? note : 0) <= cols)
+        width += 1 + abs(OPS_WIDTHS[fit++]);
+    int x = vz_text(w, y, 0, cols, A_BOLD, "%-15s", "collective");
+    for (int c = 0; c < fit; c++) x += vz_text(w, y, x, cols - x, A_BOLD, " %*s", OPS_WIDTHS[c], OPS_HEADS[c]);
+    if (fit < OPS_NCOLS) vz_text(w, y, x, cols - x, vz_attr(s, VZ_PAIR_WARN), " +%d more", OPS_NCOLS - fit);
     if (m->nops == 0) {
         vz_text(w, y + 1, 0, cols, vz_attr(s, VZ_PAIR_DIM), "(no comm events in this run)");
         return 2;
@@ -199,15 +211,18 @@ static int draw_ops(WINDOW *w, const vz_model *m, int y, int rows, int cols, con
     int r = 1;
     for (int i = 0; i < m->nops && r < rows; i++, r++) {
         const vz_opstat *o = &m->ops[i];
-        char bytes[24], time[24], alg[24], bus[24];
+        char cell[OPS_NCOLS][24];
         double secs = o->seconds > 0 ? o->seconds : NAN;
-        vz_fmt_bytes(o->bytes / (double)o->calls, bytes, sizeof bytes);
-        vz_fmt_seconds(o->seconds / (double)o->calls, time, sizeof time);
-        snprintf(alg, sizeof alg, "%.2f GB/s", o->bytes / secs / 1e9);
-        snprintf(bus, sizeof bus, "%.2f GB/s", o->bus_bytes / secs / 1e9);
-        vz_text(w, y + r, 0, cols, A_NORMAL, "%-15s %-9s %7lld %11s %11s %11s %11s", o->op, o->algorithm, o->calls, bytes,
-                time, isfinite(secs) ? alg : "-", isfinite(secs) ? bus : "-");
+        snprintf(cell[0], sizeof cell[0], "%s", o->algorithm);
+        snprintf(cell[1], sizeof cell[1], "%lld", o->calls);
+        vz_fmt_bytes(o->bytes / (double)o->calls, cell[2], sizeof cell[2]);
+        vz_fmt_seconds(o->seconds / (double)o->calls, cell[3], sizeof cell[3]);
+        snprintf(cell[4], sizeof cell[4], isfinite(secs) ? "%.2f GB/s" : "-", o->bytes / secs / 1e9);
+        snprintf(cell[5], sizeof cell[5], isfinite(secs) ? "%.2f GB/s" : "-", o->bus_bytes / secs / 1e9);
+        x = vz_text(w, y + r, 0, cols, A_NORMAL, "%-15s", o->op);
+        for (int c = 0; c < fit; c++) x += vz_text(w, y + r, x, cols - x, A_NORMAL, " %*s", OPS_WIDTHS[c], cell[c]);
     }
+    if (r < rows && m->nops > r - 1) vz_text(w, y + r, 0, cols, vz_attr(s, VZ_PAIR_WARN), "+%d more collectives", m->nops - (r - 1));
     return r;
 }
 

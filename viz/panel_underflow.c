@@ -142,13 +142,24 @@ static void draw_shares(WINDOW *w, const vz_hist *h, int y, int x, int wd, int r
     }
 }
 
-/* Every layer's losses, the chosen one marked; scrolls to keep the chosen layer in view. */
+/* Every layer's losses if cast, the chosen one marked; scrolls to keep the chosen layer in view. Columns
+ * and layers that do not fit are left out and counted. */
+enum { LAYER_NCOLS = 5 };
+static const char *const LAYER_HEADS[LAYER_NCOLS] = {"fp16 zero", "fp16 sub", "bf16 zero", "e4m3 zero", "e5m2 zero"};
+
 static void draw_layer_table(WINDOW *w, const vz_model *m, const vz_view *v, int y, int x, int wd, int rows,
                              const vz_style *s) {
     if (rows < 2) return;
-    vz_text(w, y, x, wd, A_BOLD, "  %-5s %9s %9s %9s %9s %9s", "layer", "fp16 zero", "fp16 sub", "bf16 zero", "e4m3 zero",
-            "e5m2 zero");
     int nlayers = m->hist_hi - m->hist_lo + 1, shown = rows - 1;
+    int fit = 0, width = 7;
+    while (fit < LAYER_NCOLS && width + 10 + (fit + 1 < LAYER_NCOLS ? 8 : 0) <= wd) width += 10, fit++;
+    int hx = x + vz_text(w, y, x, wd, A_BOLD, "  %-5s", "layer");
+    for (int c = 0; c < fit; c++) hx += vz_text(w, y, hx, x + wd - hx, A_BOLD, " %9s", LAYER_HEADS[c]);
+    char more[48] = "";
+    int nmore = 0;
+    if (fit < LAYER_NCOLS) nmore += snprintf(more, sizeof more, " +%d cols", LAYER_NCOLS - fit);
+    if (nlayers > shown) snprintf(more + nmore, sizeof more - (size_t)nmore, " +%d rows", nlayers - shown);
+    if (more[0]) vz_text(w, y, hx, x + wd - hx, vz_attr(s, VZ_PAIR_WARN), "%s", more);
     int first = m->hist_lo;
     if (nlayers > shown) {
         first = v->layer - shown / 2;
@@ -166,10 +177,12 @@ static void draw_layer_table(WINDOW *w, const vz_model *m, const vz_view *v, int
             vz_text(w, y + r, x, wd, a, "%c %-5s (none yet)", layer == v->layer ? '>' : ' ', name);
             continue;
         }
-        vz_text(w, y + r, x, wd, a, "%c %-5s %8.2f%% %8.2f%% %8.2f%% %8.2f%% %8.2f%%", layer == v->layer ? '>' : ' ', name,
-                share(h->underflow[VZ_TARGET_FP16], h->count), share(h->subnormal[VZ_TARGET_FP16], h->count),
-                share(h->underflow[VZ_TARGET_BF16], h->count), share(h->underflow[VZ_TARGET_E4M3], h->count),
-                share(h->underflow[VZ_TARGET_E5M2], h->count));
+        const double value[LAYER_NCOLS] = {
+            share(h->underflow[VZ_TARGET_FP16], h->count), share(h->subnormal[VZ_TARGET_FP16], h->count),
+            share(h->underflow[VZ_TARGET_BF16], h->count), share(h->underflow[VZ_TARGET_E4M3], h->count),
+            share(h->underflow[VZ_TARGET_E5M2], h->count)};
+        int cx = x + vz_text(w, y + r, x, wd, a, "%c %-5s", layer == v->layer ? '>' : ' ', name);
+        for (int c = 0; c < fit; c++) cx += vz_text(w, y + r, cx, x + wd - cx, a, " %8.2f%%", value[c]);
     }
 }
 
@@ -188,10 +201,13 @@ static void draw_scale_strip(WINDOW *w, const vz_model *m, int y, int cols, cons
                 strncmp(m->precision, "fp16", 4) == 0 ? "a fixed scale" : "no loss scaling", m->skipped_steps, n);
         return;
     }
-    int x = vz_text(w, y, 0, cols, A_NORMAL, "loss scale %s .. %s; ", vz_fmt_num(m->min_scale, a, sizeof a),
-                    vz_fmt_num(m->max_scale, b, sizeof b));
+    /* the skipped count first: a narrow screen cuts the end of the line */
+    int x = vz_text(w, y, 0, cols, m->skipped_steps ? vz_attr(s, VZ_PAIR_WARN) : A_NORMAL, "skipped %lld of %zu steps; ",
+                    m->skipped_steps, n);
+    x += vz_text(w, y, x, cols - x, A_NORMAL, "loss scale %s .. %s; ", vz_fmt_num(m->min_scale, a, sizeof a),
+                 vz_fmt_num(m->max_scale, b, sizeof b));
     vz_glyph_at(w, y, x, vz_attr(s, VZ_PAIR_WARN), s, VZ_G_CROSS);
-    vz_text(w, y, x + 1, cols - x - 1, A_NORMAL, " = skipped step (%lld)", m->skipped_steps);
+    vz_text(w, y, x + 1, cols - x - 1, A_NORMAL, " = skipped step");
     int width = cols - LABEL_COLS;
     if (width < 1) return;
     double lo = log2(m->min_scale), hi = log2(m->max_scale);

@@ -84,6 +84,18 @@ check_output "snapshot: --width 1 is refused, not drawn as a too-small screen" 2
 check_output "snapshot: the minimum size itself is drawn" 0 "step 100/100" snap "$poetry" --width 72 --height 20
 check_output "snapshot: --width and --height size the frame" 0 "^.{130}" snap "$poetry" --width 140 --height 40 --panel underflow
 
+# 80x24 leaves things out, and says so: ranks, table columns, layers.
+mkdir -p "$work/six"
+for r in 0 1 2 3 4 5; do cp "viz/samples/ddp-2/events.rank$((r % 2)).jsonl" "$work/six/events.rank$r.jsonl"; done
+check_output "snapshot 80x24: the timeline counts the ranks it leaves out" 0 "^\+1 more rank \(up/down\)" \
+  snap "$work/six" --panel comm --width 80 --height 24
+check_output "snapshot 80x24: the comm table counts the columns it leaves out (busbw)" 0 "^collective .*algbw \+1 more" \
+  snap "$work/six" --panel comm --width 80 --height 24
+check_output "snapshot 80x24: the memory bars count the ranks they leave out" 0 "\+3 more ranks \(up/down\)" \
+  snap "$work/six" --panel memory --width 80 --height 24
+check_output "snapshot 80x24: the layer table counts the columns it leaves out (e4m3, e5m2)" 0 "layer fp16 zero  fp16 sub \+3 cols" \
+  snap "$work/six" --panel underflow --width 80 --height 24
+
 # A crafted run: malformed lines, an unknown kind, a newer schema, a truncated last line: shown, not fatal.
 mkdir -p "$work/odd"
 head -n 40 "$ev" >"$work/odd/events.rank0.jsonl"
