@@ -211,7 +211,8 @@ static int interactive(const viz_options *o) {
     vz_source src;
     vz_model m;
     vz_replay rp;
-    vz_open_run(&src, "viz", o->dir);
+    if (o->replay) vz_open_run(&src, "viz", o->dir);
+    else vz_open_run_waiting(&src, "viz", o->dir); /* the demo starts us before the trainer writes */
     vz_model_init(&m);
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         MP_FAIL_HINT("a terminal on stdin and stdout", "for text output use mixpar viz --snapshot RUN_DIR",
@@ -269,7 +270,10 @@ static int interactive(const viz_options *o) {
         double t = now_s();
         if (!v.paused) {
             if (o->replay) {
-                clock += (t - last) * o->speed;
+                /* Wall time between two frames, but never more than a few frames' worth: a process stopped
+                 * (Ctrl-Z) or a machine suspended resumes where it was, not minutes later. */
+                double frame = t - last, most = 4 * o->refresh_ms / 1000.0 + 0.1;
+                clock += (frame < most ? frame : most) * o->speed;
                 vz_replay_until(&rp, clock, vz_model_apply, &m);
                 if (vz_replay_done(&rp)) snprintf(v.notice, sizeof v.notice, "replay finished");
             } else if (vz_source_poll(&src, vz_model_apply, &m) == VZ_SOURCE_RESET) {
@@ -285,6 +289,12 @@ static int interactive(const viz_options *o) {
         }
         last = t;
         vz_view_clamp(&v, &m);
+        if (!o->replay) {
+            if (m.events == 0 && src.events == 0)
+                snprintf(v.notice, sizeof v.notice, "waiting for %s to start (no events.rank0.jsonl yet)...", o->dir);
+            else if (strncmp(v.notice, "waiting for ", 12) == 0)
+                v.notice[0] = '\0';
+        }
         vz_draw_screen(stdscr, &m, &src, &v, &style);
         wnoutrefresh(stdscr);
         doupdate();

@@ -207,6 +207,10 @@ void vz_draw_screen(WINDOW *w, const vz_model *m, const vz_source *src, const vz
     WINDOW *body = derwin(w, rows - 2, cols, 1, 0);
     if (body) {
         PANELS[v->panel](body, m, v, s);
+        if (m->events == 0 && strncmp(v->notice, "waiting for ", 12) == 0) { /* live, before the trainer writes */
+            int len = (int)strlen(v->notice), y = (rows - 2) / 2, x = (cols - len) / 2;
+            vz_text(body, y, x > 0 ? x : 0, cols, A_BOLD | vz_attr(s, VZ_PAIR_ACCENT), "%s", v->notice);
+        }
         delwin(body);
     }
     draw_status(w, m, src, v, rows - 1, cols, s);

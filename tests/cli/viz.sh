@@ -160,6 +160,41 @@ for bad in "--layer 99:--layer 99: .* has gradient histograms for layers -1 \\(e
   check "tmux: live ${bad%%:*}: exit code 2" wait_for "viz exited with 2"
 done
 
+# The live view started before the trainer: it waits for the first event file, then follows it.
+mkdir -p "$work/later"
+tmux_ kill-session -t viz 2>/dev/null
+tmux_ new-session -d -x 100 -y 30 -s viz "'$MIXPAR' viz --refresh 50 '$work/later'; echo \"viz exited with \$?\"; sleep 60"
+check "tmux: live view of a run directory with no event file yet waits for it" wait_for "waiting for .*later to start"
+cp "$ev" "$work/later/events.rank0.jsonl"
+check "tmux: and shows the run once its events appear (step $step)" wait_for "step $step/100  loss $loss"
+check "tmux: the waiting note is gone" wait_gone "waiting for"
+tmux_ send-keys -t viz q
+check "tmux: q quits the waiting view cleanly" wait_for "viz exited with 0"
+
+# make demo: q closes the visualizer, the training goes on; Ctrl-C then stops the training too.
+sed -e 's/"steps": 600/"steps": 3000/' -e "s|\"seed\": 1,|\"seed\": 1, \"run_dir\": \"$work/demo\",|" \
+  configs/synthetic-addition.json >"$work/demo.json"
+trainer_running() { ps -eo args | grep -v grep | grep -q -- "train --config $work/demo.json"; }
+tmux_ kill-session -t viz 2>/dev/null
+tmux_ new-session -d -x 100 -y 30 -s viz "bash viz/demo.sh '$work/demo.json' '$work/demo'; echo \"demo exited with \$?\"; sleep 60"
+wait_long() { # wait_long PATTERN: up to 60 s (scaled): the demo's trainer may build the dataset first
+  for _ in $(seq "$(scaled 600)"); do screen_ | grep -Eq -- "$1" && return 0; sleep 0.1; done
+  screen_ | sed 's/^/    | /' >&2; return 1
+}
+check "tmux demo: the visualizer opens on the training's events" wait_long "step [0-9]+/3000"
+tmux_ send-keys -t viz q
+check "tmux demo: after q the training goes on (its log is shown)" wait_for "visualizer closed; the training goes on"
+check "tmux demo: the trainer is still running" trainer_running
+tmux_ send-keys -t viz C-c
+check "tmux demo: Ctrl-C after q stops the demo" wait_for "demo stopped \(training stopped\)"
+trainer_gone() { for _ in $(seq "$(scaled 100)"); do trainer_running || return 0; sleep 0.1; done; return 1; }
+check "tmux demo: and the training with it" trainer_gone
+tmux_ kill-session -t viz 2>/dev/null
+# should the demo have failed to stop it, do not leave a trainer running on the machine
+for pid in $(ps -eo pid=,args= | awk -v c="train --config $work/demo.json" 'index($0, c) && !/awk/ { print $1 }'); do
+  kill -TERM "$pid" 2>/dev/null
+done
+
 # ---------------------------------------------------------------- plot and trace
 check_output "plot: figures of the poetry sample" 0 "5 figures written, 1 skipped" "$MIXPAR" plot "$poetry" --out "$work/plots"
 for fig in loss loss_scale underflow memory timeline; do
