@@ -62,6 +62,16 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
     if (world > m->world) m->world = world < VZ_MAX_RANKS ? world : VZ_MAX_RANKS;
     m->params = vz_json_num(ev, "params", m->params);
     m->resumed_at = vz_json_int(ev, "resumed_at", 0);
+    const cJSON *dp = cJSON_GetObjectItemCaseSensitive(ev, "data_parallel");
+    if (m->world <= 1) copy_str(m->strategy, sizeof m->strategy, "single rank");
+    else if (!cJSON_IsObject(dp)) copy_str(m->strategy, sizeof m->strategy, "data parallel");
+    else {
+        long long stage = vz_json_int(dp, "zero_stage", 0);
+        const char *fsdp = vz_json_str(dp, "fsdp", NULL);
+        if (fsdp) snprintf(m->strategy, sizeof m->strategy, "FSDP %s", fsdp);
+        else if (stage > 0) snprintf(m->strategy, sizeof m->strategy, "ZeRO-%lld", stage);
+        else copy_str(m->strategy, sizeof m->strategy, "DDP");
+    }
     const cJSON *plan = cJSON_GetObjectItemCaseSensitive(ev, "plan");
     if (cJSON_IsObject(plan)) {
         m->have_plan = true;
@@ -358,6 +368,18 @@ const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t 
     if (layer < 0) snprintf(buf, n, "embeddings");
     else if (m->layers > 0 && layer >= m->layers) snprintf(buf, n, "head");
     else snprintf(buf, n, "block %d", layer);
+    return buf;
+}
+
+const char *vz_model_run_label(const vz_model *m, const char *run_dir, char *buf, size_t n) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", run_dir ? run_dir : "");
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') dir[--len] = '\0';
+    const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    int world = vz_model_world(m);
+    if (world <= 1) snprintf(buf, n, "%s (%s, %s, 1 rank)", base, m->name, m->precision);
+    else snprintf(buf, n, "%s (%s, %s, %d ranks, %s)", base, m->name, m->precision, world, m->strategy);
     return buf;
 }
 

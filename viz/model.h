@@ -115,6 +115,7 @@ typedef struct {
     bool have_run;
     char name[128];
     char precision[8];         /* "fp32", "fp16" or "bf16", from the config */
+    char strategy[40];         /* "single rank", "DDP", "ZeRO-1", "ZeRO-3", "FSDP full_shard", from data_parallel */
     int world, layers;
     double params;
     long long resumed_at, total_steps;
@@ -172,6 +173,8 @@ size_t vz_model_nroundings(const vz_model *m);
 double vz_share_pct(double part, double whole);
 /* "embeddings", "block 3", "head" (the head is layer L when the run header says L layers). */
 const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t n);
+/* "ddp-2 (fp32, 2 ranks, DDP)": what a figure's title names: the run directory, recipe, world and strategy. */
+const char *vz_model_run_label(const vz_model *m, const char *run_dir, char *buf, size_t n);
 /* Bus bandwidth factor of a collective over n ranks (see vz_opstat). */
 double vz_busbw_factor(const char *op, int ranks);
 /* Ranks with any events or a file. */

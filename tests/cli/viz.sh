@@ -204,7 +204,15 @@ done
 check_output "plot: the comm figure of a single-rank run is skipped with a note" 0 "skipped comm_bandwidth: no comm events" \
   "$MIXPAR" plot "$poetry" --out "$work/plots"
 check "plot: loss.dat holds one line per step" bash -c "[ \$(grep -vc '^#' '$work/plots/loss.dat') -eq \$(grep -c '\"kind\":\"step\"' '$ev') ]"
-check_output "plot: --term draws with gnuplot's dumb terminal" 0 "tiny-poetry: loss" "$MIXPAR" plot "$poetry" --out "$work/dumb" --term
+check_output "plot: --term draws with gnuplot's dumb terminal; titles name the run directory, recipe and world" 0 \
+  "tiny-poetry \\(tiny-poetry, fp32, 1 rank\\): loss" "$MIXPAR" plot "$poetry" --out "$work/dumb" --term
+"$MIXPAR" plot viz/samples/ddp-2 --out "$work/ddp-plots" >/dev/null 2>&1
+check_output "plot: a DDP run's titles name its world size and strategy" 0 "set title 'ddp-2 \\(synthetic-addition, fp32, 2 ranks, DDP\\): loss'" \
+  cat "$work/ddp-plots/loss.gp"
+check_output "plot: the loss scale is on a log2 axis labelled 2^k" 0 "set format y '2\\^%L'" cat "$work/ddp-plots/loss_scale.gp"
+check_output "plot: bandwidth ticks carry SI prefixes, never 0.0000001" 0 "set format y '%.0s %cB/s'" cat "$work/ddp-plots/comm_bandwidth.gp"
+check_output "plot: the timeline key names data and the loss allreduce, under the plot" 0 \
+  "set key outside right.*loss allreduce.*data wait" bash -c "tr '\\n' ' ' <'$work/ddp-plots/timeline.gp'"
 check_output "plot: make plots RUN=... runs it" 0 "figures written" make -s plots RUN="$addition" OUT="$work/mkplots"
 
 check_output "trace: the poetry sample exports" 0 "300 spans, 0 comm calls" "$MIXPAR" trace "$poetry" -o "$work/trace.json"
