@@ -215,14 +215,15 @@ static void draw_scale_strip(WINDOW *w, const vz_model *m, int y, int cols, cons
     for (int col = 0; col < width; col++) {
         size_t i0 = (size_t)col * n / (size_t)width, i1 = (size_t)(col + 1) * n / (size_t)width;
         if (i1 <= i0) continue;
-        bool skipped = false;
+        size_t skipped = 0;
         double scale = INFINITY;
         for (size_t i = i0; i < i1; i++) {
             const vz_step *st = vz_model_step(m, i);
-            skipped |= st->skipped;
+            skipped += st->skipped;
             if (st->scale < scale) scale = st->scale;
         }
-        if (skipped) {
+        /* a long run's column holds many steps: one skip in a thousand does not hide its scale */
+        if (skipped * 100 >= i1 - i0) {
             vz_glyph_at(w, y + 1, LABEL_COLS + col, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, s, VZ_G_CROSS);
             continue;
         }
@@ -285,15 +286,16 @@ static void draw_heat_map(WINDOW *w, const vz_model *m, const vz_view *v, int y,
     /* the title, then what was left out, then the legend where it fits (left of "run total") */
     int right = cols - HEAT_RIGHT;
     const char *fmt = m->round_compute[0] ? m->round_compute : m->precision;
+    enum { LEGEND = 25 }; /* "░>0 ▒1%+ ▓5%+ █20%+ ·none" */
+    int more = nlayers > nshow ? 28 : 0;
     char title[128];
     snprintf(title, sizeof title, "was flushed in backward (%s rounding events, steps %lld..%lld): ", fmt, ax.x0, x1);
-    if ((int)strlen(title) + (nlayers > nshow ? 28 : 0) > right)
+    if ((int)strlen(title) + more + LEGEND > right)
         snprintf(title, sizeof title, "was flushed (%s, steps %lld..%lld): ", fmt, ax.x0, x1);
     int x = vz_text(w, y, 0, right, A_BOLD, "%s", title);
-    if (nlayers > nshow)
-        x += vz_text(w, y, x, right - x, vz_attr(s, VZ_PAIR_WARN), "+%d more layers (up/down) ", nlayers - nshow);
-    static const char *const HEAT_LABELS[] = {">0 ", ">=1%% ", ">=5%% ", ">=20%% "};
-    if (right - x >= 30) {
+    if (more) x += vz_text(w, y, x, right - x, vz_attr(s, VZ_PAIR_WARN), "+%d more layers (up/down) ", nlayers - nshow);
+    static const char *const HEAT_LABELS[] = {">0 ", "1%%+ ", "5%%+ ", "20%%+ "};
+    if (right - x >= LEGEND) {
         for (int k = 0; k < 4; k++) {
             heat_cell(w, y, x, k == 0 ? 0.5 : HEAT_EDGES[k], s);
             x += 1 + vz_text(w, y, x + 1, right - x - 1, A_NORMAL, HEAT_LABELS[k]);
@@ -339,13 +341,15 @@ static void draw_heat_map(WINDOW *w, const vz_model *m, const vz_view *v, int y,
     for (size_t i = 0, c = 0; i < nsteps; i = c) {
         const vz_step *st = vz_model_step(m, i);
         int col = axis_col(&ax, st->step);
-        bool skipped = false;
+        size_t skipped = 0;
         double scale = INFINITY;
         for (c = i; c < nsteps && axis_col(&ax, vz_model_step(m, c)->step) == col; c++) {
-            skipped |= vz_model_step(m, c)->skipped;
+            skipped += vz_model_step(m, c)->skipped;
             if (vz_model_step(m, c)->scale < scale) scale = vz_model_step(m, c)->scale;
         }
-        if (skipped) vz_glyph_at(w, yk, LABEL_COLS + col, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, s, VZ_G_CROSS);
+        /* x: 1% or more of the column's steps skipped; a dot: fewer (a long run's rare skips) */
+        if (skipped * 100 >= c - i) vz_glyph_at(w, yk, LABEL_COLS + col, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, s, VZ_G_CROSS);
+        else if (skipped) vz_glyph_at(w, yk, LABEL_COLS + col, vz_attr(s, VZ_PAIR_WARN), s, VZ_G_DOT);
         int level = hi > lo && scale > 0 ? 1 + (int)lround((log2(scale) - lo) / (hi - lo) * 7) : 4;
         vz_bar_cell(w, ys, LABEL_COLS + col, vz_attr(s, VZ_PAIR_LR), s, level);
     }

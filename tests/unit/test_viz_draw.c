@@ -461,3 +461,49 @@ Test(viz_draw, zero3_ring_view_shows_its_reduce_scatter_or_allgather_not_the_los
     delwin(w);
     vz_virtual_screen_end(sp);
 }
+
+Test(viz_draw, rare_skips_in_a_long_run_do_not_mark_every_column) {
+    SCREEN *sp = screen(30, 100);
+    vz_model m;
+    vz_model_init(&m);
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"long\",\"world\":1,\"precision\":{\"recipe\":\"fp16\"},"
+                "\"config\":{\"model\":{\"layers\":1},\"train\":{\"steps\":20000}}}");
+    for (int s = 1; s <= 20000; s++) { /* one skip per 997 steps, the scale halving then growing back */
+        char buf[256];
+        bool skip = s % 997 == 0;
+        snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"step\",\"rank\":0,\"t\":%d,\"step\":%d,\"loss\":1,\"lr\":0.001,"
+                                  "\"scale\":%d,\"skipped\":%s,\"grad_norm\":1,\"tokens_per_s\":1}", s, s, s % 997 < 500 ? 32768 : 65536,
+                 skip ? "true" : "false");
+        apply(&m, 0, buf);
+        if (s % 100 == 0) {
+            snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"rounding\",\"rank\":0,\"t\":%d,\"step\":%d,\"layer\":0,\"compute\":\"fp16\","
+                                      "\"grads\":{\"values\":1000,\"nonzero\":1000,\"flushed\":%d,\"overflowed\":0}}", s, s, s < 10000 ? 30 : 0);
+            apply(&m, 0, buf);
+        }
+    }
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_UNDERFLOW;
+    vz_view_clamp(&v, &m);
+    WINDOW *w = newwin(28, 100, 0, 0);
+    vz_panel_underflow(w, &m, &v, &UNICODE);
+    char *text = vz_window_text(w);
+    /* rows from the bottom: skip (27), scale (26), b0 (25) */
+    int crosses = 0, dots = 0, bars = 0, flushed = 0, none = 0;
+    for (int x = 7; x < 90; x++) {
+        crosses += cell(w, 27, x) == L'\x00d7';
+        dots += cell(w, 27, x) == L'\x00b7';
+        bars += cell(w, 26, x) != L' ';
+        flushed += cell(w, 25, x) == L'\x2592'; /* 3% flushed: >= 1% */
+        none += cell(w, 25, x) == L'\x00b7';
+    }
+    cr_expect_eq(crosses, 0, "20 skips in 20000 steps mark no column with x:\n%s", text);
+    cr_expect_gt(dots, 10, "but each shows as a dot: %d\n%s", dots, text);
+    cr_expect_eq(bars, 83, "the scale row is drawn in every column: %d\n%s", bars, text);
+    cr_expect(flushed > 35 && none > 35, "the first half flushed 3%%, the second none: %d, %d\n%s", flushed, none, text);
+    cr_expect(strstr(text, "1.4850%") != NULL, "b0's run total: 99 events x 30 of 200 x 1000 = 1.485%%:\n%s", text);
+    free(text);
+    vz_model_free(&m);
+    delwin(w);
+    vz_virtual_screen_end(sp);
+}
