@@ -61,6 +61,9 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
     int world = (int)vz_json_int(ev, "world", 1);
     if (world > m->world) m->world = world < VZ_MAX_RANKS ? world : VZ_MAX_RANKS;
     m->params = vz_json_num(ev, "params", m->params);
+    double wall = vz_json_num(ev, "wall", NAN);
+    m->ranks[rank].have_wall = isfinite(wall) && wall > 0;
+    m->ranks[rank].wall = m->ranks[rank].have_wall ? wall : 0;
     m->resumed_at = vz_json_int(ev, "resumed_at", 0);
     const cJSON *dp = cJSON_GetObjectItemCaseSensitive(ev, "data_parallel");
     if (m->world <= 1) copy_str(m->strategy, sizeof m->strategy, "single rank");
@@ -385,13 +388,23 @@ const char *vz_model_run_label(const vz_model *m, const char *run_dir, char *buf
 
 int vz_model_world(const vz_model *m) { return m->world > m->nranks ? m->world : m->nranks; }
 
+static bool walls(const vz_model *m, int rank) { return m->ranks[0].have_wall && m->ranks[rank].have_wall; }
+static bool collectives(const vz_model *m, int rank) { return m->ranks[0].synced && m->ranks[rank].synced; }
+
 double vz_model_clock_offset(const vz_model *m, int rank) {
-    if (rank <= 0 || rank >= VZ_MAX_RANKS || !m->ranks[0].synced || !m->ranks[rank].synced) return 0;
-    return m->ranks[0].first_collective_end - m->ranks[rank].first_collective_end;
+    if (rank <= 0 || rank >= VZ_MAX_RANKS) return 0;
+    if (walls(m, rank)) return m->ranks[rank].wall - m->ranks[0].wall;
+    if (collectives(m, rank)) return m->ranks[0].first_collective_end - m->ranks[rank].first_collective_end;
+    return 0;
 }
 
-bool vz_model_clocks_aligned(const vz_model *m) {
-    for (int r = 1; r < m->nranks; r++)
-        if (m->ranks[0].synced && m->ranks[r].synced) return true;
-    return false;
+bool vz_model_clocks_aligned(const vz_model *m) { return vz_model_clock_alignment(m)[0] != '\0'; }
+
+const char *vz_model_clock_alignment(const vz_model *m) {
+    bool any_wall = false, any_collective = false;
+    for (int r = 1; r < m->nranks; r++) {
+        if (walls(m, r)) any_wall = true;
+        else if (collectives(m, r)) any_collective = true;
+    }
+    return any_wall && !any_collective ? "by wall clock" : any_collective ? "at the first collective" : "";
 }

@@ -106,6 +106,8 @@ typedef struct {
     vz_ring spans;             /* vz_span */
     vz_ring comms;             /* vz_comm */
     vz_mem mem;
+    bool have_wall;            /* the run header gave `wall`: Unix time when this rank's clock t was 0 */
+    double wall;
     bool synced;               /* first_collective_end is known */
     double first_collective_end; /* t1 of this rank's first collective call, on its own clock */
 } vz_rank;
@@ -180,11 +182,15 @@ double vz_busbw_factor(const char *op, int ranks);
 /* Ranks with any events or a file. */
 int vz_model_world(const vz_model *m);
 /* Seconds to add to a rank's times to put them on rank 0's clock. Each rank's clock starts when its
- * process does, so ranks launched together still differ by their start-up skew. Every rank calls the same
- * collectives in the same order, and a collective ends at nearly the same moment on all of them, so the
- * end of each rank's first collective is taken as one instant. 0 until both ranks have made one. */
+ * process does, so ranks launched together still differ by their start-up skew (12-175 ms measured). When
+ * both run headers carry `wall` (the Unix time of t = 0), the difference of the two is the offset. Older
+ * runs fall back on collectives: every rank calls the same ones in the same order, and a collective ends
+ * at nearly the same moment on all of them, so the end of each rank's first collective is taken as one
+ * instant. 0 when neither is known. */
 double vz_model_clock_offset(const vz_model *m, int rank);
-/* Whether vz_model_clock_offset aligns anything (two or more ranks with a collective). */
+/* Whether vz_model_clock_offset aligns anything (two or more ranks with walls or a collective). */
 bool vz_model_clocks_aligned(const vz_model *m);
+/* How: "by wall clock", "at the first collective", or "" when not aligned. */
+const char *vz_model_clock_alignment(const vz_model *m);
 
 #endif

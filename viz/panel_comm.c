@@ -117,8 +117,9 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
     time_window(m, v, &t0, &t1);
     int width = cols - LABEL_COLS - 1;
     char a[32], b[32];
-    vz_text(w, y, 0, cols, A_BOLD, "timeline: %s per rank%s   +/- zoom, left/right scroll", vz_fmt_seconds(t1 - t0, a, sizeof a),
-            vz_model_clocks_aligned(m) ? ", clocks aligned at the first collective" : "");
+    const char *how = vz_model_clock_alignment(m);
+    vz_text(w, y, 0, cols, A_BOLD, "timeline: %s per rank%s%s   +/- zoom, left/right scroll", vz_fmt_seconds(t1 - t0, a, sizeof a),
+            how[0] ? ", clocks aligned " : "", how);
     int world = vz_model_world(m);
     if (world < 1) world = 1;
     int lanes = (rows - 3) / 2; /* ranks that fit: two rows each */

@@ -277,7 +277,7 @@ static void timeline_figure(plot_ctx *p, const vz_model *m) {
            "keyentry with boxes lc 2 title 'backward', keyentry with boxes lc 3 title 'optimizer', "
            "keyentry with boxes lc 5 title 'grad bucket (even)', keyentry with boxes lc 6 title 'grad bucket (odd)'\n",
            p->label, last_step - 2 > 0 ? last_step - 2 : 0, last_step,
-           vz_model_clocks_aligned(m) ? " (rank clocks aligned on the first collective)" : " on each rank''s clock", ytics,
+           vz_model_clocks_aligned(m) ? (strcmp(vz_model_clock_alignment(m), "by wall clock") == 0 ? " (rank clocks aligned by wall clock)" : " (rank clocks aligned on the first collective)") : " on each rank''s clock", ytics,
            world - 1 + 0.8);
 }
 

@@ -14,8 +14,10 @@ static const char USAGE[] =
     "\n"
     "Writes the run's events as a Chrome trace: each rank is a process with a compute thread (forward,\n"
     "backward, optimizer spans) and a comm thread (one slice per collective call, with its bytes, algorithm\n"
-    "and bus bandwidth), plus counters for loss, validation loss, tokens/s and memory by tag. Times are\n"
-    "each rank's own clock (seconds since the rank started) in microseconds. Open the file at\n"
+    "and bus bandwidth), plus counters for loss, validation loss, tokens/s and memory by tag. Times are in\n"
+    "microseconds; when the run headers carry `wall` (the Unix time each rank's clock started), every rank\n"
+    "is put on one clock, so a collective lines up across ranks; older runs keep each rank's own clock.\n"
+    "Open the file at\n"
     "https://ui.perfetto.dev (Open trace file) or in chrome://tracing.\n"
     "\n"
     "options:\n"
@@ -30,6 +32,7 @@ typedef struct {
     bool rank_named[VZ_MAX_RANKS];
     double base[VZ_MAX_RANKS], last_raw[VZ_MAX_RANKS], last[VZ_MAX_RANKS]; /* per-rank clock made monotonic */
     double mem_scale;
+    double wall_ref;          /* the earliest run header's wall over ranks; NAN: ranks keep their own clocks */
 } trace_ctx;
 
 /* Writes one trace event (and frees it). */
@@ -106,6 +109,13 @@ static void on_event(void *ctx, int rank, const cJSON *e) {
     name_rank(c, rank);
     double t = rank_time(c, rank, vz_json_num(e, "t", c->last_raw[rank]));
     const char *kind = vz_json_str(e, "kind", "");
+    double wall = vz_json_num(e, "wall", NAN);
+    if (strcmp(kind, "run") == 0 && isfinite(c->wall_ref) && isfinite(wall)) {
+        /* this rank's clock (restarted by a resume, too) put on the common one */
+        c->base[rank] = wall - c->wall_ref;
+        c->last[rank] = c->base[rank] + c->last_raw[rank];
+        t = c->last[rank];
+    }
     if (strcmp(kind, "span") == 0) {
         double t0 = vz_json_num(e, "t0", NAN), t1 = vz_json_num(e, "t1", NAN);
         if (!isfinite(t0) || !isfinite(t1)) return;
@@ -158,6 +168,31 @@ static void on_event(void *ctx, int rank, const cJSON *e) {
     }
 }
 
+/* The wall of the first line (a run header) of each rank's file: the earliest is time 0 of the trace. NAN
+ * when any rank's header has none (a run written before `wall`): then every rank keeps its own clock. */
+static double earliest_wall(const vz_source *src) {
+    double ref = NAN;
+    for (int r = 0; r < src->nranks; r++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/events.rank%d.jsonl", src->dir, r);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        char *line = NULL;
+        size_t cap = 0;
+        double wall = NAN;
+        if (getline(&line, &cap, f) > 0) {
+            cJSON *o = cJSON_Parse(line);
+            if (o && strcmp(vz_json_str(o, "kind", ""), "run") == 0) wall = vz_json_num(o, "wall", NAN);
+            cJSON_Delete(o);
+        }
+        free(line);
+        fclose(f);
+        if (!isfinite(wall)) return NAN;
+        if (!isfinite(ref) || wall < ref) ref = wall;
+    }
+    return ref;
+}
+
 static void reset_trace(void *ctx) {
     (void)ctx;
     MP_FAIL("event files that do not change while mixpar trace reads them", "a file was replaced mid-read; run it again");
@@ -188,12 +223,14 @@ int vz_cmd_trace(int argc, char **argv) {
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     trace_ctx c = {0};
+    c.wall_ref = earliest_wall(&src);
     c.out = fopen(tmp, "w");
     if (!c.out) MP_FAIL("a writable path for the trace (-o FILE)", "mixpar trace: cannot write %s: %s", tmp, strerror(errno));
     fprintf(c.out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"mixpar trace\",\"run_dir\":");
     cJSON *dir_json = cJSON_CreateString(dir);
     char *quoted = cJSON_PrintUnformatted(dir_json); /* the path, escaped for JSON */
-    fprintf(c.out, "%s},\"traceEvents\":[", quoted ? quoted : "\"\"");
+    fprintf(c.out, "%s,\"clocks\":\"%s\"},\"traceEvents\":[", quoted ? quoted : "\"\"",
+            isfinite(c.wall_ref) ? "aligned by wall clock" : "each rank's own");
     free(quoted);
     cJSON_Delete(dir_json);
     vz_read_run(&src, on_event, &c, reset_trace);

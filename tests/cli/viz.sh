@@ -217,6 +217,15 @@ check_output "plot: make plots RUN=... runs it" 0 "figures written" make -s plot
 
 check_output "trace: the poetry sample exports" 0 "300 spans, 0 comm calls" "$MIXPAR" trace "$poetry" -o "$work/trace.json"
 check "trace: the file is a JSON object with traceEvents" bash -c "head -c 40 '$work/trace.json' | grep -q '^{\"displayTimeUnit\":\"ms\"' && tail -c 4 '$work/trace.json' | grep -q ']}'"
+"$MIXPAR" trace viz/samples/ddp-2 -o "$work/ddp-trace.json" >/dev/null
+check_output "trace: a run with wall clocks in its headers puts every rank on one clock" 0 '"clocks":"aligned by wall clock"' \
+  head -c 300 "$work/ddp-trace.json"
+# the first gradient allreduce ends at one instant on both ranks: 7 us apart aligned, 768 us on the ranks' own clocks
+first_end() { grep '"cat":"comm"' "$work/ddp-trace.json" | grep -m1 "\"pid\":$1," | sed -E 's/.*"ts":([0-9.e+-]+),"dur":([0-9.e+-]+).*/\1 \2/' |
+  awk '{ printf "%.3f", $1 + $2 }'; }
+check "trace: rank 0's and rank 1's first collective end within 100 us ($(first_end 0) vs $(first_end 1) us)" \
+  awk -v a="$(first_end 0)" -v b="$(first_end 1)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && b > 0 && d < 100) }'
+check_output "snapshot: the comm panel aligns the ranks by wall clock" 0 "clocks aligned by wall clock" snap viz/samples/ddp-2 --panel comm
 
 # ---------------------------------------------------------------- bad input: a message and exit 2
 mkdir -p "$work/empty" "$work/bad"

@@ -270,3 +270,23 @@ Test(viz_model, rounding_events_keep_per_layer_step_counts_and_run_totals) {
     cr_expect(r->step == 20 && r->layer == 0 && r->flushed == 20);
     vz_model_free(&m);
 }
+
+Test(viz_model, rank_clocks_align_by_the_run_headers_wall_clock) {
+    vz_model m;
+    vz_model_init(&m);
+    /* rank 1 started 0.15 s after rank 0; its first collective would say 0.6 s (a slow first call): wall wins */
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"w\",\"world\":2,\"wall\":1700000000.25}");
+    apply(&m, 1, "{\"v\":1,\"kind\":\"run\",\"rank\":1,\"t\":0,\"name\":\"w\",\"world\":2,\"wall\":1700000000.40}");
+    apply(&m, 0, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":1.0,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":8,"
+                 "\"peer\":-1,\"t0\":0.9,\"t1\":1.0}");
+    apply(&m, 1, "{\"v\":1,\"kind\":\"comm\",\"rank\":1,\"t\":0.4,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":8,"
+                 "\"peer\":-1,\"t0\":0.3,\"t1\":0.4}");
+    cr_expect(vz_model_clocks_aligned(&m));
+    cr_expect_str_eq(vz_model_clock_alignment(&m), "by wall clock");
+    cr_expect_float_eq(vz_model_clock_offset(&m, 1), 0.15, 1e-6, "rank 1's t + 0.15 s is rank 0's clock: %g",
+                       vz_model_clock_offset(&m, 1));
+    /* a header without wall (an older run) falls back on the first collective */
+    apply(&m, 1, "{\"v\":1,\"kind\":\"run\",\"rank\":1,\"t\":0,\"name\":\"w\",\"world\":2,\"resumed_at\":0}");
+    cr_expect_str_eq(vz_model_clock_alignment(&m), "");
+    vz_model_free(&m);
+}
