@@ -16,7 +16,8 @@ static const char USAGE[] =
     "backward, optimizer spans) and a comm thread (one slice per collective call, with its bytes, algorithm\n"
     "and bus bandwidth), plus counters for loss, validation loss, tokens/s and memory by tag. Times are in\n"
     "microseconds; when the run headers carry `wall` (the Unix time each rank's clock started), every rank\n"
-    "is put on one clock, so a collective lines up across ranks; older runs keep each rank's own clock.\n"
+    "is put on one clock, so a collective lines up across ranks, and flow arrows join each collective\n"
+    "call across the ranks; older runs keep each rank's own clock.\n"
     "Open the file at\n"
     "https://ui.perfetto.dev (Open trace file) or in chrome://tracing.\n"
     "\n"
@@ -33,6 +34,8 @@ typedef struct {
     double base[VZ_MAX_RANKS], last_raw[VZ_MAX_RANKS], last[VZ_MAX_RANKS]; /* per-rank clock made monotonic */
     double mem_scale;
     double wall_ref;          /* the earliest run header's wall over ranks; NAN: ranks keep their own clocks */
+    int world;                /* rank files */
+    long long collectives[VZ_MAX_RANKS]; /* whole-world collectives seen per rank: the k-th is one call on all */
 } trace_ctx;
 
 /* Writes one trace event (and frees it). */
@@ -139,6 +142,17 @@ static void on_event(void *ctx, int rank, const cJSON *e) {
         if (t1 > t0) cJSON_AddNumberToObject(args, "busbw_GBps", bytes * vz_busbw_factor(op, ranks) / (t1 - t0) / 1e9);
         slice(c, rank, TID_COMM, op, "comm", t0, t1, args);
         c->comms++;
+        /* A flow arrow joins the k-th collective of every rank, rank 0 -> 1 -> ... (only with the clocks on
+         * one time line, and only for calls over the whole world: every rank makes those in the same order) */
+        if (isfinite(c->wall_ref) && vz_json_int(e, "peer", -1) < 0 && ranks == c->world && c->world > 1) {
+            long long k = c->collectives[rank]++;
+            cJSON *flow = base_event(op, rank == 0 ? "s" : rank == c->world - 1 ? "f" : "t", rank, TID_COMM);
+            cJSON_AddStringToObject(flow, "cat", "collective");
+            cJSON_AddNumberToObject(flow, "id", (double)k);
+            cJSON_AddNumberToObject(flow, "ts", (c->base[rank] + (t0 + t1) / 2) * 1e6);
+            if (rank == c->world - 1) cJSON_AddStringToObject(flow, "bp", "e");
+            emit(c, flow);
+        }
     } else if (strcmp(kind, "step") == 0) {
         counter(c, rank, "loss", t, "loss", vz_json_num(e, "loss", NAN));
         counter(c, rank, "tokens/s", t, "tokens/s", vz_json_num(e, "tokens_per_s", NAN));
@@ -224,6 +238,7 @@ int vz_cmd_trace(int argc, char **argv) {
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     trace_ctx c = {0};
     c.wall_ref = earliest_wall(&src);
+    c.world = src.nranks;
     c.out = fopen(tmp, "w");
     if (!c.out) MP_FAIL("a writable path for the trace (-o FILE)", "mixpar trace: cannot write %s: %s", tmp, strerror(errno));
     fprintf(c.out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"mixpar trace\",\"run_dir\":");

@@ -225,6 +225,9 @@ first_end() { grep '"cat":"comm"' "$work/ddp-trace.json" | grep -m1 "\"pid\":$1,
   awk '{ printf "%.3f", $1 + $2 }'; }
 check "trace: rank 0's and rank 1's first collective end within 100 us ($(first_end 0) vs $(first_end 1) us)" \
   awk -v a="$(first_end 0)" -v b="$(first_end 1)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && b > 0 && d < 100) }'
+calls=$(grep -c '"kind":"comm"' viz/samples/ddp-2/events.rank0.jsonl)
+check "trace: a flow arrow joins each of the $calls collectives from rank 0 to rank 1" bash -c \
+  "[ \$(grep -c '\"ph\":\"s\",\"pid\":0,' '$work/ddp-trace.json') -eq $calls ] && [ \$(grep -c '\"ph\":\"f\",\"pid\":1,' '$work/ddp-trace.json') -eq $calls ]"
 check_output "snapshot: the comm panel aligns the ranks by wall clock" 0 "clocks aligned by wall clock" snap viz/samples/ddp-2 --panel comm
 
 # ---------------------------------------------------------------- bad input: a message and exit 2
