@@ -408,3 +408,80 @@ const char *vz_model_clock_alignment(const vz_model *m) {
     }
     return any_wall && !any_collective ? "by wall clock" : any_collective ? "at the first collective" : "";
 }
+
+/* ---------------------------------------------------------------- exposed communication */
+
+typedef struct {
+    double a, b;
+} interval;
+
+static int by_start(const void *pa, const void *pb) {
+    const interval *x = pa, *y = pb;
+    return x->a < y->a ? -1 : x->a > y->a;
+}
+
+/* Sorts and merges n intervals in place; returns how many are left. */
+static size_t merge(interval *v, size_t n) {
+    if (n == 0) return 0;
+    qsort(v, n, sizeof *v, by_start);
+    size_t k = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (v[i].a <= v[k].b) {
+            if (v[i].b > v[k].b) v[k].b = v[i].b;
+        } else {
+            v[++k] = v[i];
+        }
+    }
+    return k + 1;
+}
+
+static double total(const interval *v, size_t n) {
+    double t = 0;
+    for (size_t i = 0; i < n; i++) t += v[i].b - v[i].a;
+    return t;
+}
+
+/* Length of the intersection of two merged lists. */
+static double overlap(const interval *x, size_t nx, const interval *y, size_t ny) {
+    double t = 0;
+    for (size_t i = 0, j = 0; i < nx && j < ny;) {
+        double a = x[i].a > y[j].a ? x[i].a : y[j].a, b = x[i].b < y[j].b ? x[i].b : y[j].b;
+        if (b > a) t += b - a;
+        if (x[i].b < y[j].b) i++;
+        else j++;
+    }
+    return t;
+}
+
+vz_busy vz_model_busy(const vz_model *m, int rank, double t0, double t1) {
+    vz_busy out = {0, 0, 0, 0};
+    if (rank < 0 || rank >= VZ_MAX_RANKS || !(t1 > t0)) return out;
+    const vz_rank *r = &m->ranks[rank];
+    double off = vz_model_clock_offset(m, rank);
+    interval *comp = malloc((r->spans.count + 1) * sizeof *comp), *comm = malloc((r->comms.count + 1) * sizeof *comm);
+    size_t nc = 0, nm = 0;
+    if (!comp || !comm) goto done;
+    for (size_t i = 0; i < r->spans.count; i++) {
+        const vz_span *sp = vz_ring_at(&r->spans, i);
+        double a = sp->t0 + off, b = sp->t1 + off;
+        if (sp->kind == VZ_SPAN_OTHER) continue; /* the data wait is waiting, not compute */
+        if (b > t0 && a < t1) comp[nc++] = (interval){a > t0 ? a : t0, b < t1 ? b : t1};
+    }
+    for (size_t i = 0; i < r->comms.count; i++) {
+        const vz_comm *c = vz_ring_at(&r->comms, i);
+        double a = c->t0 + off, b = c->t1 + off;
+        if (b > t0 && a < t1) comm[nm++] = (interval){a > t0 ? a : t0, b < t1 ? b : t1};
+    }
+    nc = merge(comp, nc);
+    nm = merge(comm, nm);
+    out.compute = total(comp, nc);
+    out.comm = total(comm, nm);
+    double both = overlap(comp, nc, comm, nm);
+    out.exposed_comm = out.comm - both;
+    out.idle = (t1 - t0) - (out.compute + out.comm - both);
+    if (out.idle < 0) out.idle = 0;
+done:
+    free(comp);
+    free(comm);
+    return out;
+}

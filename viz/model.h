@@ -190,6 +190,12 @@ int vz_model_world(const vz_model *m);
 double vz_model_clock_offset(const vz_model *m, int rank);
 /* Whether vz_model_clock_offset aligns anything (two or more ranks with walls or a collective). */
 bool vz_model_clocks_aligned(const vz_model *m);
+/* Between t0 and t1 on rank 0's clock: how long a rank communicated with no compute span running (exposed
+ * communication: what overlap would hide) and how long it did neither (waiting: data, stragglers). */
+typedef struct {
+    double exposed_comm, idle, comm, compute;
+} vz_busy;
+vz_busy vz_model_busy(const vz_model *m, int rank, double t0, double t1);
 /* How: "by wall clock", "at the first collective", or "" when not aligned. */
 const char *vz_model_clock_alignment(const vz_model *m);
 

@@ -116,13 +116,13 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
     double t0, t1;
     time_window(m, v, &t0, &t1);
     int width = cols - LABEL_COLS - 1;
-    char a[32], b[32];
+    char a[32], b[32], b2[32];
     const char *how = vz_model_clock_alignment(m);
     vz_text(w, y, 0, cols, A_BOLD, "timeline: %s per rank%s%s   +/- zoom, left/right scroll", vz_fmt_seconds(t1 - t0, a, sizeof a),
             how[0] ? ", clocks aligned " : "", how);
     int world = vz_model_world(m);
     if (world < 1) world = 1;
-    int lanes = (rows - 3) / 2; /* ranks that fit: two rows each */
+    int lanes = (rows - 4) / 2; /* ranks that fit: two rows each, below the title and axis, above two rows */
     if (lanes < 1) return 0;
     int first = 0;
     if (world > lanes) {
@@ -184,7 +184,16 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
         draw_lane(w, row + 1, LABEL_COLS, width, (t1 - t0) / width, marks, nmarks);
         free(marks);
     }
-    int x = 0;
+    /* per rank in view: communication no compute hides, and time doing neither */
+    int x = vz_text(w, row, 0, cols, A_BOLD, "in view, comm not under compute | idle: ");
+    for (int r = first; r < world && r < first + lanes && x < cols; r++) {
+        vz_busy b = vz_model_busy(m, r, t0, t1);
+        x += vz_text(w, row, x, cols - x, A_NORMAL, "r%d %s %.0f%% | %s %.0f%%  ", r,
+                     vz_fmt_seconds(b.exposed_comm, a, sizeof a), 100 * b.exposed_comm / (t1 - t0),
+                     vz_fmt_seconds(b.idle, b2, sizeof b2), 100 * b.idle / (t1 - t0));
+    }
+    row++;
+    x = 0;
     if (world > lanes) /* ranks left out: said first, so a narrow screen keeps it */
         x = vz_text(w, row, 0, cols, vz_attr(s, VZ_PAIR_WARN), "+%d more rank%s (up/down) ", world - lanes, world - lanes == 1 ? "" : "s");
     vz_text(w, row, x, cols - x, vz_attr(s, VZ_PAIR_DIM),
@@ -359,9 +368,9 @@ void vz_panel_comm(WINDOW *w, const vz_model *m, const vz_view *v, const vz_styl
     int ops_rows = 1 + (m->nops > 0 ? (m->nops < 4 ? m->nops : 4) : 1);
     int world = vz_model_world(m) > 0 ? vz_model_world(m) : 1;
     int timeline_rows = rows - ring_rows - ops_rows - 2;
-    if (timeline_rows > 3 + 2 * world) timeline_rows = 3 + 2 * world;
-    if (timeline_rows < 5) { /* a short screen: the timeline first, the ring gets what is left */
-        timeline_rows = 5;
+    if (timeline_rows > 4 + 2 * world) timeline_rows = 4 + 2 * world;
+    if (timeline_rows < 6) { /* a short screen: the timeline first, the ring gets what is left */
+        timeline_rows = 6;
         ring_rows = rows - timeline_rows - ops_rows - 2;
     }
     int y = draw_timeline(w, m, v, 0, timeline_rows, cols, s) + 1;

@@ -87,7 +87,7 @@ check_output "snapshot: --width and --height size the frame" 0 "^.{130}" snap "$
 # 80x24 leaves things out, and says so: ranks, table columns, layers.
 mkdir -p "$work/six"
 for r in 0 1 2 3 4 5; do cp "viz/samples/ddp-2/events.rank$((r % 2)).jsonl" "$work/six/events.rank$r.jsonl"; done
-check_output "snapshot 80x24: the timeline counts the ranks it leaves out" 0 "^\+1 more rank \(up/down\)" \
+check_output "snapshot 80x24: the timeline counts the ranks it leaves out" 0 "^\+2 more ranks \(up/down\)" \
   snap "$work/six" --panel comm --width 80 --height 24
 check_output "snapshot 80x24: the comm table counts the columns it leaves out (busbw)" 0 "^collective .*algbw \+1 more" \
   snap "$work/six" --panel comm --width 80 --height 24
@@ -228,6 +228,8 @@ check "trace: rank 0's and rank 1's first collective end within 100 us ($(first_
 calls=$(grep -c '"kind":"comm"' viz/samples/ddp-2/events.rank0.jsonl)
 check "trace: a flow arrow joins each of the $calls collectives from rank 0 to rank 1" bash -c \
   "[ \$(grep -c '\"ph\":\"s\",\"pid\":0,' '$work/ddp-trace.json') -eq $calls ] && [ \$(grep -c '\"ph\":\"f\",\"pid\":1,' '$work/ddp-trace.json') -eq $calls ]"
+check_output "snapshot: the comm panel says per rank how much communication no compute hid, and idle time" 0 \
+  "^in view, comm not under compute \\| idle: r0 [0-9.]+ [um]?s [0-9]+% \\| [0-9.]+ [um]?s [0-9]+%  r1 " snap viz/samples/ddp-2 --panel comm
 check_output "snapshot: the comm panel aligns the ranks by wall clock" 0 "clocks aligned by wall clock" snap viz/samples/ddp-2 --panel comm
 
 # ---------------------------------------------------------------- bad input: a message and exit 2

@@ -290,3 +290,26 @@ Test(viz_model, rank_clocks_align_by_the_run_headers_wall_clock) {
     cr_expect_str_eq(vz_model_clock_alignment(&m), "");
     vz_model_free(&m);
 }
+
+Test(viz_model, exposed_communication_is_comm_time_with_no_compute_running) {
+    vz_model m;
+    vz_model_init(&m);
+    /* forward 0..1, backward 1..2, a bucket 1.5..2.1 (0.1 s of it after backward), optimizer 2.1..2.2; a data
+     * wait 2.2..2.4 and nothing 2.4..2.5 */
+    const char *evs[] = {
+        "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":1,\"name\":\"forward\",\"step\":1,\"t0\":0,\"t1\":1}",
+        "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":2,\"name\":\"backward\",\"step\":1,\"t0\":1,\"t1\":2}",
+        "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":2.1,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":8,\"peer\":-1,\"t0\":1.5,\"t1\":2.1,\"bucket\":0,\"ranks\":2}",
+        "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":2.2,\"name\":\"optimizer\",\"step\":1,\"t0\":2.1,\"t1\":2.2}",
+        "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":2.4,\"name\":\"data\",\"step\":2,\"t0\":2.2,\"t1\":2.4}",
+    };
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) apply(&m, 0, evs[i]);
+    vz_busy b = vz_model_busy(&m, 0, 0, 2.5);
+    cr_expect_float_eq(b.comm, 0.6, 1e-9, "comm %g", b.comm);
+    cr_expect_float_eq(b.exposed_comm, 0.1, 1e-9, "only 2.0..2.1 is not under backward: %g", b.exposed_comm);
+    cr_expect_float_eq(b.compute, 2.1, 1e-9, "forward, backward, optimizer: %g", b.compute);
+    cr_expect_float_eq(b.idle, 0.3, 1e-9, "the data wait and the empty end: 2.5 - 2.2 busy = %g", b.idle);
+    b = vz_model_busy(&m, 0, 1.8, 2.05); /* a window clips every interval */
+    cr_expect_float_eq(b.exposed_comm, 0.05, 1e-9, "%g", b.exposed_comm);
+    vz_model_free(&m);
+}
