@@ -16,7 +16,7 @@
 static const char USAGE[] =
     "usage: mixpar viz RUN_DIR [options]\n"
     "       mixpar viz --replay RUN_DIR [--speed X] [options]\n"
-    "       mixpar viz --snapshot RUN_DIR [--panel NAME] [--width W --height H]\n"
+    "       mixpar viz --snapshot RUN_DIR [--panel NAME] [--step N] [--width W --height H]\n"
     "\n"
     "A terminal view of a training run, drawn from its event files (RUN_DIR/events.rank<R>.jsonl):\n"
     "  1 Loss       training and validation loss, learning rate, tokens/s\n"
@@ -36,6 +36,7 @@ static const char USAGE[] =
     "  --no-color        no colours (every distinction is also drawn as a different character)\n"
     "  --ascii           ASCII characters only (the default when the locale is not UTF-8)\n"
     "  --snapshot        print one frame as text and exit (no terminal needed)\n"
+    "  --step N          snapshot: the run as it stood after step N (each rank's events up to it)\n"
     "  --width W         snapshot width in columns (default 100, at least 72)\n"
     "  --height H        snapshot height in rows (default 30, at least 20)\n"
     "  --help            this text\n"
@@ -53,6 +54,7 @@ typedef struct {
     bool replay, snapshot, no_color, ascii;
     double speed;
     int refresh_ms, width, height, layer, rank;
+    long long step;           /* --step: the last step applied; -1 for all */
     bool have_layer, have_rank;
     vz_panel panel;
 } viz_options;
@@ -75,7 +77,7 @@ static vz_panel panel_arg(const char *value) {
 }
 
 static viz_options parse_args(int argc, char **argv) {
-    viz_options o = {.speed = 1, .refresh_ms = 250, .width = 100, .height = 30, .panel = VZ_PANEL_LOSS};
+    viz_options o = {.speed = 1, .refresh_ms = 250, .width = 100, .height = 30, .panel = VZ_PANEL_LOSS, .step = -1};
     bool size_given = false, speed_given = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -97,6 +99,7 @@ static viz_options parse_args(int argc, char **argv) {
         else if (strcmp(a, "--layer") == 0) o.layer = (int)int_arg(a, next, -1, 1024), o.have_layer = true, i++;
         else if (strcmp(a, "--rank") == 0) o.rank = (int)int_arg(a, next, 0, VZ_MAX_RANKS - 1), o.have_rank = true, i++;
         else if (strcmp(a, "--panel") == 0) o.panel = panel_arg(next), i++;
+        else if (strcmp(a, "--step") == 0) o.step = int_arg(a, next, 0, 1LL << 50), i++;
         else if (a[0] == '-' && a[1] != '\0') mp_usage_error("viz", "unknown option '%s'", a);
         else if (o.dir) mp_usage_error("viz", "one RUN_DIR expected, got '%s' and '%s'", o.dir, a);
         else o.dir = a;
@@ -104,6 +107,7 @@ static viz_options parse_args(int argc, char **argv) {
     if (!o.dir) mp_usage_error("viz", "RUN_DIR is required (a run directory such as runs/tiny-poetry)");
     if (size_given && !o.snapshot) mp_usage_error("viz", "--width and --height size a --snapshot; live, the terminal decides");
     if (speed_given && !o.replay) mp_usage_error("viz", "--speed sets the pace of --replay");
+    if (o.step >= 0 && !o.snapshot) mp_usage_error("viz", "--step N picks the step a --snapshot shows");
     if (o.replay && o.snapshot) mp_usage_error("viz", "--snapshot draws the whole run; --replay plays it: choose one");
     /* Live, a terminal that is too small shows a "terminal too small" screen until it is enlarged; a snapshot
      * cannot be enlarged, so a size the panels do not fit in is a mistake in the command. */
@@ -115,7 +119,6 @@ static viz_options parse_args(int argc, char **argv) {
     return o;
 }
 
-static void reset_model(void *ctx) { vz_model_reset(ctx); }
 static void check_focus(const viz_options *o, const vz_model *m, bool whole_run);
 
 static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
@@ -129,12 +132,36 @@ static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
 
 /* ---------------------------------------------------------------- snapshot */
 
+/* --step N: each rank's events up to its first event of a later step (a rank writes in step order). */
+typedef struct {
+    vz_model *m;
+    long long until;
+    bool cut[VZ_MAX_RANKS];
+} until_ctx;
+
+static void apply_until(void *ctx, int rank, const cJSON *ev) {
+    until_ctx *u = ctx;
+    if (rank < 0 || rank >= VZ_MAX_RANKS || u->cut[rank]) return;
+    if (u->until >= 0 && vz_json_int(ev, "step", -1) > u->until) {
+        u->cut[rank] = true;
+        return;
+    }
+    vz_model_apply(u->m, rank, ev);
+}
+
+static void reset_until(void *ctx) {
+    until_ctx *u = ctx;
+    vz_model_reset(u->m);
+    memset(u->cut, 0, sizeof u->cut);
+}
+
 static int snapshot(const viz_options *o) {
     vz_source src;
     vz_model m;
     vz_open_run(&src, "viz", o->dir);
     vz_model_init(&m);
-    vz_read_run(&src, vz_model_apply, &m, reset_model);
+    until_ctx until = {.m = &m, .until = o->step};
+    vz_read_run(&src, apply_until, &until, reset_until);
     if (m.world > 0) vz_source_expect(&src, m.world);
     check_focus(o, &m, true);
     bool utf8 = vz_locale_utf8(!o->ascii) && !o->ascii;

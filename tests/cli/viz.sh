@@ -61,6 +61,17 @@ check_output "snapshot: the loss scale (1) and skipped steps (0) sit under the h
 check_output "snapshot: skipped steps row" 0 "^skip +0\$" cat "$work/heat.txt"
 check "snapshot: block 0 had $rows rounding events, each flushing some gradients: its row has no 'none' cell" \
   bash -c "grep '^ b0 ' '$work/heat.txt' | grep -qv '·'"
+# --step N: the run as it stood after step N; block 0's run total is then the sum of its events up to 50
+b0_50=$(grep '"kind":"rounding"' "$fp16/events.rank0.jsonl" | grep '"layer":0,' |
+  sed -E 's/.*"step":([0-9]+),.*"grads":\{"values":[0-9]+,"nonzero":([0-9]+),"flushed":([0-9]+).*/\1 \2 \3/' |
+  awk '$1 <= 50 { n += $2; f += $3 } END { printf "%.4f%%", 100 * f / n }')
+check_output "snapshot --step 50: the loss panel stops at step 50" 0 "^step 50/100 " snap "$fp16" --step 50
+check_output "snapshot --step 50: the heat map covers steps 1..50, block 0 totals $b0_50 as its events say" 0 \
+  "steps 1\.\.50\).*|^ b0 .* $b0_50\$" snap "$fp16" --step 50 --panel underflow
+check "snapshot --step 50: block 0's total is $b0_50" bash -c "$MIXPAR viz --snapshot $fp16 --step 50 --panel underflow | grep -Eq '^ b0 .* $b0_50\$'"
+check_output "snapshot --step 50: the histogram drawn is step 50's" 0 "gradient exponents: embeddings, step 50," snap "$fp16" --step 50 --panel underflow
+check_output "viz: --step without --snapshot is refused" 2 "--step N picks the step a --snapshot shows" "$MIXPAR" viz "$fp16" --step 5
+check_output "viz: --step -1 is refused" 2 "step" "$MIXPAR" viz --snapshot "$fp16" --step -1
 check_output "snapshot: at 72x20 the layers that do not fit are counted" 0 "\+1 more layers" \
   snap "$fp16" --panel underflow --width 72 --height 20
 check_output "snapshot: the timeline keeps each short optimizer span (O) and data wait (*) beside long spans" 0 \
