@@ -42,7 +42,7 @@ static const char USAGE[] =
     "  --help            this text\n"
     "\n"
     "keys: tab/1-4 panels, up/down layer or rank, left/right scroll, +/- zoom, space pause, m ring model,\n"
-    "      [ ] ring ranks, h or ? help, q quit\n"
+    "      [ ] ring ranks, h or ? help, q quit; replay: . , one step forward, back; > < speed x2, /2\n"
     "\n"
     "examples:\n"
     "  mixpar viz runs/tiny-poetry\n"
@@ -189,6 +189,34 @@ static int snapshot(const viz_options *o) {
 
 /* ---------------------------------------------------------------- live and replay */
 
+/* Replay stepping: lines are handed to the model one instant at a time until rank 0's step event `want`
+ * (or a later one) has arrived. Returns the clock reached. */
+typedef struct {
+    vz_model *m;
+    long long step; /* the newest rank-0 step applied */
+} step_watch;
+
+static void apply_watching(void *ctx, int rank, const cJSON *ev) {
+    step_watch *w = ctx;
+    vz_model_apply(w->m, rank, ev);
+    if (rank == 0 && strcmp(vz_json_str(ev, "kind", ""), "step") == 0) w->step = vz_json_int(ev, "step", w->step);
+}
+
+static double replay_to_step(vz_replay *rp, vz_model *m, long long want, double clock) {
+    step_watch w = {m, -1};
+    const vz_step *last = vz_model_last_step(m);
+    if (last && last->step >= want) { /* back: start over from the beginning */
+        vz_model_reset(m);
+        rp->next = 0;
+        clock = rp->t_begin;
+    }
+    while (rp->next < rp->nlines && w.step < want) {
+        clock = rp->lines[rp->next].t;
+        vz_replay_until(rp, clock, apply_watching, &w);
+    }
+    return clock;
+}
+
 static volatile sig_atomic_t resized, quit_signal;
 static bool curses_on;
 
@@ -244,7 +272,7 @@ static int interactive(const viz_options *o) {
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         MP_FAIL_HINT("a terminal on stdin and stdout", "for text output use mixpar viz --snapshot RUN_DIR",
                      "mixpar viz: %s is not a terminal", isatty(STDIN_FILENO) ? "stdout" : "stdin");
-    double clock = 0;
+    double clock = 0, speed = o->speed;
     char mode[48];
     if (o->replay) {
         vz_replay_load(&rp, &src);
@@ -300,7 +328,7 @@ static int interactive(const viz_options *o) {
                 /* Wall time between two frames, but never more than a few frames' worth: a process stopped
                  * (Ctrl-Z) or a machine suspended resumes where it was, not minutes later. */
                 double frame = t - last, most = 4 * o->refresh_ms / 1000.0 + 0.1;
-                clock += (frame < most ? frame : most) * o->speed;
+                clock += (frame < most ? frame : most) * speed;
                 vz_replay_until(&rp, clock, vz_model_apply, &m);
                 if (vz_replay_done(&rp)) snprintf(v.notice, sizeof v.notice, "replay finished");
             } else if (vz_source_poll(&src, vz_model_apply, &m) == VZ_SOURCE_RESET) {
@@ -326,7 +354,18 @@ static int interactive(const viz_options *o) {
         wnoutrefresh(stdscr);
         doupdate();
         int key = getch();
-        if (key != ERR) running = vz_view_key(&v, &m, key);
+        if (o->replay && (key == '.' || key == ',')) { /* step by step: the clock stops there */
+            const vz_step *now = vz_model_last_step(&m);
+            long long at = now ? now->step : 0, want = key == '.' ? at + 1 : at - 1;
+            if (want >= 1) clock = replay_to_step(&rp, &m, want, clock);
+            v.paused = true;
+            v.notice[0] = '\0';
+        } else if (o->replay && (key == '>' || key == '<')) {
+            speed = key == '>' ? (speed * 2 <= 1e6 ? speed * 2 : speed) : (speed / 2 >= 1e-6 ? speed / 2 : speed);
+            snprintf(mode, sizeof mode, "replay x%g", speed);
+        } else if (key != ERR) {
+            running = vz_view_key(&v, &m, key);
+        }
     }
     end_curses();
     if (o->replay) vz_replay_free(&rp);

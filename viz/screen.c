@@ -171,6 +171,8 @@ static void draw_help(WINDOW *w, int rows, int cols, const vz_style *s) {
         "+ -              zoom in, out (loss: steps; comm: time)",
         "0                reset zoom and scroll",
         "space            pause (live: stop reading; replay: stop the clock)",
+        ". ,              replay: one step forward, back (and pause)",
+        "> <              replay: twice, half the speed",
         "m                ring view: comm events <-> alpha-beta model",
         "[ ]              model ring: fewer, more ranks",
         "h ? F1           this help (any key closes it)",

@@ -171,6 +171,22 @@ for bad in "--layer 99:--layer 99: .* has gradient histograms for layers -1 \\(e
   check "tmux: live ${bad%%:*}: exit code 2" wait_for "viz exited with 2"
 done
 
+# Replay controls: at a crawl (x0.001) no step arrives on its own; . and , step, > and < change the speed.
+tmux_ kill-session -t viz 2>/dev/null
+tmux_ new-session -d -x 100 -y 30 -s viz "'$MIXPAR' viz --refresh 50 --replay --speed 0.001 '$fp16'; echo \"viz exited with \$?\"; sleep 60"
+check "tmux replay: it starts at the run header (x0.001)" wait_for "replay x0.001"
+tmux_ send-keys -t viz . . .
+check "tmux replay: . three times steps to step 3" wait_for "^step 3/100 "
+check "tmux replay: and pauses the clock" wait_for "PAUSED"
+tmux_ send-keys -t viz ,
+check "tmux replay: , steps back to step 2" wait_for "^step 2/100 "
+tmux_ send-keys -t viz '>' '>'
+check "tmux replay: > > doubles the speed twice" wait_for "replay x0.004"
+tmux_ send-keys -t viz '<'
+check "tmux replay: < halves it" wait_for "replay x0.002"
+tmux_ send-keys -t viz q
+check "tmux replay: q quits cleanly" wait_for "viz exited with 0"
+
 # The live view started before the trainer: it waits for the first event file, then follows it.
 mkdir -p "$work/later"
 tmux_ kill-session -t viz 2>/dev/null
