@@ -16,7 +16,7 @@
 static const char USAGE[] =
     "usage: mixpar viz RUN_DIR [options]\n"
     "       mixpar viz --replay RUN_DIR [--speed X] [options]\n"
-    "       mixpar viz --snapshot RUN_DIR [--panel NAME] [--width W --height H]\n"
+    "       mixpar viz --snapshot RUN_DIR [--panel NAME] [--step N] [--width W --height H]\n"
     "\n"
     "A terminal view of a training run, drawn from its event files (RUN_DIR/events.rank<R>.jsonl):\n"
     "  1 Loss       training and validation loss, learning rate, tokens/s\n"
@@ -36,12 +36,13 @@ static const char USAGE[] =
     "  --no-color        no colours (every distinction is also drawn as a different character)\n"
     "  --ascii           ASCII characters only (the default when the locale is not UTF-8)\n"
     "  --snapshot        print one frame as text and exit (no terminal needed)\n"
+    "  --step N          snapshot: the run as it stood after step N (each rank's events up to it)\n"
     "  --width W         snapshot width in columns (default 100, at least 72)\n"
     "  --height H        snapshot height in rows (default 30, at least 20)\n"
     "  --help            this text\n"
     "\n"
     "keys: tab/1-4 panels, up/down layer or rank, left/right scroll, +/- zoom, space pause, m ring model,\n"
-    "      [ ] ring ranks, h or ? help, q quit\n"
+    "      [ ] ring ranks, h or ? help, q quit; replay: . , one step forward, back; > < speed x2, /2\n"
     "\n"
     "examples:\n"
     "  mixpar viz runs/tiny-poetry\n"
@@ -53,6 +54,7 @@ typedef struct {
     bool replay, snapshot, no_color, ascii;
     double speed;
     int refresh_ms, width, height, layer, rank;
+    long long step;           /* --step: the last step applied; -1 for all */
     bool have_layer, have_rank;
     vz_panel panel;
 } viz_options;
@@ -75,7 +77,7 @@ static vz_panel panel_arg(const char *value) {
 }
 
 static viz_options parse_args(int argc, char **argv) {
-    viz_options o = {.speed = 1, .refresh_ms = 250, .width = 100, .height = 30, .panel = VZ_PANEL_LOSS};
+    viz_options o = {.speed = 1, .refresh_ms = 250, .width = 100, .height = 30, .panel = VZ_PANEL_LOSS, .step = -1};
     bool size_given = false, speed_given = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -97,6 +99,7 @@ static viz_options parse_args(int argc, char **argv) {
         else if (strcmp(a, "--layer") == 0) o.layer = (int)int_arg(a, next, -1, 1024), o.have_layer = true, i++;
         else if (strcmp(a, "--rank") == 0) o.rank = (int)int_arg(a, next, 0, VZ_MAX_RANKS - 1), o.have_rank = true, i++;
         else if (strcmp(a, "--panel") == 0) o.panel = panel_arg(next), i++;
+        else if (strcmp(a, "--step") == 0) o.step = int_arg(a, next, 0, 1LL << 50), i++;
         else if (a[0] == '-' && a[1] != '\0') mp_usage_error("viz", "unknown option '%s'", a);
         else if (o.dir) mp_usage_error("viz", "one RUN_DIR expected, got '%s' and '%s'", o.dir, a);
         else o.dir = a;
@@ -104,6 +107,7 @@ static viz_options parse_args(int argc, char **argv) {
     if (!o.dir) mp_usage_error("viz", "RUN_DIR is required (a run directory such as runs/tiny-poetry)");
     if (size_given && !o.snapshot) mp_usage_error("viz", "--width and --height size a --snapshot; live, the terminal decides");
     if (speed_given && !o.replay) mp_usage_error("viz", "--speed sets the pace of --replay");
+    if (o.step >= 0 && !o.snapshot) mp_usage_error("viz", "--step N picks the step a --snapshot shows");
     if (o.replay && o.snapshot) mp_usage_error("viz", "--snapshot draws the whole run; --replay plays it: choose one");
     /* Live, a terminal that is too small shows a "terminal too small" screen until it is enlarged; a snapshot
      * cannot be enlarged, so a size the panels do not fit in is a mistake in the command. */
@@ -115,7 +119,6 @@ static viz_options parse_args(int argc, char **argv) {
     return o;
 }
 
-static void reset_model(void *ctx) { vz_model_reset(ctx); }
 static void check_focus(const viz_options *o, const vz_model *m, bool whole_run);
 
 static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
@@ -129,12 +132,36 @@ static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
 
 /* ---------------------------------------------------------------- snapshot */
 
+/* --step N: each rank's events up to its first event of a later step (a rank writes in step order). */
+typedef struct {
+    vz_model *m;
+    long long until;
+    bool cut[VZ_MAX_RANKS];
+} until_ctx;
+
+static void apply_until(void *ctx, int rank, const cJSON *ev) {
+    until_ctx *u = ctx;
+    if (rank < 0 || rank >= VZ_MAX_RANKS || u->cut[rank]) return;
+    if (u->until >= 0 && vz_json_int(ev, "step", -1) > u->until) {
+        u->cut[rank] = true;
+        return;
+    }
+    vz_model_apply(u->m, rank, ev);
+}
+
+static void reset_until(void *ctx) {
+    until_ctx *u = ctx;
+    vz_model_reset(u->m);
+    memset(u->cut, 0, sizeof u->cut);
+}
+
 static int snapshot(const viz_options *o) {
     vz_source src;
     vz_model m;
     vz_open_run(&src, "viz", o->dir);
     vz_model_init(&m);
-    vz_read_run(&src, vz_model_apply, &m, reset_model);
+    until_ctx until = {.m = &m, .until = o->step};
+    vz_read_run(&src, apply_until, &until, reset_until);
     if (m.world > 0) vz_source_expect(&src, m.world);
     check_focus(o, &m, true);
     bool utf8 = vz_locale_utf8(!o->ascii) && !o->ascii;
@@ -161,6 +188,34 @@ static int snapshot(const viz_options *o) {
 }
 
 /* ---------------------------------------------------------------- live and replay */
+
+/* Replay stepping: lines are handed to the model one instant at a time until rank 0's step event `want`
+ * (or a later one) has arrived. Returns the clock reached. */
+typedef struct {
+    vz_model *m;
+    long long step; /* the newest rank-0 step applied */
+} step_watch;
+
+static void apply_watching(void *ctx, int rank, const cJSON *ev) {
+    step_watch *w = ctx;
+    vz_model_apply(w->m, rank, ev);
+    if (rank == 0 && strcmp(vz_json_str(ev, "kind", ""), "step") == 0) w->step = vz_json_int(ev, "step", w->step);
+}
+
+static double replay_to_step(vz_replay *rp, vz_model *m, long long want, double clock) {
+    step_watch w = {m, -1};
+    const vz_step *last = vz_model_last_step(m);
+    if (last && last->step >= want) { /* back: start over from the beginning */
+        vz_model_reset(m);
+        rp->next = 0;
+        clock = rp->t_begin;
+    }
+    while (rp->next < rp->nlines && w.step < want) {
+        clock = rp->lines[rp->next].t;
+        vz_replay_until(rp, clock, apply_watching, &w);
+    }
+    return clock;
+}
 
 static volatile sig_atomic_t resized, quit_signal;
 static bool curses_on;
@@ -211,12 +266,13 @@ static int interactive(const viz_options *o) {
     vz_source src;
     vz_model m;
     vz_replay rp;
-    vz_open_run(&src, "viz", o->dir);
+    if (o->replay) vz_open_run(&src, "viz", o->dir);
+    else vz_open_run_waiting(&src, "viz", o->dir); /* the demo starts us before the trainer writes */
     vz_model_init(&m);
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         MP_FAIL_HINT("a terminal on stdin and stdout", "for text output use mixpar viz --snapshot RUN_DIR",
                      "mixpar viz: %s is not a terminal", isatty(STDIN_FILENO) ? "stdout" : "stdin");
-    double clock = 0;
+    double clock = 0, speed = o->speed;
     char mode[48];
     if (o->replay) {
         vz_replay_load(&rp, &src);
@@ -269,7 +325,10 @@ static int interactive(const viz_options *o) {
         double t = now_s();
         if (!v.paused) {
             if (o->replay) {
-                clock += (t - last) * o->speed;
+                /* Wall time between two frames, but never more than a few frames' worth: a process stopped
+                 * (Ctrl-Z) or a machine suspended resumes where it was, not minutes later. */
+                double frame = t - last, most = 4 * o->refresh_ms / 1000.0 + 0.1;
+                clock += (frame < most ? frame : most) * speed;
                 vz_replay_until(&rp, clock, vz_model_apply, &m);
                 if (vz_replay_done(&rp)) snprintf(v.notice, sizeof v.notice, "replay finished");
             } else if (vz_source_poll(&src, vz_model_apply, &m) == VZ_SOURCE_RESET) {
@@ -285,11 +344,28 @@ static int interactive(const viz_options *o) {
         }
         last = t;
         vz_view_clamp(&v, &m);
+        if (!o->replay) {
+            if (m.events == 0 && src.events == 0)
+                snprintf(v.notice, sizeof v.notice, "waiting for %s to start (no events.rank0.jsonl yet)...", o->dir);
+            else if (strncmp(v.notice, "waiting for ", 12) == 0)
+                v.notice[0] = '\0';
+        }
         vz_draw_screen(stdscr, &m, &src, &v, &style);
         wnoutrefresh(stdscr);
         doupdate();
         int key = getch();
-        if (key != ERR) running = vz_view_key(&v, &m, key);
+        if (o->replay && (key == '.' || key == ',')) { /* step by step: the clock stops there */
+            const vz_step *now = vz_model_last_step(&m);
+            long long at = now ? now->step : 0, want = key == '.' ? at + 1 : at - 1;
+            if (want >= 1) clock = replay_to_step(&rp, &m, want, clock);
+            v.paused = true;
+            v.notice[0] = '\0';
+        } else if (o->replay && (key == '>' || key == '<')) {
+            speed = key == '>' ? (speed * 2 <= 1e6 ? speed * 2 : speed) : (speed / 2 >= 1e-6 ? speed / 2 : speed);
+            snprintf(mode, sizeof mode, "replay x%g", speed);
+        } else if (key != ERR) {
+            running = vz_view_key(&v, &m, key);
+        }
     }
     end_curses();
     if (o->replay) vz_replay_free(&rp);

@@ -5,14 +5,17 @@
 
 #include <stdio.h>
 
-void vz_open_run(vz_source *src, const char *cmd, const char *dir) {
+static void open_run(vz_source *src, const char *cmd, const char *dir, bool waiting) {
     char why[4300];
-    if (vz_source_open(src, dir, why, sizeof why) != 0)
+    if ((waiting ? vz_source_open_waiting : vz_source_open)(src, dir, why, sizeof why) != 0)
         MP_FAIL_HINT("a run directory holding events.rank0.jsonl (written by mixpar train)",
                      "runs are written to runs/<run_name>/ (train.run_dir); for example: mixpar train --config "
                      "configs/tiny-poetry.json, then mixpar viz runs/tiny-poetry; samples: viz/samples/",
                      "mixpar %s: %s", cmd, why);
 }
+
+void vz_open_run(vz_source *src, const char *cmd, const char *dir) { open_run(src, cmd, dir, false); }
+void vz_open_run_waiting(vz_source *src, const char *cmd, const char *dir) { open_run(src, cmd, dir, true); }
 
 void vz_read_run(vz_source *src, vz_event_fn fn, void *ctx, void (*reset)(void *ctx)) {
     for (int attempt = 0; attempt < 5; attempt++) {

@@ -12,6 +12,8 @@ int vz_cmd_trace(int argc, char **argv);
 
 /* Opens RUN_DIR or stops with exit 2: a missing directory, a file, a directory without event files. */
 void vz_open_run(vz_source *src, const char *cmd, const char *dir);
+/* The same, but an existing directory with no event file yet is accepted (the live view waits for it). */
+void vz_open_run_waiting(vz_source *src, const char *cmd, const char *dir);
 /* Reads a finished (or paused) run whole into fn: polls until no file is replaced mid-read, then counts a
  * partial last line as truncated. */
 void vz_read_run(vz_source *src, vz_event_fn fn, void *ctx, void (*reset)(void *ctx));

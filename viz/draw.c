@@ -51,6 +51,7 @@ static const struct {
     [VZ_G_BULLET] = {L'\x25cf', 'o'},      [VZ_G_DARK] = {L'\x2593', '%'},
     [VZ_G_RETURN] = {L'\x21b5', '<'},     [VZ_G_CORNER_TL] = {L'\x250c', '+'},
     [VZ_G_CORNER_TR] = {L'\x2510', '+'},  [VZ_G_CORNER_BR] = {L'\x2518', '+'},
+    [VZ_G_LIGHT] = {L'\x2591', ','},
 };
 
 wchar_t vz_glyph_char(const vz_style *s, vz_glyph g) { return s->unicode ? GLYPHS[g].uni : (wchar_t)GLYPHS[g].ascii; }

@@ -51,7 +51,7 @@ attr_t vz_attr(const vz_style *s, int pair);
 typedef enum {
     VZ_G_HLINE, VZ_G_VLINE, VZ_G_AXIS_Y, VZ_G_AXIS_CORNER, VZ_G_TICK_X, VZ_G_ARROW_RIGHT, VZ_G_ARROW_UP,
     VZ_G_ARROW_DOWN, VZ_G_BLOCK, VZ_G_SHADE, VZ_G_DOT, VZ_G_CROSS, VZ_G_BULLET, VZ_G_DARK, VZ_G_RETURN, VZ_G_CORNER_TL,
-    VZ_G_CORNER_TR, VZ_G_CORNER_BR, VZ_NGLYPHS
+    VZ_G_CORNER_TR, VZ_G_CORNER_BR, VZ_G_LIGHT, VZ_NGLYPHS
 } vz_glyph;
 /* The character a glyph is drawn as in this style. */
 wchar_t vz_glyph_char(const vz_style *s, vz_glyph g);

@@ -16,6 +16,9 @@ void vz_model_init(vz_model *m) {
     memset(m, 0, sizeof *m);
     vz_ring_init(&m->steps, sizeof(vz_step), VZ_STEP_CAPACITY);
     vz_ring_init(&m->evals, sizeof(vz_eval), VZ_EVAL_CAPACITY);
+    vz_ring_init(&m->roundings, sizeof(vz_rounding), VZ_ROUNDING_CAPACITY);
+    m->round_lo = 0;
+    m->round_hi = -1;
     for (int r = 0; r < VZ_MAX_RANKS; r++) {
         vz_ring_init(&m->ranks[r].spans, sizeof(vz_span), VZ_SPAN_CAPACITY);
         vz_ring_init(&m->ranks[r].comms, sizeof(vz_comm), VZ_COMM_CAPACITY);
@@ -29,6 +32,9 @@ void vz_model_init(vz_model *m) {
 void vz_model_free(vz_model *m) {
     vz_ring_free(&m->steps);
     vz_ring_free(&m->evals);
+    vz_ring_free(&m->roundings);
+    free(m->rounding_totals);
+    m->rounding_totals = NULL;
     for (int r = 0; r < VZ_MAX_RANKS; r++) {
         vz_ring_free(&m->ranks[r].spans);
         vz_ring_free(&m->ranks[r].comms);
@@ -55,7 +61,20 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
     int world = (int)vz_json_int(ev, "world", 1);
     if (world > m->world) m->world = world < VZ_MAX_RANKS ? world : VZ_MAX_RANKS;
     m->params = vz_json_num(ev, "params", m->params);
+    double wall = vz_json_num(ev, "wall", NAN);
+    m->ranks[rank].have_wall = isfinite(wall) && wall > 0;
+    m->ranks[rank].wall = m->ranks[rank].have_wall ? wall : 0;
     m->resumed_at = vz_json_int(ev, "resumed_at", 0);
+    const cJSON *dp = cJSON_GetObjectItemCaseSensitive(ev, "data_parallel");
+    if (m->world <= 1) copy_str(m->strategy, sizeof m->strategy, "single rank");
+    else if (!cJSON_IsObject(dp)) copy_str(m->strategy, sizeof m->strategy, "data parallel");
+    else {
+        long long stage = vz_json_int(dp, "zero_stage", 0);
+        const char *fsdp = vz_json_str(dp, "fsdp", NULL);
+        if (fsdp) snprintf(m->strategy, sizeof m->strategy, "FSDP %s", fsdp);
+        else if (stage > 0) snprintf(m->strategy, sizeof m->strategy, "ZeRO-%lld", stage);
+        else copy_str(m->strategy, sizeof m->strategy, "DDP");
+    }
     const cJSON *plan = cJSON_GetObjectItemCaseSensitive(ev, "plan");
     if (cJSON_IsObject(plan)) {
         m->have_plan = true;
@@ -84,6 +103,8 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
         while ((s = vz_ring_last(&m->steps)) && s->step > m->resumed_at) vz_ring_pop_last(&m->steps);
         vz_eval *e;
         while ((e = vz_ring_last(&m->evals)) && e->step > m->resumed_at) vz_ring_pop_last(&m->evals);
+        vz_rounding *r;
+        while ((r = vz_ring_last(&m->roundings)) && r->step > m->resumed_at) vz_ring_pop_last(&m->roundings);
     }
     if (again) {
         vz_ring_clear(&m->ranks[rank].spans);
@@ -255,9 +276,39 @@ static void apply_diagnosis(vz_model *m, int rank, const cJSON *ev) {
              vz_json_str(ev, "message", vz_json_str(ev, "what", "?")));
 }
 
-/* Kinds the panels do not draw (rounding counters are for plots and the labs): known, so not "unknown". */
-static void apply_known_unshown(vz_model *m, int rank, const cJSON *ev) {
-    (void)m, (void)rank, (void)ev;
+/* What fp16 (or bf16, fp8) really did to the gradients in backward: the heat map of the underflow panel.
+ * Rank 0's, like the steps: `mixpar precision flushed runs/<run>/events.rank0.jsonl` reads the same events. */
+static void apply_rounding(vz_model *m, int rank, const cJSON *ev) {
+    if (rank != 0) return;
+    long long layer = vz_json_int(ev, "layer", -2);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(ev, "grads");
+    if (layer < -1 || layer >= VZ_MAX_LAYERS - 1 || !cJSON_IsObject(g)) return;
+    if (!m->rounding_totals) {
+        m->rounding_totals = calloc(VZ_MAX_LAYERS, sizeof *m->rounding_totals);
+        if (!m->rounding_totals) {
+            fprintf(stderr, "mixpar viz: out of memory for rounding counts\n");
+            exit(3);
+        }
+    }
+    vz_rounding *r = vz_ring_push(&m->roundings);
+    r->step = vz_json_int(ev, "step", 0);
+    r->layer = (int)layer;
+    r->values = vz_json_num(g, "values", 0);
+    r->nonzero = vz_json_num(g, "nonzero", 0);
+    r->flushed = vz_json_num(g, "flushed", 0);
+    r->overflowed = vz_json_num(g, "overflowed", 0);
+    r->subnormal = vz_json_num(g, "subnormal", -1); /* not written by today's trainer; read when it is */
+    vz_rounding_total *t = &m->rounding_totals[layer + 1];
+    t->values += r->values;
+    t->nonzero += r->nonzero;
+    t->flushed += r->flushed;
+    t->overflowed += r->overflowed;
+    if (r->subnormal >= 0) t->subnormal += r->subnormal, t->subnormal_known = true;
+    copy_str(m->round_compute, sizeof m->round_compute, vz_json_str(ev, "compute", m->round_compute));
+    if (r->values <= 0) return; /* the embeddings have no matmul input gradient */
+    if (m->round_hi < m->round_lo) m->round_lo = m->round_hi = (int)layer;
+    if (layer < m->round_lo) m->round_lo = (int)layer;
+    if (layer > m->round_hi) m->round_hi = (int)layer;
 }
 
 static const struct {
@@ -266,7 +317,7 @@ static const struct {
 } APPLIERS[] = {
     {"run", apply_run},   {"step", apply_step}, {"eval", apply_eval},           {"hist", apply_hist},
     {"span", apply_span}, {"comm", apply_comm}, {"mem", apply_mem},             {"checkpoint", apply_checkpoint},
-    {"diagnosis", apply_diagnosis}, {"rounding", apply_known_unshown},
+    {"diagnosis", apply_diagnosis}, {"rounding", apply_rounding},
 };
 
 void vz_model_apply(void *model, int rank, const cJSON *event) {
@@ -303,6 +354,19 @@ const vz_hist *vz_model_hist(const vz_model *m, int layer) {
     return m->hists[layer + 1].valid ? &m->hists[layer + 1] : NULL;
 }
 
+bool vz_model_has_rounding(const vz_model *m) { return m->round_hi >= m->round_lo; }
+
+const vz_rounding_total *vz_model_rounding_total(const vz_model *m, int layer) {
+    if (!m->rounding_totals || layer < -1 || layer >= VZ_MAX_LAYERS - 1) return NULL;
+    const vz_rounding_total *t = &m->rounding_totals[layer + 1];
+    return t->values > 0 ? t : NULL;
+}
+
+size_t vz_model_nroundings(const vz_model *m) { return m->roundings.count; }
+const vz_rounding *vz_model_rounding_at(const vz_model *m, size_t i) { return vz_ring_at(&m->roundings, i); }
+
+double vz_share_pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
+
 const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t n) {
     if (layer < 0) snprintf(buf, n, "embeddings");
     else if (m->layers > 0 && layer >= m->layers) snprintf(buf, n, "head");
@@ -310,15 +374,114 @@ const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t 
     return buf;
 }
 
-int vz_model_world(const vz_model *m) { return m->world > m->nranks ? m->world : m->nranks; }
-
-double vz_model_clock_offset(const vz_model *m, int rank) {
-    if (rank <= 0 || rank >= VZ_MAX_RANKS || !m->ranks[0].synced || !m->ranks[rank].synced) return 0;
-    return m->ranks[0].first_collective_end - m->ranks[rank].first_collective_end;
+const char *vz_model_run_label(const vz_model *m, const char *run_dir, char *buf, size_t n) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", run_dir ? run_dir : "");
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') dir[--len] = '\0';
+    const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    int world = vz_model_world(m);
+    if (world <= 1) snprintf(buf, n, "%s (%s, %s, 1 rank)", base, m->name, m->precision);
+    else snprintf(buf, n, "%s (%s, %s, %d ranks, %s)", base, m->name, m->precision, world, m->strategy);
+    return buf;
 }
 
-bool vz_model_clocks_aligned(const vz_model *m) {
-    for (int r = 1; r < m->nranks; r++)
-        if (m->ranks[0].synced && m->ranks[r].synced) return true;
-    return false;
+int vz_model_world(const vz_model *m) { return m->world > m->nranks ? m->world : m->nranks; }
+
+static bool walls(const vz_model *m, int rank) { return m->ranks[0].have_wall && m->ranks[rank].have_wall; }
+static bool collectives(const vz_model *m, int rank) { return m->ranks[0].synced && m->ranks[rank].synced; }
+
+double vz_model_clock_offset(const vz_model *m, int rank) {
+    if (rank <= 0 || rank >= VZ_MAX_RANKS) return 0;
+    if (walls(m, rank)) return m->ranks[rank].wall - m->ranks[0].wall;
+    if (collectives(m, rank)) return m->ranks[0].first_collective_end - m->ranks[rank].first_collective_end;
+    return 0;
+}
+
+bool vz_model_clocks_aligned(const vz_model *m) { return vz_model_clock_alignment(m)[0] != '\0'; }
+
+const char *vz_model_clock_alignment(const vz_model *m) {
+    bool any_wall = false, any_collective = false;
+    for (int r = 1; r < m->nranks; r++) {
+        if (walls(m, r)) any_wall = true;
+        else if (collectives(m, r)) any_collective = true;
+    }
+    return any_wall && !any_collective ? "by wall clock" : any_collective ? "at the first collective" : "";
+}
+
+/* ---------------------------------------------------------------- exposed communication */
+
+typedef struct {
+    double a, b;
+} interval;
+
+static int by_start(const void *pa, const void *pb) {
+    const interval *x = pa, *y = pb;
+    return x->a < y->a ? -1 : x->a > y->a;
+}
+
+/* Sorts and merges n intervals in place; returns how many are left. */
+static size_t merge(interval *v, size_t n) {
+    if (n == 0) return 0;
+    qsort(v, n, sizeof *v, by_start);
+    size_t k = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (v[i].a <= v[k].b) {
+            if (v[i].b > v[k].b) v[k].b = v[i].b;
+        } else {
+            v[++k] = v[i];
+        }
+    }
+    return k + 1;
+}
+
+static double total(const interval *v, size_t n) {
+    double t = 0;
+    for (size_t i = 0; i < n; i++) t += v[i].b - v[i].a;
+    return t;
+}
+
+/* Length of the intersection of two merged lists. */
+static double overlap(const interval *x, size_t nx, const interval *y, size_t ny) {
+    double t = 0;
+    for (size_t i = 0, j = 0; i < nx && j < ny;) {
+        double a = x[i].a > y[j].a ? x[i].a : y[j].a, b = x[i].b < y[j].b ? x[i].b : y[j].b;
+        if (b > a) t += b - a;
+        if (x[i].b < y[j].b) i++;
+        else j++;
+    }
+    return t;
+}
+
+vz_busy vz_model_busy(const vz_model *m, int rank, double t0, double t1) {
+    vz_busy out = {0, 0, 0, 0};
+    if (rank < 0 || rank >= VZ_MAX_RANKS || !(t1 > t0)) return out;
+    const vz_rank *r = &m->ranks[rank];
+    double off = vz_model_clock_offset(m, rank);
+    interval *comp = malloc((r->spans.count + 1) * sizeof *comp), *comm = malloc((r->comms.count + 1) * sizeof *comm);
+    size_t nc = 0, nm = 0;
+    if (!comp || !comm) goto done;
+    for (size_t i = 0; i < r->spans.count; i++) {
+        const vz_span *sp = vz_ring_at(&r->spans, i);
+        double a = sp->t0 + off, b = sp->t1 + off;
+        if (sp->kind == VZ_SPAN_OTHER) continue; /* the data wait is waiting, not compute */
+        if (b > t0 && a < t1) comp[nc++] = (interval){a > t0 ? a : t0, b < t1 ? b : t1};
+    }
+    for (size_t i = 0; i < r->comms.count; i++) {
+        const vz_comm *c = vz_ring_at(&r->comms, i);
+        double a = c->t0 + off, b = c->t1 + off;
+        if (b > t0 && a < t1) comm[nm++] = (interval){a > t0 ? a : t0, b < t1 ? b : t1};
+    }
+    nc = merge(comp, nc);
+    nm = merge(comm, nm);
+    out.compute = total(comp, nc);
+    out.comm = total(comm, nm);
+    double both = overlap(comp, nc, comm, nm);
+    out.exposed_comm = out.comm - both;
+    out.idle = (t1 - t0) - (out.compute + out.comm - both);
+    if (out.idle < 0) out.idle = 0;
+done:
+    free(comp);
+    free(comm);
+    return out;
 }

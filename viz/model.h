@@ -18,6 +18,7 @@ enum {
     VZ_NBINADES = 277,          /* fp32 spans binades -149 .. 127 */
     VZ_MIN_BINADE = -149,
     VZ_NOPSTATS = 32,           /* distinct (op, algorithm) pairs tracked for the comm table */
+    VZ_ROUNDING_CAPACITY = 1 << 16, /* (step, layer) rounding records kept for the heat map */
 };
 
 /* Memory tags, in the order of core/base/mem.h and the mem event's objects. */
@@ -84,12 +85,29 @@ typedef struct {
     double subnormal[VZ_NTARGETS], underflow[VZ_NTARGETS], overflow[VZ_NTARGETS];
 } vz_hist;
 
+/* What rounding into the run's low format really did to one layer's gradients entering the matmuls in
+ * backward, from one "rounding" event (counts since the previous event; model/model_lowp.h). */
+typedef struct {
+    long long step;
+    int layer;                 /* -1 embeddings, 0..L-1 blocks, L head */
+    double values, nonzero, flushed, overflowed;
+    double subnormal;          /* -1 when the event does not count subnormals */
+} vz_rounding;
+
+/* A layer's rounding counts summed over every event read (as `mixpar precision flushed` sums them). */
+typedef struct {
+    double values, nonzero, flushed, overflowed, subnormal;
+    bool subnormal_known;
+} vz_rounding_total;
+
 typedef struct {
     bool seen;                 /* any event from this rank */
     double t_last;             /* the newest event time */
     vz_ring spans;             /* vz_span */
     vz_ring comms;             /* vz_comm */
     vz_mem mem;
+    bool have_wall;            /* the run header gave `wall`: Unix time when this rank's clock t was 0 */
+    double wall;
     bool synced;               /* first_collective_end is known */
     double first_collective_end; /* t1 of this rank's first collective call, on its own clock */
 } vz_rank;
@@ -99,6 +117,7 @@ typedef struct {
     bool have_run;
     char name[128];
     char precision[8];         /* "fp32", "fp16" or "bf16", from the config */
+    char strategy[40];         /* "single rank", "DDP", "ZeRO-1", "ZeRO-3", "FSDP full_shard", from data_parallel */
     int world, layers;
     double params;
     long long resumed_at, total_steps;
@@ -109,6 +128,11 @@ typedef struct {
     vz_ring evals;             /* vz_eval */
     long long skipped_steps;   /* steps skipped for overflow (kept even when the ring drops them) */
     double min_scale, max_scale;
+
+    vz_ring roundings;         /* vz_rounding, rank 0's, in the order written (a step's layers together) */
+    vz_rounding_total *rounding_totals; /* [VZ_MAX_LAYERS], by layer + 1; NULL until a rounding event */
+    int round_lo, round_hi;    /* layers with rounded gradients (values > 0): lo..hi (hi < lo when none) */
+    char round_compute[16];    /* the format the rounding went into ("fp16") */
 
     vz_hist *hists;            /* [VZ_MAX_LAYERS], by layer + 1 */
     int hist_lo, hist_hi;      /* layers with a histogram: lo..hi (hi < lo when none) */
@@ -142,18 +166,37 @@ const vz_step *vz_model_last_step(const vz_model *m);
 const vz_eval *vz_model_last_eval(const vz_model *m);
 /* The histogram of a layer (-1 .. L), NULL when none arrived. */
 const vz_hist *vz_model_hist(const vz_model *m, int layer);
+/* Rounding: whether any layer's gradients were rounded; the run total of a layer (NULL when none); the
+ * record of (step, layer) among those kept (NULL when none). Shares are of the nonzero values, in percent. */
+bool vz_model_has_rounding(const vz_model *m);
+const vz_rounding_total *vz_model_rounding_total(const vz_model *m, int layer);
+const vz_rounding *vz_model_rounding_at(const vz_model *m, size_t i); /* 0 = oldest kept */
+size_t vz_model_nroundings(const vz_model *m);
+double vz_share_pct(double part, double whole);
 /* "embeddings", "block 3", "head" (the head is layer L when the run header says L layers). */
 const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t n);
+/* "ddp-2 (fp32, 2 ranks, DDP)": what a figure's title names: the run directory, recipe, world and strategy. */
+const char *vz_model_run_label(const vz_model *m, const char *run_dir, char *buf, size_t n);
 /* Bus bandwidth factor of a collective over n ranks (see vz_opstat). */
 double vz_busbw_factor(const char *op, int ranks);
 /* Ranks with any events or a file. */
 int vz_model_world(const vz_model *m);
 /* Seconds to add to a rank's times to put them on rank 0's clock. Each rank's clock starts when its
- * process does, so ranks launched together still differ by their start-up skew. Every rank calls the same
- * collectives in the same order, and a collective ends at nearly the same moment on all of them, so the
- * end of each rank's first collective is taken as one instant. 0 until both ranks have made one. */
+ * process does, so ranks launched together still differ by their start-up skew (12-175 ms measured). When
+ * both run headers carry `wall` (the Unix time of t = 0), the difference of the two is the offset. Older
+ * runs fall back on collectives: every rank calls the same ones in the same order, and a collective ends
+ * at nearly the same moment on all of them, so the end of each rank's first collective is taken as one
+ * instant. 0 when neither is known. */
 double vz_model_clock_offset(const vz_model *m, int rank);
-/* Whether vz_model_clock_offset aligns anything (two or more ranks with a collective). */
+/* Whether vz_model_clock_offset aligns anything (two or more ranks with walls or a collective). */
 bool vz_model_clocks_aligned(const vz_model *m);
+/* Between t0 and t1 on rank 0's clock: how long a rank communicated with no compute span running (exposed
+ * communication: what overlap would hide) and how long it did neither (waiting: data, stragglers). */
+typedef struct {
+    double exposed_comm, idle, comm, compute;
+} vz_busy;
+vz_busy vz_model_busy(const vz_model *m, int rank, double t0, double t1);
+/* How: "by wall clock", "at the first collective", or "" when not aligned. */
+const char *vz_model_clock_alignment(const vz_model *m);
 
 #endif

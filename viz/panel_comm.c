@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { LABEL_COLS = 9 }; /* "r12 comm " */
@@ -21,6 +22,58 @@ static char op_char(const char *op) {
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
         if (strcmp(op, OPS[i].op) == 0) return OPS[i].c;
     return '?';
+}
+
+/* ---------------------------------------------------------------- lanes: short spans never vanish */
+
+/* One span or call on a lane: the columns it covers, its length, and how it is drawn. */
+typedef struct {
+    int c0, c1, order;
+    double seconds;
+    char ch;
+    attr_t at;
+} lane_mark;
+
+/* Longest first, so shorter marks are drawn over longer ones; equal lengths in the order written. */
+static int by_length_desc(const void *pa, const void *pb) {
+    const lane_mark *a = pa, *b = pb;
+    if (a->seconds != b->seconds) return a->seconds < b->seconds ? 1 : -1;
+    return a->order - b->order;
+}
+
+/* Draws a lane so that nothing is lost to a longer neighbour: a mark drawn after (shorter than) another
+ * covers it, and a mark of one column whose column another one-column mark already holds (a 0.35 ms
+ * optimizer step and the next step's data wait, 75 ms to a column) moves to the nearest free column, up to
+ * two away. Returns how many one-column marks found no column. */
+static int draw_lane(WINDOW *w, int row, int x, int width, double col_seconds, lane_mark *marks, int n) {
+    for (int i = 0; i < n; i++) /* shorter than a column but across a column edge: still one column */
+        if (marks[i].seconds < col_seconds && marks[i].c1 == marks[i].c0 + 1) marks[i].c1 = marks[i].c0;
+    qsort(marks, (size_t)n, sizeof *marks, by_length_desc);
+    bool *point = calloc((size_t)width, sizeof *point);
+    if (!point) return 0;
+    int lost = 0;
+    for (int i = 0; i < n; i++) {
+        const lane_mark *k = &marks[i];
+        if (k->c1 > k->c0) {
+            for (int c = k->c0; c <= k->c1; c++)
+                if (!point[c]) vz_char(w, row, x + c, k->at, (wchar_t)k->ch);
+            continue;
+        }
+        static const int TRY[] = {0, 1, -1, 2, -2};
+        int c = -1;
+        for (size_t t = 0; t < sizeof TRY / sizeof TRY[0] && c < 0; t++) {
+            int cc = k->c0 + TRY[t];
+            if (cc >= 0 && cc < width && !point[cc]) c = cc;
+        }
+        if (c < 0) {
+            lost++;
+            continue;
+        }
+        point[c] = true;
+        vz_char(w, row, x + c, k->at, (wchar_t)k->ch);
+    }
+    free(point);
+    return lost;
 }
 
 /* The time window: ends at the newest span or comm call of any rank; spans three steps (the period of
@@ -63,12 +116,13 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
     double t0, t1;
     time_window(m, v, &t0, &t1);
     int width = cols - LABEL_COLS - 1;
-    char a[32], b[32];
-    vz_text(w, y, 0, cols, A_BOLD, "timeline: %s per rank%s   +/- zoom, left/right scroll", vz_fmt_seconds(t1 - t0, a, sizeof a),
-            vz_model_clocks_aligned(m) ? ", clocks aligned at the first collective" : "");
+    char a[32], b[32], b2[32];
+    const char *how = vz_model_clock_alignment(m);
+    vz_text(w, y, 0, cols, A_BOLD, "timeline: %s per rank%s%s   +/- zoom, left/right scroll", vz_fmt_seconds(t1 - t0, a, sizeof a),
+            how[0] ? ", clocks aligned " : "", how);
     int world = vz_model_world(m);
     if (world < 1) world = 1;
-    int lanes = (rows - 3) / 2; /* ranks that fit: two rows each */
+    int lanes = (rows - 4) / 2; /* ranks that fit: two rows each, below the title and axis, above two rows */
     if (lanes < 1) return 0;
     int first = 0;
     if (world > lanes) {
@@ -92,6 +146,10 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
             vz_text(w, row, LABEL_COLS, width, vz_attr(s, VZ_PAIR_WARN), "waiting for events.rank%d.jsonl", r);
             continue;
         }
+        size_t cap = rk->spans.count > rk->comms.count ? rk->spans.count : rk->comms.count;
+        lane_mark *marks = malloc((cap ? cap : 1) * sizeof *marks);
+        if (!marks) continue;
+        int nmarks = 0;
         for (size_t i = 0; i < rk->spans.count; i++) {
             const vz_span *sp = vz_ring_at(&rk->spans, i);
             double s0 = sp->t0 + off, s1 = sp->t1 + off;
@@ -99,14 +157,18 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
             int c0 = (int)floor((s0 - t0) / (t1 - t0) * width), c1 = (int)floor((s1 - t0) / (t1 - t0) * width);
             if (c0 < 0) c0 = 0;
             if (c1 >= width) c1 = width - 1;
-            attr_t at = vz_attr(s, SPAN_PAIRS[sp->kind]) | (s->color ? A_REVERSE : 0);
-            for (int c = c0; c <= c1; c++) vz_char(w, row, LABEL_COLS + c, at, SPAN_CHARS[sp->kind]);
+            int k = nmarks++;
+            marks[k] = (lane_mark){c0, c1, k, sp->t1 - sp->t0, SPAN_CHARS[sp->kind],
+                                   vz_attr(s, SPAN_PAIRS[sp->kind]) | (s->color ? A_REVERSE : 0)};
         }
+        draw_lane(w, row, LABEL_COLS, width, (t1 - t0) / width, marks, nmarks);
         if (rk->comms.count == 0 && m->comm_events == 0) {
             vz_text(w, row + 1, LABEL_COLS, width, vz_attr(s, VZ_PAIR_DIM), "(no comm events%s)",
                     world == 1 ? ": a single-rank run" : "");
+            free(marks);
             continue;
         }
+        nmarks = 0;
         for (size_t i = 0; i < rk->comms.count; i++) {
             const vz_comm *cm = vz_ring_at(&rk->comms, i);
             double s0 = cm->t0 + off, s1 = cm->t1 + off;
@@ -116,19 +178,42 @@ static int draw_timeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
             if (c1 >= width) c1 = width - 1;
             char ch = cm->bucket >= 0 ? (char)('0' + cm->bucket % 10) : op_char(cm->op);
             int pair = cm->bucket >= 0 && cm->bucket % 2 ? VZ_PAIR_COMM_ALT : VZ_PAIR_COMM;
-            attr_t at = vz_attr(s, pair) | (s->color ? A_REVERSE : 0);
-            for (int c = c0; c <= c1; c++) vz_char(w, row + 1, LABEL_COLS + c, at, ch);
+            int k = nmarks++;
+            marks[k] = (lane_mark){c0, c1, k, cm->t1 - cm->t0, ch, vz_attr(s, pair) | (s->color ? A_REVERSE : 0)};
         }
+        draw_lane(w, row + 1, LABEL_COLS, width, (t1 - t0) / width, marks, nmarks);
+        free(marks);
     }
-    vz_text(w, row, 0, cols, vz_attr(s, VZ_PAIR_DIM),
+    /* per rank in view: communication no compute hides, and time doing neither */
+    int x = vz_text(w, row, 0, cols, A_BOLD, "in view, comm not under compute | idle: ");
+    for (int r = first; r < world && r < first + lanes && x < cols; r++) {
+        vz_busy b = vz_model_busy(m, r, t0, t1);
+        x += vz_text(w, row, x, cols - x, A_NORMAL, "r%d %s %.0f%% | %s %.0f%%  ", r,
+                     vz_fmt_seconds(b.exposed_comm, a, sizeof a), 100 * b.exposed_comm / (t1 - t0),
+                     vz_fmt_seconds(b.idle, b2, sizeof b2), 100 * b.idle / (t1 - t0));
+    }
+    row++;
+    x = 0;
+    if (world > lanes) /* ranks left out: said first, so a narrow screen keeps it */
+        x = vz_text(w, row, 0, cols, vz_attr(s, VZ_PAIR_WARN), "+%d more rank%s (up/down) ", world - lanes, world - lanes == 1 ? "" : "s");
+    vz_text(w, row, x, cols - x, vz_attr(s, VZ_PAIR_DIM),
             "F forward B backward O optimizer * data | comm row: 0-9 bucket, A allreduce G allgather R reduce-scatter");
     return row + 1 - y;
 }
 
+/* The table's columns after the collective's name; those that do not fit are left out and counted. */
+enum { OPS_NCOLS = 6 };
+static const char *const OPS_HEADS[OPS_NCOLS] = {"algorithm", "calls", "bytes/call", "time/call", "algbw", "busbw"};
+static const int OPS_WIDTHS[OPS_NCOLS] = {-9, 7, 11, 11, 11, 11};
+
 static int draw_ops(WINDOW *w, const vz_model *m, int y, int rows, int cols, const vz_style *s) {
     if (rows < 2) return 0;
-    vz_text(w, y, 0, cols, A_BOLD, "%-15s %-9s %7s %11s %11s %11s %11s", "collective", "algorithm", "calls", "bytes/call",
-            "time/call", "algbw", "busbw");
+    int fit = 0, width = 15, note = 10; /* note: " +6 more" */
+    while (fit < OPS_NCOLS && width + 1 + abs(OPS_WIDTHS[fit]) + (fit + 1 < OPS_NCOLS ? note : 0) <= cols)
+        width += 1 + abs(OPS_WIDTHS[fit++]);
+    int x = vz_text(w, y, 0, cols, A_BOLD, "%-15s", "collective");
+    for (int c = 0; c < fit; c++) x += vz_text(w, y, x, cols - x, A_BOLD, " %*s", OPS_WIDTHS[c], OPS_HEADS[c]);
+    if (fit < OPS_NCOLS) vz_text(w, y, x, cols - x, vz_attr(s, VZ_PAIR_WARN), " +%d more", OPS_NCOLS - fit);
     if (m->nops == 0) {
         vz_text(w, y + 1, 0, cols, vz_attr(s, VZ_PAIR_DIM), "(no comm events in this run)");
         return 2;
@@ -136,50 +221,98 @@ static int draw_ops(WINDOW *w, const vz_model *m, int y, int rows, int cols, con
     int r = 1;
     for (int i = 0; i < m->nops && r < rows; i++, r++) {
         const vz_opstat *o = &m->ops[i];
-        char bytes[24], time[24], alg[24], bus[24];
+        char cell[OPS_NCOLS][24];
         double secs = o->seconds > 0 ? o->seconds : NAN;
-        vz_fmt_bytes(o->bytes / (double)o->calls, bytes, sizeof bytes);
-        vz_fmt_seconds(o->seconds / (double)o->calls, time, sizeof time);
-        snprintf(alg, sizeof alg, "%.2f GB/s", o->bytes / secs / 1e9);
-        snprintf(bus, sizeof bus, "%.2f GB/s", o->bus_bytes / secs / 1e9);
-        vz_text(w, y + r, 0, cols, A_NORMAL, "%-15s %-9s %7lld %11s %11s %11s %11s", o->op, o->algorithm, o->calls, bytes,
-                time, isfinite(secs) ? alg : "-", isfinite(secs) ? bus : "-");
+        snprintf(cell[0], sizeof cell[0], "%s", o->algorithm);
+        snprintf(cell[1], sizeof cell[1], "%lld", o->calls);
+        vz_fmt_bytes(o->bytes / (double)o->calls, cell[2], sizeof cell[2]);
+        vz_fmt_seconds(o->seconds / (double)o->calls, cell[3], sizeof cell[3]);
+        snprintf(cell[4], sizeof cell[4], isfinite(secs) ? "%.2f GB/s" : "-", o->bytes / secs / 1e9);
+        snprintf(cell[5], sizeof cell[5], isfinite(secs) ? "%.2f GB/s" : "-", o->bus_bytes / secs / 1e9);
+        x = vz_text(w, y + r, 0, cols, A_NORMAL, "%-15s", o->op);
+        for (int c = 0; c < fit; c++) x += vz_text(w, y + r, x, cols - x, A_NORMAL, " %*s", OPS_WIDTHS[c], cell[c]);
     }
+    if (r < rows && m->nops > r - 1) vz_text(w, y + r, 0, cols, vz_attr(s, VZ_PAIR_WARN), "+%d more collectives", m->nops - (r - 1));
     return r;
 }
 
-/* The newest real allreduce (most calls), or NULL. */
-static const vz_opstat *real_allreduce(const vz_model *m) {
+/* The collective that carries the model's data, or NULL: of the allreduce, reduce-scatter and allgather
+ * calls over two or more ranks, the (op, algorithm) that moved the most bytes. DDP's gradient buckets, not
+ * its 4-byte loss allreduce; ZeRO-3 and FSDP's reduce-scatter of gradients or allgather of parameters. */
+static const vz_opstat *real_collective(const vz_model *m) {
     const vz_opstat *best = NULL;
-    for (int i = 0; i < m->nops; i++)
-        if (strcmp(m->ops[i].op, "allreduce") == 0 && m->ops[i].ranks >= 2 && (!best || m->ops[i].calls > best->calls))
-            best = &m->ops[i];
+    for (int i = 0; i < m->nops; i++) {
+        const vz_opstat *o = &m->ops[i];
+        bool data = strcmp(o->op, "allreduce") == 0 || strcmp(o->op, "reduce_scatter") == 0 || strcmp(o->op, "allgather") == 0;
+        if (data && o->ranks >= 2 && (!best || o->bytes > best->bytes)) best = o;
+    }
     return best;
 }
 
+/* Only a ring algorithm has the steps the view draws; "native" is the MPI library's own choice, unseen. */
+static bool is_ring(const vz_opstat *o) { return strcmp(o->algorithm, "ring") == 0; }
+
 int vz_view_ring_ranks(const vz_view *v, const vz_model *m) {
-    const vz_opstat *real = real_allreduce(m);
+    const vz_opstat *real = real_collective(m);
     int n = !v->ring_model && real ? real->ranks : v->ring_ranks;
     return n < 2 ? 2 : n > VZ_ALLREDUCE_MAX_RANKS ? VZ_ALLREDUCE_MAX_RANKS : n;
 }
 
+void vz_view_ring_phase(const vz_view *v, const vz_model *m, int *first, int *end) {
+    const vz_opstat *real = v->ring_model ? NULL : real_collective(m);
+    int n = vz_view_ring_ranks(v, m);
+    *first = 0;
+    *end = vz_allreduce_steps(n);
+    if (real && strcmp(real->op, "reduce_scatter") == 0) *end = n - 1;
+    if (real && strcmp(real->op, "allgather") == 0) *first = n - 1;
+}
+
+/* The other data collectives of the run, in one line (ZeRO-3 has both a reduce-scatter and an allgather). */
+static void draw_other_collectives(WINDOW *w, const vz_model *m, const vz_opstat *shown, int y, int cols, const vz_style *s) {
+    int x = 0;
+    for (int i = 0; i < m->nops && x < cols; i++) {
+        const vz_opstat *o = &m->ops[i];
+        if (o == shown || o->ranks < 2) continue;
+        char b1[24];
+        x += vz_text(w, y, x, cols - x, vz_attr(s, VZ_PAIR_DIM), "%s%s %s (%s) %s x %lld", x ? "; " : "also: ", o->op,
+                     o->algorithm, strcmp(o->algorithm, "native") == 0 ? "MPI library" : "mixpar",
+                     vz_fmt_bytes(o->bytes / (double)o->calls, b1, sizeof b1), o->calls);
+    }
+}
+
 static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int rows, int cols, const vz_style *s) {
     if (rows < 3) return;
-    const vz_opstat *real = v->ring_model ? NULL : real_allreduce(m);
+    const vz_opstat *real = v->ring_model ? NULL : real_collective(m);
     int n = vz_view_ring_ranks(v, m);
+    int first, end;
+    vz_view_ring_phase(v, m, &first, &end);
     vz_allreduce a = v->ring;
-    if (a.ranks != n) vz_allreduce_reset(&a, n);
-    int steps = vz_allreduce_steps(n);
+    if (a.ranks != n || a.step < first || a.step > end) {
+        vz_allreduce_reset(&a, n);
+        while (a.step < first) vz_allreduce_advance(&a);
+    }
+    int steps = end - first;
     bool gather = vz_allreduce_in_allgather(n, a.step);
     char b1[24], b2[24], b3[24];
     double bytes, step_s;
+    const char *opname = "allreduce";
     if (real) {
+        opname = strcmp(real->op, "reduce_scatter") == 0 ? "reduce-scatter" : real->op;
         bytes = real->largest_bytes;
         step_s = real->largest_seconds / steps;
-        vz_text(w, y, 0, cols, A_BOLD,
-                "ring allreduce from comm events: %s over %d ranks took %s (busbw %.2f GB/s)  [m: model]", 
-                vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->largest_seconds, b2, sizeof b2),
-                real->largest_seconds > 0 ? bytes * vz_busbw_factor("allreduce", n) / real->largest_seconds / 1e9 : 0);
+        double bus = real->largest_seconds > 0 ? bytes * vz_busbw_factor(real->op, n) / real->largest_seconds / 1e9 : 0;
+        if (!is_ring(real)) { /* never draw steps that did not run */
+            bool native = strcmp(real->algorithm, "native") == 0;
+            vz_text(w, y, 0, cols, A_BOLD, "%s from comm events: %s over %d ranks took %s (busbw %.2f GB/s)  [m: model]",
+                    opname, vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->largest_seconds, b2, sizeof b2), bus);
+            vz_text(w, y + 1, 0, cols, A_NORMAL, "algorithm: %s: %s", native ? "native (MPI library)" : real->algorithm,
+                    native ? "the library picks its own steps, unseen by mixpar: no ring is drawn"
+                           : "not a ring: no ring is drawn");
+            draw_other_collectives(w, m, real, y + 2, cols, s);
+            return;
+        }
+        vz_text(w, y, 0, cols, A_BOLD, "ring %s from comm events: %s over %d ranks took %s (busbw %.2f GB/s)  [m: model]",
+                opname, vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(real->largest_seconds, b2, sizeof b2), bus);
     } else {
         bytes = v->ring_bytes > 0 ? v->ring_bytes : m->params > 0 ? 4 * m->params : 100e6;
         double total = vz_allreduce_model_seconds(n, bytes, v->ring_alpha, v->ring_beta);
@@ -188,16 +321,17 @@ static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int
                 vz_fmt_bytes(bytes, b1, sizeof b1), n, vz_fmt_seconds(v->ring_alpha, b2, sizeof b2), v->ring_beta / 1e9,
                 vz_fmt_seconds(total, b3, sizeof b3), m->nops ? "  [m: real]" : "  [ ]: ranks");
     }
-    if (a.step >= steps)
-        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d: done: every rank holds the sum of every chunk", a.step, steps);
+    if (a.step >= end)
+        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d: done: %s", steps, steps,
+                end < vz_allreduce_steps(n) ? "each rank holds the sum of its own chunk" : "every rank holds the sum of every chunk");
     else
-        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d %s: each rank sends one chunk (%s) to the next and %s it%s",
-                a.step + 1, steps, gather ? "allgather" : "reduce-scatter", vz_fmt_bytes(bytes / n, b1, sizeof b1),
-                gather ? "copies" : "adds", step_s > 0 ? "" : "");
+        vz_text(w, y + 1, 0, cols, A_NORMAL, "step %d/%d %s: each rank sends one chunk (%s) to the next and %s it",
+                a.step - first + 1, steps, gather ? "allgather" : "reduce-scatter", vz_fmt_bytes(bytes / n, b1, sizeof b1),
+                gather ? "copies" : "adds");
     int shown = rows - 3;
     for (int r = 0; r < n && r < shown; r++) {
         int row = y + 2 + r, x = vz_text(w, row, 0, cols, A_NORMAL, "rank %-2d ", r);
-        int sending = vz_allreduce_send_chunk(n, r, a.step);
+        int sending = a.step < end ? vz_allreduce_send_chunk(n, r, a.step) : -1;
         for (int c = 0; c < n; c++) {
             int count = vz_allreduce_count(&a, r, c);
             char digit = count < 10 ? (char)('0' + count) : (char)('a' + count - 10);
@@ -215,12 +349,14 @@ static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int
             vz_text(w, row, x + 1, cols - x - 1, A_NORMAL, " rank %d%s", (r + 1) % n, r == n - 1 ? " (the ring closes)" : "");
         }
     }
-    if (n > shown) vz_text(w, y + 2 + shown, 0, cols, vz_attr(s, VZ_PAIR_DIM), "... %d more ranks", n - shown);
+    if (n > shown) vz_text(w, y + 2 + shown, 0, cols, vz_attr(s, VZ_PAIR_WARN), "+%d more ranks", n - shown);
     else {
         char t[24];
-        vz_text(w, y + 2 + n, 0, cols, vz_attr(s, VZ_PAIR_DIM),
-                "[k]: a chunk summing k ranks; <k>: sent now; %d steps x %s (%s)", steps,
-                vz_fmt_seconds(step_s, t, sizeof t), real ? "measured time / steps" : "alpha + S/(N*beta)");
+        int x = vz_text(w, y + 2 + n, 0, cols, vz_attr(s, VZ_PAIR_DIM),
+                        "[k]: a chunk summing k ranks; <k>: sent now; %d steps x %s (%s)", steps,
+                        vz_fmt_seconds(step_s, t, sizeof t), real ? "measured time / steps" : "alpha + S/(N*beta)");
+        if (real && y + 3 + n < y + rows) draw_other_collectives(w, m, real, y + 3 + n, cols, s);
+        (void)x;
     }
 }
 
@@ -232,9 +368,9 @@ void vz_panel_comm(WINDOW *w, const vz_model *m, const vz_view *v, const vz_styl
     int ops_rows = 1 + (m->nops > 0 ? (m->nops < 4 ? m->nops : 4) : 1);
     int world = vz_model_world(m) > 0 ? vz_model_world(m) : 1;
     int timeline_rows = rows - ring_rows - ops_rows - 2;
-    if (timeline_rows > 3 + 2 * world) timeline_rows = 3 + 2 * world;
-    if (timeline_rows < 5) { /* a short screen: the timeline first, the ring gets what is left */
-        timeline_rows = 5;
+    if (timeline_rows > 4 + 2 * world) timeline_rows = 4 + 2 * world;
+    if (timeline_rows < 6) { /* a short screen: the timeline first, the ring gets what is left */
+        timeline_rows = 6;
         ring_rows = rows - timeline_rows - ops_rows - 2;
     }
     int y = draw_timeline(w, m, v, 0, timeline_rows, cols, s) + 1;

@@ -95,6 +95,11 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
         vz_char(w, y, x, vz_attr(s, VZ_PAIR_TAG + t) | (s->color ? A_REVERSE : 0), TAG_CHARS[t]);
         x += 1 + vz_text(w, y, x + 1, cols - x - 1, A_NORMAL, " %s", VZ_TAG_NAMES[t]) + 2;
     }
+    if (world > lanes) { /* ranks left out: at the row's right end, over the legend if need be */
+        char more[48];
+        int n = snprintf(more, sizeof more, " +%d more ranks (up/down)", world - lanes);
+        vz_text(w, y, cols - n > x ? x : (cols - n > 0 ? cols - n : 0), cols, vz_attr(s, VZ_PAIR_WARN), "%s", more);
+    }
     y += 2;
 
     /* the table for the rank in focus */

@@ -37,6 +37,7 @@ static const char USAGE[] =
 
 typedef struct {
     const char *dir, *out;
+    char label[400];          /* the titles' run: directory, config, recipe, world, strategy */
     bool term;
     const char *png_terminal; /* "pngcairo" or "png" */
     int written, skipped;
@@ -159,18 +160,23 @@ static void loss_figures(plot_ctx *p, const vz_model *m) {
     figure(p, "loss", have_val ? "loss.dat, val.dat" : "loss.dat",
            "set title '%s: loss'\nset xlabel 'step'\nset ylabel 'loss (nats per token)'\n"
            "plot 'loss.dat' using 1:2 with lines lw 1.5 title 'train'%s\n",
-           m->name, have_val ? ", 'val.dat' using 1:2 with linespoints pt 7 ps 1.2 lw 2 title 'validation'" : "");
+           p->label, have_val ? ", 'val.dat' using 1:2 with linespoints pt 7 ps 1.2 lw 2 title 'validation'" : "");
 
     bool flat = m->min_scale == m->max_scale;
     char yrange[64]; /* a flat line on a log axis needs its range set: gnuplot cannot pick one */
     double at = m->max_scale > 0 ? m->max_scale : 1;
     snprintf(yrange, sizeof yrange, "set yrange [%g:%g]\n", at / 4, at * 4);
+    /* tick every 2^k binades, k a power of two, so a scale from 1 to 2^28 gets about eight labels */
+    double lo_k = m->min_scale > 0 ? floor(log2(m->min_scale)) : 0, hi_k = m->max_scale > 0 ? ceil(log2(m->max_scale)) : 0;
+    int step_k = 1;
+    while ((hi_k - lo_k + 4) / step_k > 8) step_k *= 2;
     figure(p, "loss_scale", "loss.dat",
-           "set title '%s: loss scale%s'\nset xlabel 'step'\nset ylabel 'loss scale'\nset logscale y 2\n%s"
+           "set title '%s: loss scale%s'\nset xlabel 'step'\nset ylabel 'loss scale (log2 axis)'\nset logscale y 2\n"
+           "set format y '2^%%L'\nset ytics %g\n%s"
            "plot 'loss.dat' using 1:4 with steps lw 2 title 'loss scale', "
            "'' using 1:($5 > 0 ? $4 : 1/0) with points pt 2 ps 1.5 lc rgb 'red' title 'skipped step (%lld)'\n",
-           m->name, flat ? (strncmp(m->precision, "fp16", 4) == 0 ? " (fixed)" : " (no loss scaling in this run)") : "",
-           flat ? yrange : "", m->skipped_steps);
+           p->label, flat ? (strncmp(m->precision, "fp16", 4) == 0 ? " (unchanged over the run)" : " (no loss scaling in this run)") : "",
+           pow(2, step_k), flat ? yrange : "", m->skipped_steps);
 }
 
 static void underflow_figure(plot_ctx *p, const vz_model *m) {
@@ -197,7 +203,7 @@ static void underflow_figure(plot_ctx *p, const vz_model *m) {
            "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset xtics rotate by -30\nset yrange [0:*]\n"
            "plot 'underflow.dat' using 3:xtic(2) title 'fp16', '' using 4 title 'bf16', '' using 5 title 'e4m3', "
            "'' using 6 title 'e5m2', '' using 7 title 'fp16 subnormal (kept, less precise)'\n",
-           m->name);
+           p->label);
 }
 
 static void memory_figure(plot_ctx *p, const vz_model *m) {
@@ -223,7 +229,7 @@ static void memory_figure(plot_ctx *p, const vz_model *m) {
            "set title '%s: memory per rank by tag, measured peak and plan'\nset ylabel 'MB (10^6 bytes)'\n"
            "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset yrange [0:*]\n"
            "plot 'memory.dat' using 2:xtic(1) title 'measured peak'%s\n",
-           m->name, m->have_plan ? ", '' using 3 title 'plan (mixpar plan)'" : "");
+           p->label, m->have_plan ? ", '' using 3 title 'plan (mixpar plan)'" : "");
 }
 
 static void timeline_figure(plot_ctx *p, const vz_model *m) {
@@ -252,7 +258,7 @@ static void timeline_figure(plot_ctx *p, const vz_model *m) {
         for (size_t i = 0; i < m->ranks[r].comms.count; i++) {
             const vz_comm *c = vz_ring_at(&m->ranks[r].comms, i);
             if (c->t1 + off < t_lo || c->t0 + off > t_hi) continue;
-            fprintf(f, "%g %.9g %.9g %d %s\n", r + 0.4, c->t0 + off, c->t1 + off, 5 + (c->bucket >= 0 ? c->bucket % 2 : 0), c->op);
+            fprintf(f, "%g %.9g %.9g %d %s\n", r + 0.4, c->t0 + off, c->t1 + off, c->bucket >= 0 ? 5 + c->bucket % 2 : 7, c->op);
         }
     }
     close_out(f, p, "timeline.dat");
@@ -264,11 +270,14 @@ static void timeline_figure(plot_ctx *p, const vz_model *m) {
     figure(p, "timeline", "timeline.dat",
            "set title '%s: steps %lld..%lld%s'\nset xlabel 'seconds'\nset ytics (%s)\n"
            "set yrange [%g:-0.4]\nset style fill solid 0.85 noborder\nunset grid\nset grid xtics\n"
+           "set key outside right top vertical samplen 2\n" /* beside the plot: the key covers no bar */
            "plot 'timeline.dat' using (($2+$3)/2):1:(($3-$2)/2):(0.17):4 with boxxyerror lc variable notitle, "
-           "keyentry with boxes lc 1 title 'forward', keyentry with boxes lc 2 title 'backward', "
-           "keyentry with boxes lc 3 title 'optimizer', keyentry with boxes lc 5 title 'comm'\n",
-           m->name, last_step - 2 > 0 ? last_step - 2 : 0, last_step,
-           vz_model_clocks_aligned(m) ? " (rank clocks aligned on the first collective)" : " on each rank''s clock", ytics,
+           "keyentry with boxes lc 7 title 'loss allreduce, other comm', keyentry with boxes lc 4 title 'data wait (other spans)', "
+           "keyentry with boxes lc 1 title 'forward', "
+           "keyentry with boxes lc 2 title 'backward', keyentry with boxes lc 3 title 'optimizer', "
+           "keyentry with boxes lc 5 title 'grad bucket (even)', keyentry with boxes lc 6 title 'grad bucket (odd)'\n",
+           p->label, last_step - 2 > 0 ? last_step - 2 : 0, last_step,
+           vz_model_clocks_aligned(m) ? (strcmp(vz_model_clock_alignment(m), "by wall clock") == 0 ? " (rank clocks aligned by wall clock)" : " (rank clocks aligned on the first collective)") : " on each rank''s clock", ytics,
            world - 1 + 0.8);
 }
 
@@ -295,14 +304,15 @@ static void comm_figure(plot_ctx *p, const vz_model *m) {
             }
         fprintf(f, "\n\n");
         if (used < sizeof plot - 128)
-            used += (size_t)snprintf(plot + used, sizeof plot - used, "%s'comm.dat' index %d using 1:3 with points pt 7 title '%s %s'",
+            used += (size_t)snprintf(plot + used, sizeof plot - used, "%s'comm.dat' index %d using 1:($3*1e9) with points pt 7 title '%s %s'",
                                      o ? ", " : "", o, m->ops[o].op, m->ops[o].algorithm);
     }
     close_out(f, p, "comm.dat");
     figure(p, "comm_bandwidth", "comm.dat",
-           "set title '%s: bus bandwidth of each collective call'\nset xlabel 'message size (bytes)'\n"
-           "set ylabel 'bus bandwidth (GB/s)'\nset logscale xy\nset key left top\nplot %s\n",
-           m->name, plot);
+           "set title '%s: bus bandwidth of each collective call'\nset xlabel 'message size'\n"
+           "set ylabel 'bus bandwidth (nccl-tests busbw)'\nset logscale xy\n"
+           "set format x '%%.0s %%cB'\nset format y '%%.0s %%cB/s'\nset key left top\nplot %s\n",
+           p->label, plot);
 }
 
 /* ---------------------------------------------------------------- command */
@@ -330,6 +340,7 @@ int vz_cmd_plot(int argc, char **argv) {
     vz_model_init(&m);
     vz_read_run(&src, vz_model_apply, &m, reset_model);
     vz_report_reading(&src, "plot");
+    vz_model_run_label(&m, p.dir, p.label, sizeof p.label);
 
     const char *const probe[] = {"gnuplot", "-e", "exit", NULL}, *const cairo[] = {"gnuplot", "-e", "set terminal pngcairo", NULL};
     if (run_gnuplot(NULL, true, probe) == 127)

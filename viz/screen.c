@@ -93,9 +93,14 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
 }
 
 void vz_view_ring_tick(vz_view *v, const vz_model *m) {
-    int n = vz_view_ring_ranks(v, m);
-    if (v->ring.ranks != n || v->ring.step >= vz_allreduce_steps(n)) vz_allreduce_reset(&v->ring, n);
-    else vz_allreduce_advance(&v->ring);
+    int n = vz_view_ring_ranks(v, m), first, end;
+    vz_view_ring_phase(v, m, &first, &end);
+    if (v->ring.ranks != n || v->ring.step >= end || v->ring.step < first) {
+        vz_allreduce_reset(&v->ring, n);
+        while (v->ring.step < first) vz_allreduce_advance(&v->ring);
+    } else {
+        vz_allreduce_advance(&v->ring);
+    }
 }
 
 /* ---------------------------------------------------------------- frame */
@@ -166,6 +171,8 @@ static void draw_help(WINDOW *w, int rows, int cols, const vz_style *s) {
         "+ -              zoom in, out (loss: steps; comm: time)",
         "0                reset zoom and scroll",
         "space            pause (live: stop reading; replay: stop the clock)",
+        ". ,              replay: one step forward, back (and pause)",
+        "> <              replay: twice, half the speed",
         "m                ring view: comm events <-> alpha-beta model",
         "[ ]              model ring: fewer, more ranks",
         "h ? F1           this help (any key closes it)",
@@ -202,6 +209,10 @@ void vz_draw_screen(WINDOW *w, const vz_model *m, const vz_source *src, const vz
     WINDOW *body = derwin(w, rows - 2, cols, 1, 0);
     if (body) {
         PANELS[v->panel](body, m, v, s);
+        if (m->events == 0 && strncmp(v->notice, "waiting for ", 12) == 0) { /* live, before the trainer writes */
+            int len = (int)strlen(v->notice), y = (rows - 2) / 2, x = (cols - len) / 2;
+            vz_text(body, y, x > 0 ? x : 0, cols, A_BOLD | vz_attr(s, VZ_PAIR_ACCENT), "%s", v->notice);
+        }
         delwin(body);
     }
     draw_status(w, m, src, v, rows - 1, cols, s);

@@ -43,8 +43,11 @@ void vz_view_clamp(vz_view *v, const vz_model *m);
 bool vz_view_key(vz_view *v, const vz_model *m, int key);
 /* Advances the ring animation one step (wrapping to a fresh allreduce at the end). */
 void vz_view_ring_tick(vz_view *v, const vz_model *m);
-/* The ring the comm panel shows: model mode, or the newest real allreduce's rank count. */
+/* The ring the comm panel shows: model mode, or the rank count of the collective that moved the most data. */
 int vz_view_ring_ranks(const vz_view *v, const vz_model *m);
+/* The steps of the ring animation the comm panel shows, first .. end-1: all 2(n-1) for an allreduce, the
+ * first n-1 for a reduce-scatter (ZeRO's gradients), the last n-1 for an allgather (its parameters). */
+void vz_view_ring_phase(const vz_view *v, const vz_model *m, int *first, int *end);
 
 /* Draws everything into w (the whole screen). */
 void vz_draw_screen(WINDOW *w, const vz_model *m, const vz_source *src, const vz_view *v, const vz_style *s);

@@ -144,7 +144,7 @@ static int scan_dir(vz_source *s) {
     return found;
 }
 
-int vz_source_open(vz_source *s, const char *dir, char *why, size_t why_len) {
+static int source_open(vz_source *s, const char *dir, bool waiting, char *why, size_t why_len) {
     memset(s, 0, sizeof *s);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     struct stat st;
@@ -157,10 +157,19 @@ int vz_source_open(vz_source *s, const char *dir, char *why, size_t why_len) {
         return -1;
     }
     if (scan_dir(s) == 0) {
+        if (waiting) {
+            file_for_rank(s, 0);
+            return 0;
+        }
         snprintf(why, why_len, "'%s' holds no events.rank<R>.jsonl files", dir);
         return -1;
     }
     return 0;
+}
+
+int vz_source_open(vz_source *s, const char *dir, char *why, size_t why_len) { return source_open(s, dir, false, why, why_len); }
+int vz_source_open_waiting(vz_source *s, const char *dir, char *why, size_t why_len) {
+    return source_open(s, dir, true, why, why_len);
 }
 
 static void file_rewind(vz_file *f) {

@@ -43,6 +43,9 @@ typedef struct {
 /* Opens a run directory. Returns 0, or -1 with a reason in `why` (missing directory, not a directory,
  * no events.rank*.jsonl inside). */
 int vz_source_open(vz_source *s, const char *dir, char *why, size_t why_len);
+/* The same for the live view, which may start before the trainer: an existing directory without rank files
+ * is accepted, and rank 0's file is expected (read once it appears). */
+int vz_source_open_waiting(vz_source *s, const char *dir, char *why, size_t why_len);
 void vz_source_close(vz_source *s);
 /* The run header says how many ranks there are: ranks without a file yet are shown as waiting. */
 void vz_source_expect(vz_source *s, int world);

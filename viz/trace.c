@@ -14,8 +14,11 @@ static const char USAGE[] =
     "\n"
     "Writes the run's events as a Chrome trace: each rank is a process with a compute thread (forward,\n"
     "backward, optimizer spans) and a comm thread (one slice per collective call, with its bytes, algorithm\n"
-    "and bus bandwidth), plus counters for loss, validation loss, tokens/s and memory by tag. Times are\n"
-    "each rank's own clock (seconds since the rank started) in microseconds. Open the file at\n"
+    "and bus bandwidth), plus counters for loss, validation loss, tokens/s and memory by tag. Times are in\n"
+    "microseconds; when the run headers carry `wall` (the Unix time each rank's clock started), every rank\n"
+    "is put on one clock, so a collective lines up across ranks, and flow arrows join each collective\n"
+    "call across the ranks; older runs keep each rank's own clock.\n"
+    "Open the file at\n"
     "https://ui.perfetto.dev (Open trace file) or in chrome://tracing.\n"
     "\n"
     "options:\n"
@@ -30,6 +33,9 @@ typedef struct {
     bool rank_named[VZ_MAX_RANKS];
     double base[VZ_MAX_RANKS], last_raw[VZ_MAX_RANKS], last[VZ_MAX_RANKS]; /* per-rank clock made monotonic */
     double mem_scale;
+    double wall_ref;          /* the earliest run header's wall over ranks; NAN: ranks keep their own clocks */
+    int world;                /* rank files */
+    long long collectives[VZ_MAX_RANKS]; /* whole-world collectives seen per rank: the k-th is one call on all */
 } trace_ctx;
 
 /* Writes one trace event (and frees it). */
@@ -106,6 +112,13 @@ static void on_event(void *ctx, int rank, const cJSON *e) {
     name_rank(c, rank);
     double t = rank_time(c, rank, vz_json_num(e, "t", c->last_raw[rank]));
     const char *kind = vz_json_str(e, "kind", "");
+    double wall = vz_json_num(e, "wall", NAN);
+    if (strcmp(kind, "run") == 0 && isfinite(c->wall_ref) && isfinite(wall)) {
+        /* this rank's clock (restarted by a resume, too) put on the common one */
+        c->base[rank] = wall - c->wall_ref;
+        c->last[rank] = c->base[rank] + c->last_raw[rank];
+        t = c->last[rank];
+    }
     if (strcmp(kind, "span") == 0) {
         double t0 = vz_json_num(e, "t0", NAN), t1 = vz_json_num(e, "t1", NAN);
         if (!isfinite(t0) || !isfinite(t1)) return;
@@ -129,6 +142,17 @@ static void on_event(void *ctx, int rank, const cJSON *e) {
         if (t1 > t0) cJSON_AddNumberToObject(args, "busbw_GBps", bytes * vz_busbw_factor(op, ranks) / (t1 - t0) / 1e9);
         slice(c, rank, TID_COMM, op, "comm", t0, t1, args);
         c->comms++;
+        /* A flow arrow joins the k-th collective of every rank, rank 0 -> 1 -> ... (only with the clocks on
+         * one time line, and only for calls over the whole world: every rank makes those in the same order) */
+        if (isfinite(c->wall_ref) && vz_json_int(e, "peer", -1) < 0 && ranks == c->world && c->world > 1) {
+            long long k = c->collectives[rank]++;
+            cJSON *flow = base_event(op, rank == 0 ? "s" : rank == c->world - 1 ? "f" : "t", rank, TID_COMM);
+            cJSON_AddStringToObject(flow, "cat", "collective");
+            cJSON_AddNumberToObject(flow, "id", (double)k);
+            cJSON_AddNumberToObject(flow, "ts", (c->base[rank] + (t0 + t1) / 2) * 1e6);
+            if (rank == c->world - 1) cJSON_AddStringToObject(flow, "bp", "e");
+            emit(c, flow);
+        }
     } else if (strcmp(kind, "step") == 0) {
         counter(c, rank, "loss", t, "loss", vz_json_num(e, "loss", NAN));
         counter(c, rank, "tokens/s", t, "tokens/s", vz_json_num(e, "tokens_per_s", NAN));
@@ -156,6 +180,31 @@ static void on_event(void *ctx, int rank, const cJSON *e) {
         if (message) cJSON_AddStringToObject(args, "detail", message);
         emit(c, ev);
     }
+}
+
+/* The wall of the first line (a run header) of each rank's file: the earliest is time 0 of the trace. NAN
+ * when any rank's header has none (a run written before `wall`): then every rank keeps its own clock. */
+static double earliest_wall(const vz_source *src) {
+    double ref = NAN;
+    for (int r = 0; r < src->nranks; r++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/events.rank%d.jsonl", src->dir, r);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        char *line = NULL;
+        size_t cap = 0;
+        double wall = NAN;
+        if (getline(&line, &cap, f) > 0) {
+            cJSON *o = cJSON_Parse(line);
+            if (o && strcmp(vz_json_str(o, "kind", ""), "run") == 0) wall = vz_json_num(o, "wall", NAN);
+            cJSON_Delete(o);
+        }
+        free(line);
+        fclose(f);
+        if (!isfinite(wall)) return NAN;
+        if (!isfinite(ref) || wall < ref) ref = wall;
+    }
+    return ref;
 }
 
 static void reset_trace(void *ctx) {
@@ -188,12 +237,15 @@ int vz_cmd_trace(int argc, char **argv) {
     char tmp[4300];
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     trace_ctx c = {0};
+    c.wall_ref = earliest_wall(&src);
+    c.world = src.nranks;
     c.out = fopen(tmp, "w");
     if (!c.out) MP_FAIL("a writable path for the trace (-o FILE)", "mixpar trace: cannot write %s: %s", tmp, strerror(errno));
     fprintf(c.out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"mixpar trace\",\"run_dir\":");
     cJSON *dir_json = cJSON_CreateString(dir);
     char *quoted = cJSON_PrintUnformatted(dir_json); /* the path, escaped for JSON */
-    fprintf(c.out, "%s},\"traceEvents\":[", quoted ? quoted : "\"\"");
+    fprintf(c.out, "%s,\"clocks\":\"%s\"},\"traceEvents\":[", quoted ? quoted : "\"\"",
+            isfinite(c.wall_ref) ? "aligned by wall clock" : "each rank's own");
     free(quoted);
     cJSON_Delete(dir_json);
     vz_read_run(&src, on_event, &c, reset_trace);

@@ -44,6 +44,41 @@ check_output "snapshot: underflow panel --layer picks a layer" 0 "gradient expon
   snap "$poetry" --panel underflow --layer 2
 check_output "snapshot: underflow panel is honest about fp32's loss scale" 0 "loss scale 1 at every step \(fp32 run: no loss scaling\)" \
   snap "$poetry" --panel underflow
+# What fp16 really flushed in backward: the heat map's per-layer run totals are `mixpar precision flushed`'s.
+fp16=viz/samples/fp16-scale1
+snap "$fp16" --panel underflow --width 100 --height 30 >"$work/heat.txt"
+check_output "snapshot: underflow panel labels what was flushed apart from what a cast would flush" 0 \
+  "was flushed in backward \(fp16 rounding events, steps 1\.\.100\)" cat "$work/heat.txt"
+check_output "snapshot: and its histogram side says 'if cast'" 0 "^if cast +zero +subnormal +overflow" cat "$work/heat.txt"
+while IFS=$'\t' read -r label pct _; do
+  case "$label" in "#"*|all) continue ;; "block "*) row="b${label#block }" ;; lnf+head) row=head ;; *) continue ;; esac
+  want=$(awk -v p="$pct" 'BEGIN { printf "%.4f%%", p }')
+  check_output "snapshot: heat map row $row shows the flushed share precision flushed reports ($want)" 0 \
+    "^[ >]$row .* $want\$" cat "$work/heat.txt"
+done < <("$MIXPAR" precision flushed "$fp16/events.rank0.jsonl" --tsv)
+rows=$(grep -c '"kind":"rounding".*"layer":0,' "$fp16/events.rank0.jsonl")
+check_output "snapshot: the loss scale (1) and skipped steps (0) sit under the heat map" 0 "^scale .* 1\$" cat "$work/heat.txt"
+check_output "snapshot: skipped steps row" 0 "^skip +0\$" cat "$work/heat.txt"
+check "snapshot: block 0 had $rows rounding events, each flushing some gradients: its row has no 'none' cell" \
+  bash -c "grep '^ b0 ' '$work/heat.txt' | grep -qv '·'"
+# --step N: the run as it stood after step N; block 0's run total is then the sum of its events up to 50
+b0_50=$(grep '"kind":"rounding"' "$fp16/events.rank0.jsonl" | grep '"layer":0,' |
+  sed -E 's/.*"step":([0-9]+),.*"grads":\{"values":[0-9]+,"nonzero":([0-9]+),"flushed":([0-9]+).*/\1 \2 \3/' |
+  awk '$1 <= 50 { n += $2; f += $3 } END { printf "%.4f%%", 100 * f / n }')
+check_output "snapshot --step 50: the loss panel stops at step 50" 0 "^step 50/100 " snap "$fp16" --step 50
+check_output "snapshot --step 50: the heat map covers steps 1..50, block 0 totals $b0_50 as its events say" 0 \
+  "steps 1\.\.50\).*|^ b0 .* $b0_50\$" snap "$fp16" --step 50 --panel underflow
+check "snapshot --step 50: block 0's total is $b0_50" bash -c "$MIXPAR viz --snapshot $fp16 --step 50 --panel underflow | grep -Eq '^ b0 .* $b0_50\$'"
+check_output "snapshot --step 50: the histogram drawn is step 50's" 0 "gradient exponents: embeddings, step 50," snap "$fp16" --step 50 --panel underflow
+check_output "viz: --step without --snapshot is refused" 2 "--step N picks the step a --snapshot shows" "$MIXPAR" viz "$fp16" --step 5
+check_output "viz: --step -1 is refused" 2 "step" "$MIXPAR" viz --snapshot "$fp16" --step -1
+check_output "snapshot: at 72x20 the layers that do not fit are counted" 0 "\+1 more layers" \
+  snap "$fp16" --panel underflow --width 72 --height 20
+check_output "snapshot: the timeline keeps each short optimizer span (O) and data wait (*) beside long spans" 0 \
+  "^r0  comp.*B+O\*F.*B+O\*F" snap "$fp16" --panel comm --width 100 --height 30
+check_output "snapshot: MPI's native allreduce is named, not drawn as a ring" 0 "algorithm: native \(MPI library\).*no ring is drawn" \
+  snap viz/samples/ddp-2 --panel comm --width 100 --height 30
+check "snapshot: and no ring cells are drawn for it" bash -c "! $MIXPAR viz --snapshot viz/samples/ddp-2 --panel comm | grep -Eq '^rank 0 +[[<]'"
 check_output "snapshot: comm panel of a single-rank run says so and models the ring" 0 \
   "no comm events: a single-rank run" snap "$poetry" --panel comm
 check_output "snapshot: comm panel ring view is labelled as the alpha-beta model" 0 "ring allreduce, alpha-beta model: 4.66 MB over 4 ranks" \
@@ -59,6 +94,18 @@ check_output "snapshot: --width 1 is refused, not drawn as a too-small screen" 2
   snap "$poetry" --width 1
 check_output "snapshot: the minimum size itself is drawn" 0 "step 100/100" snap "$poetry" --width 72 --height 20
 check_output "snapshot: --width and --height size the frame" 0 "^.{130}" snap "$poetry" --width 140 --height 40 --panel underflow
+
+# 80x24 leaves things out, and says so: ranks, table columns, layers.
+mkdir -p "$work/six"
+for r in 0 1 2 3 4 5; do cp "viz/samples/ddp-2/events.rank$((r % 2)).jsonl" "$work/six/events.rank$r.jsonl"; done
+check_output "snapshot 80x24: the timeline counts the ranks it leaves out" 0 "^\+2 more ranks \(up/down\)" \
+  snap "$work/six" --panel comm --width 80 --height 24
+check_output "snapshot 80x24: the comm table counts the columns it leaves out (busbw)" 0 "^collective .*algbw \+1 more" \
+  snap "$work/six" --panel comm --width 80 --height 24
+check_output "snapshot 80x24: the memory bars count the ranks they leave out" 0 "\+3 more ranks \(up/down\)" \
+  snap "$work/six" --panel memory --width 80 --height 24
+check_output "snapshot 80x24: the layer table counts the columns it leaves out (e4m3, e5m2)" 0 "layer fp16 zero  fp16 sub \+3 cols" \
+  snap "$work/six" --panel underflow --width 80 --height 24
 
 # A crafted run: malformed lines, an unknown kind, a newer schema, a truncated last line: shown, not fatal.
 mkdir -p "$work/odd"
@@ -124,6 +171,57 @@ for bad in "--layer 99:--layer 99: .* has gradient histograms for layers -1 \\(e
   check "tmux: live ${bad%%:*}: exit code 2" wait_for "viz exited with 2"
 done
 
+# Replay controls: at a crawl (x0.001) no step arrives on its own; . and , step, > and < change the speed.
+tmux_ kill-session -t viz 2>/dev/null
+tmux_ new-session -d -x 100 -y 30 -s viz "'$MIXPAR' viz --refresh 50 --replay --speed 0.001 '$fp16'; echo \"viz exited with \$?\"; sleep 60"
+check "tmux replay: it starts at the run header (x0.001)" wait_for "replay x0.001"
+tmux_ send-keys -t viz . . .
+check "tmux replay: . three times steps to step 3" wait_for "^step 3/100 "
+check "tmux replay: and pauses the clock" wait_for "PAUSED"
+tmux_ send-keys -t viz ,
+check "tmux replay: , steps back to step 2" wait_for "^step 2/100 "
+tmux_ send-keys -t viz '>' '>'
+check "tmux replay: > > doubles the speed twice" wait_for "replay x0.004"
+tmux_ send-keys -t viz '<'
+check "tmux replay: < halves it" wait_for "replay x0.002"
+tmux_ send-keys -t viz q
+check "tmux replay: q quits cleanly" wait_for "viz exited with 0"
+
+# The live view started before the trainer: it waits for the first event file, then follows it.
+mkdir -p "$work/later"
+tmux_ kill-session -t viz 2>/dev/null
+tmux_ new-session -d -x 100 -y 30 -s viz "'$MIXPAR' viz --refresh 50 '$work/later'; echo \"viz exited with \$?\"; sleep 60"
+check "tmux: live view of a run directory with no event file yet waits for it" wait_for "waiting for .*later to start"
+cp "$ev" "$work/later/events.rank0.jsonl"
+check "tmux: and shows the run once its events appear (step $step)" wait_for "step $step/100  loss $loss"
+check "tmux: the waiting note is gone" wait_gone "waiting for"
+tmux_ send-keys -t viz q
+check "tmux: q quits the waiting view cleanly" wait_for "viz exited with 0"
+
+# make demo: q closes the visualizer, the training goes on; Ctrl-C then stops the training too.
+sed -e 's/"steps": 600/"steps": 3000/' -e "s|\"seed\": 1,|\"seed\": 1, \"run_dir\": \"$work/demo\",|" \
+  configs/synthetic-addition.json >"$work/demo.json"
+trainer_running() { ps -eo args | grep -v grep | grep -q -- "train --config $work/demo.json"; }
+tmux_ kill-session -t viz 2>/dev/null
+tmux_ new-session -d -x 100 -y 30 -s viz "bash viz/demo.sh '$work/demo.json' '$work/demo'; echo \"demo exited with \$?\"; sleep 60"
+wait_long() { # wait_long PATTERN: up to 60 s (scaled): the demo's trainer may build the dataset first
+  for _ in $(seq "$(scaled 600)"); do screen_ | grep -Eq -- "$1" && return 0; sleep 0.1; done
+  screen_ | sed 's/^/    | /' >&2; return 1
+}
+check "tmux demo: the visualizer opens on the training's events" wait_long "step [0-9]+/3000"
+tmux_ send-keys -t viz q
+check "tmux demo: after q the training goes on (its log is shown)" wait_for "visualizer closed; the training goes on"
+check "tmux demo: the trainer is still running" trainer_running
+tmux_ send-keys -t viz C-c
+check "tmux demo: Ctrl-C after q stops the demo" wait_for "demo stopped \(training stopped\)"
+trainer_gone() { for _ in $(seq "$(scaled 100)"); do trainer_running || return 0; sleep 0.1; done; return 1; }
+check "tmux demo: and the training with it" trainer_gone
+tmux_ kill-session -t viz 2>/dev/null
+# should the demo have failed to stop it, do not leave a trainer running on the machine
+for pid in $(ps -eo pid=,args= | awk -v c="train --config $work/demo.json" 'index($0, c) && !/awk/ { print $1 }'); do
+  kill -TERM "$pid" 2>/dev/null
+done
+
 # ---------------------------------------------------------------- plot and trace
 check_output "plot: figures of the poetry sample" 0 "5 figures written, 1 skipped" "$MIXPAR" plot "$poetry" --out "$work/plots"
 for fig in loss loss_scale underflow memory timeline; do
@@ -133,11 +231,33 @@ done
 check_output "plot: the comm figure of a single-rank run is skipped with a note" 0 "skipped comm_bandwidth: no comm events" \
   "$MIXPAR" plot "$poetry" --out "$work/plots"
 check "plot: loss.dat holds one line per step" bash -c "[ \$(grep -vc '^#' '$work/plots/loss.dat') -eq \$(grep -c '\"kind\":\"step\"' '$ev') ]"
-check_output "plot: --term draws with gnuplot's dumb terminal" 0 "tiny-poetry: loss" "$MIXPAR" plot "$poetry" --out "$work/dumb" --term
+check_output "plot: --term draws with gnuplot's dumb terminal; titles name the run directory, recipe and world" 0 \
+  "tiny-poetry \\(tiny-poetry, fp32, 1 rank\\): loss" "$MIXPAR" plot "$poetry" --out "$work/dumb" --term
+"$MIXPAR" plot viz/samples/ddp-2 --out "$work/ddp-plots" >/dev/null 2>&1
+check_output "plot: a DDP run's titles name its world size and strategy" 0 "set title 'ddp-2 \\(synthetic-addition, fp32, 2 ranks, DDP\\): loss'" \
+  cat "$work/ddp-plots/loss.gp"
+check_output "plot: the loss scale is on a log2 axis labelled 2^k" 0 "set format y '2\\^%L'" cat "$work/ddp-plots/loss_scale.gp"
+check_output "plot: bandwidth ticks carry SI prefixes, never 0.0000001" 0 "set format y '%.0s %cB/s'" cat "$work/ddp-plots/comm_bandwidth.gp"
+check_output "plot: the timeline key names data and the loss allreduce, under the plot" 0 \
+  "set key outside right.*loss allreduce.*data wait" bash -c "tr '\\n' ' ' <'$work/ddp-plots/timeline.gp'"
 check_output "plot: make plots RUN=... runs it" 0 "figures written" make -s plots RUN="$addition" OUT="$work/mkplots"
 
 check_output "trace: the poetry sample exports" 0 "300 spans, 0 comm calls" "$MIXPAR" trace "$poetry" -o "$work/trace.json"
 check "trace: the file is a JSON object with traceEvents" bash -c "head -c 40 '$work/trace.json' | grep -q '^{\"displayTimeUnit\":\"ms\"' && tail -c 4 '$work/trace.json' | grep -q ']}'"
+"$MIXPAR" trace viz/samples/ddp-2 -o "$work/ddp-trace.json" >/dev/null
+check_output "trace: a run with wall clocks in its headers puts every rank on one clock" 0 '"clocks":"aligned by wall clock"' \
+  head -c 300 "$work/ddp-trace.json"
+# the first gradient allreduce ends at one instant on both ranks: 7 us apart aligned, 768 us on the ranks' own clocks
+first_end() { grep '"cat":"comm"' "$work/ddp-trace.json" | grep -m1 "\"pid\":$1," | sed -E 's/.*"ts":([0-9.e+-]+),"dur":([0-9.e+-]+).*/\1 \2/' |
+  awk '{ printf "%.3f", $1 + $2 }'; }
+check "trace: rank 0's and rank 1's first collective end within 100 us ($(first_end 0) vs $(first_end 1) us)" \
+  awk -v a="$(first_end 0)" -v b="$(first_end 1)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && b > 0 && d < 100) }'
+calls=$(grep -c '"kind":"comm"' viz/samples/ddp-2/events.rank0.jsonl)
+check "trace: a flow arrow joins each of the $calls collectives from rank 0 to rank 1" bash -c \
+  "[ \$(grep -c '\"ph\":\"s\",\"pid\":0,' '$work/ddp-trace.json') -eq $calls ] && [ \$(grep -c '\"ph\":\"f\",\"pid\":1,' '$work/ddp-trace.json') -eq $calls ]"
+check_output "snapshot: the comm panel says per rank how much communication no compute hid, and idle time" 0 \
+  "^in view, comm not under compute \\| idle: r0 [0-9.]+ [um]?s [0-9]+% \\| [0-9.]+ [um]?s [0-9]+%  r1 " snap viz/samples/ddp-2 --panel comm
+check_output "snapshot: the comm panel aligns the ranks by wall clock" 0 "clocks aligned by wall clock" snap viz/samples/ddp-2 --panel comm
 
 # ---------------------------------------------------------------- bad input: a message and exit 2
 mkdir -p "$work/empty" "$work/bad"

@@ -379,3 +379,131 @@ Test(viz_draw, keys_switch_panels_layers_and_quit) {
     cr_expect(!vz_view_key(&v, &m, 'q'));
     vz_model_free(&m);
 }
+
+Test(viz_draw, short_optimizer_and_data_spans_keep_a_column_beside_long_ones) {
+    SCREEN *sp = screen(30, 100);
+    vz_model m;
+    vz_model_init(&m);
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"short\",\"world\":1}");
+    /* 8 steps of 180 ms: data 12 us, forward 60 ms, backward 119.6 ms, optimizer 0.35 ms; the 1.44 s on ~90
+     * columns puts 16 ms in a column, so the optimizer and the next data wait share one with backward */
+    const struct { const char *name; double t0, t1; } PHASES[] = {
+        {"data", 0, 0.000012}, {"forward", 0.000012, 0.06}, {"backward", 0.06, 0.17965}, {"optimizer", 0.17965, 0.18}};
+    for (int s = 0; s < 8; s++)
+        for (int p = 0; p < 4; p++) {
+            char buf[256];
+            double o = 0.18 * s;
+            snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":%.6f,\"name\":\"%s\",\"step\":%d,\"t0\":%.6f,\"t1\":%.6f}",
+                     o + PHASES[p].t1, PHASES[p].name, s + 1, o + PHASES[p].t0, o + PHASES[p].t1);
+            apply(&m, 0, buf);
+        }
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_COMM;
+    v.zoom = -2; /* 4 x 3 periods: the whole run */
+    vz_view_clamp(&v, &m);
+    WINDOW *w = newwin(28, 100, 0, 0);
+    vz_panel_comm(w, &m, &v, &UNICODE);
+    char *text = vz_window_text(w);
+    int optimizers = 0, data = 0;
+    for (int x = 9; x < 100; x++) {
+        optimizers += cell(w, 2, x) == L'O';
+        data += cell(w, 2, x) == L'*';
+    }
+    cr_expect_eq(optimizers, 8, "every step's optimizer span shows its O: %d of 8\n%s", optimizers, text);
+    cr_expect_eq(data, 8, "every step's data wait shows its *: %d of 8\n%s", data, text);
+    free(text);
+    vz_model_free(&m);
+    delwin(w);
+    vz_virtual_screen_end(sp);
+}
+
+Test(viz_draw, zero3_ring_view_shows_its_reduce_scatter_or_allgather_not_the_loss_allreduce) {
+    SCREEN *sp = screen(30, 100);
+    vz_model m;
+    vz_model_init(&m);
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"zero3\",\"world\":4}");
+    for (int i = 0; i < 5; i++) {
+        char buf[256];
+        double o = i;
+        snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":%g,\"op\":\"allgather\",\"algorithm\":\"ring\",\"bytes\":2000000,\"peer\":-1,\"t0\":%g,\"t1\":%g,\"ranks\":4}", o + 0.2, o + 0.1, o + 0.2);
+        apply(&m, 0, buf);
+        snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":%g,\"op\":\"reduce_scatter\",\"algorithm\":\"ring\",\"bytes\":1000000,\"peer\":-1,\"t0\":%g,\"t1\":%g,\"ranks\":4}", o + 0.5, o + 0.3, o + 0.5);
+        apply(&m, 0, buf);
+        for (int k = 0; k < 3; k++) { /* the loss allreduce: more calls, 4 bytes */
+            snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":%g,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":4,\"peer\":-1,\"t0\":%g,\"t1\":%g,\"ranks\":4}", o + 0.7, o + 0.6, o + 0.7);
+            apply(&m, 0, buf);
+        }
+    }
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_COMM;
+    vz_view_clamp(&v, &m);
+    vz_view_ring_tick(&v, &m); /* a fresh allgather: the 3 reduce-scatter steps are skipped */
+    WINDOW *w = newwin(28, 100, 0, 0);
+    vz_panel_comm(w, &m, &v, &UNICODE);
+    char *text = vz_window_text(w);
+    cr_expect(strstr(text, "ring allgather from comm events: 2.00 MB over 4 ranks") != NULL, "%s", text);
+    cr_expect(strstr(text, "step 1/3 allgather") != NULL, "an allgather is 3 steps on 4 ranks:\n%s", text);
+    cr_expect(strstr(text, "4 B over") == NULL, "not the loss allreduce:\n%s", text);
+    cr_expect(strstr(text, "also: reduce_scatter ring (mixpar)") != NULL, "the reduce-scatter is named:\n%s", text);
+    free(text);
+    delwin(w);
+    /* the same run with MPI's own allgather: no ring is drawn */
+    apply(&m, 0, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":9,\"op\":\"allgather\",\"algorithm\":\"native\",\"bytes\":90000000,\"peer\":-1,\"t0\":8,\"t1\":9,\"ranks\":4}");
+    w = newwin(28, 100, 0, 0);
+    vz_panel_comm(w, &m, &v, &UNICODE);
+    text = vz_window_text(w);
+    cr_expect(strstr(text, "algorithm: native (MPI library)") != NULL, "%s", text);
+    cr_expect(strstr(text, "rank 0  [") == NULL && strstr(text, "rank 0  <") == NULL, "no ring cells:\n%s", text);
+    free(text);
+    vz_model_free(&m);
+    delwin(w);
+    vz_virtual_screen_end(sp);
+}
+
+Test(viz_draw, rare_skips_in_a_long_run_do_not_mark_every_column) {
+    SCREEN *sp = screen(30, 100);
+    vz_model m;
+    vz_model_init(&m);
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"long\",\"world\":1,\"precision\":{\"recipe\":\"fp16\"},"
+                "\"config\":{\"model\":{\"layers\":1},\"train\":{\"steps\":20000}}}");
+    for (int s = 1; s <= 20000; s++) { /* one skip per 997 steps, the scale halving then growing back */
+        char buf[256];
+        bool skip = s % 997 == 0;
+        snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"step\",\"rank\":0,\"t\":%d,\"step\":%d,\"loss\":1,\"lr\":0.001,"
+                                  "\"scale\":%d,\"skipped\":%s,\"grad_norm\":1,\"tokens_per_s\":1}", s, s, s % 997 < 500 ? 32768 : 65536,
+                 skip ? "true" : "false");
+        apply(&m, 0, buf);
+        if (s % 100 == 0) {
+            snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"rounding\",\"rank\":0,\"t\":%d,\"step\":%d,\"layer\":0,\"compute\":\"fp16\","
+                                      "\"grads\":{\"values\":1000,\"nonzero\":1000,\"flushed\":%d,\"overflowed\":0}}", s, s, s < 10000 ? 30 : 0);
+            apply(&m, 0, buf);
+        }
+    }
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_UNDERFLOW;
+    vz_view_clamp(&v, &m);
+    WINDOW *w = newwin(28, 100, 0, 0);
+    vz_panel_underflow(w, &m, &v, &UNICODE);
+    char *text = vz_window_text(w);
+    /* rows from the bottom: skip (27), scale (26), b0 (25) */
+    int crosses = 0, dots = 0, bars = 0, flushed = 0, none = 0;
+    for (int x = 7; x < 90; x++) {
+        crosses += cell(w, 27, x) == L'\x00d7';
+        dots += cell(w, 27, x) == L'\x00b7';
+        bars += cell(w, 26, x) != L' ';
+        flushed += cell(w, 25, x) == L'\x2592'; /* 3% flushed: >= 1% */
+        none += cell(w, 25, x) == L'\x00b7';
+    }
+    cr_expect_eq(crosses, 0, "20 skips in 20000 steps mark no column with x:\n%s", text);
+    cr_expect_gt(dots, 10, "but each shows as a dot: %d\n%s", dots, text);
+    cr_expect_eq(bars, 83, "the scale row is drawn in every column: %d\n%s", bars, text);
+    cr_expect(flushed > 35 && none > 35, "the first half flushed 3%%, the second none: %d, %d\n%s", flushed, none, text);
+    cr_expect(strstr(text, "1.4850%") != NULL, "b0's run total: 99 events x 30 of 200 x 1000 = 1.485%%:\n%s", text);
+    free(text);
+    vz_model_free(&m);
+    delwin(w);
+    vz_virtual_screen_end(sp);
+}

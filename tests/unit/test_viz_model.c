@@ -240,3 +240,76 @@ Test(viz_model, rank_clocks_align_at_the_first_collective) {
     cr_expect_float_eq(vz_model_clock_offset(&m, 2), 0, 0, "a rank without a collective stays on its own clock");
     vz_model_free(&m);
 }
+
+Test(viz_model, rounding_events_keep_per_layer_step_counts_and_run_totals) {
+    vz_model m;
+    vz_model_init(&m);
+    cr_expect(!vz_model_has_rounding(&m));
+    for (int s = 10; s <= 20; s += 10)
+        for (int layer = -1; layer <= 2; layer++) {
+            char buf[400];
+            /* the embeddings round nothing (no matmul input gradient); block 0 flushes s of 1000 */
+            snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"rounding\",\"rank\":0,\"t\":%d,\"step\":%d,\"layer\":%d,"
+                     "\"compute\":\"fp16\",\"grads\":{\"values\":%d,\"nonzero\":1000,\"flushed\":%d,\"overflowed\":0,"
+                     "\"saturated\":0},\"acts\":{\"values\":0,\"nonzero\":0,\"flushed\":0,\"overflowed\":0,\"saturated\":0}}",
+                     s, s, layer, layer < 0 ? 0 : 1000, layer == 0 ? s : 0);
+            apply(&m, 0, buf);
+        }
+    apply(&m, 1, "{\"v\":1,\"kind\":\"rounding\",\"rank\":1,\"t\":1,\"step\":10,\"layer\":0,\"grads\":{\"values\":9,\"nonzero\":9,\"flushed\":9}}");
+    cr_assert(vz_model_has_rounding(&m));
+    cr_expect_eq(m.round_lo, 0, "layers with rounded values start at block 0, got %d", m.round_lo);
+    cr_expect_eq(m.round_hi, 2);
+    cr_expect_str_eq(m.round_compute, "fp16");
+    cr_expect_eq(vz_model_nroundings(&m), 8, "rank 0's 8 events, not rank 1's: %zu", vz_model_nroundings(&m));
+    const vz_rounding_total *t = vz_model_rounding_total(&m, 0);
+    cr_assert_not_null(t);
+    cr_expect_float_eq(vz_share_pct(t->flushed, t->nonzero), 1.5, 1e-12, "30 of 2000 flushed: 1.5%%");
+    cr_expect(!t->subnormal_known, "today's events do not count subnormals");
+    cr_expect_null(vz_model_rounding_total(&m, -1), "the embeddings rounded nothing");
+    const vz_rounding *r = vz_model_rounding_at(&m, 5);
+    cr_expect(r->step == 20 && r->layer == 0 && r->flushed == 20);
+    vz_model_free(&m);
+}
+
+Test(viz_model, rank_clocks_align_by_the_run_headers_wall_clock) {
+    vz_model m;
+    vz_model_init(&m);
+    /* rank 1 started 0.15 s after rank 0; its first collective would say 0.6 s (a slow first call): wall wins */
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"w\",\"world\":2,\"wall\":1700000000.25}");
+    apply(&m, 1, "{\"v\":1,\"kind\":\"run\",\"rank\":1,\"t\":0,\"name\":\"w\",\"world\":2,\"wall\":1700000000.40}");
+    apply(&m, 0, "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":1.0,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":8,"
+                 "\"peer\":-1,\"t0\":0.9,\"t1\":1.0}");
+    apply(&m, 1, "{\"v\":1,\"kind\":\"comm\",\"rank\":1,\"t\":0.4,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":8,"
+                 "\"peer\":-1,\"t0\":0.3,\"t1\":0.4}");
+    cr_expect(vz_model_clocks_aligned(&m));
+    cr_expect_str_eq(vz_model_clock_alignment(&m), "by wall clock");
+    cr_expect_float_eq(vz_model_clock_offset(&m, 1), 0.15, 1e-6, "rank 1's t + 0.15 s is rank 0's clock: %g",
+                       vz_model_clock_offset(&m, 1));
+    /* a header without wall (an older run) falls back on the first collective */
+    apply(&m, 1, "{\"v\":1,\"kind\":\"run\",\"rank\":1,\"t\":0,\"name\":\"w\",\"world\":2,\"resumed_at\":0}");
+    cr_expect_str_eq(vz_model_clock_alignment(&m), "");
+    vz_model_free(&m);
+}
+
+Test(viz_model, exposed_communication_is_comm_time_with_no_compute_running) {
+    vz_model m;
+    vz_model_init(&m);
+    /* forward 0..1, backward 1..2, a bucket 1.5..2.1 (0.1 s of it after backward), optimizer 2.1..2.2; a data
+     * wait 2.2..2.4 and nothing 2.4..2.5 */
+    const char *evs[] = {
+        "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":1,\"name\":\"forward\",\"step\":1,\"t0\":0,\"t1\":1}",
+        "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":2,\"name\":\"backward\",\"step\":1,\"t0\":1,\"t1\":2}",
+        "{\"v\":1,\"kind\":\"comm\",\"rank\":0,\"t\":2.1,\"op\":\"allreduce\",\"algorithm\":\"ring\",\"bytes\":8,\"peer\":-1,\"t0\":1.5,\"t1\":2.1,\"bucket\":0,\"ranks\":2}",
+        "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":2.2,\"name\":\"optimizer\",\"step\":1,\"t0\":2.1,\"t1\":2.2}",
+        "{\"v\":1,\"kind\":\"span\",\"rank\":0,\"t\":2.4,\"name\":\"data\",\"step\":2,\"t0\":2.2,\"t1\":2.4}",
+    };
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) apply(&m, 0, evs[i]);
+    vz_busy b = vz_model_busy(&m, 0, 0, 2.5);
+    cr_expect_float_eq(b.comm, 0.6, 1e-9, "comm %g", b.comm);
+    cr_expect_float_eq(b.exposed_comm, 0.1, 1e-9, "only 2.0..2.1 is not under backward: %g", b.exposed_comm);
+    cr_expect_float_eq(b.compute, 2.1, 1e-9, "forward, backward, optimizer: %g", b.compute);
+    cr_expect_float_eq(b.idle, 0.3, 1e-9, "the data wait and the empty end: 2.5 - 2.2 busy = %g", b.idle);
+    b = vz_model_busy(&m, 0, 1.8, 2.05); /* a window clips every interval */
+    cr_expect_float_eq(b.exposed_comm, 0.05, 1e-9, "%g", b.exposed_comm);
+    vz_model_free(&m);
+}
