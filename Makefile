@@ -40,6 +40,7 @@ LAB_NUMS := $(foreach d,$(LAB_DIRS),$(patsubst lab%,%,$(firstword $(subst -, ,$(
 
 .DEFAULT_GOAL := all
 .PHONY: all demo plots help deps test unit-tests mpi-tests clean handout grade submit labtests lab-tests slides bench cuda-check regions \
+        hidden-objs hidden-tests \
         $(addprefix lab,$(LAB_NUMS))
 
 all: $(MIXPAR) $(GRADER) $(VIZ)
@@ -126,6 +127,13 @@ lab$(1): all
 	@$(wildcard labs/lab$(1)-*)/experiment.sh
 endef
 $(foreach n,$(LAB_NUMS),$(eval $(call LAB_RULES,$(n))))
+
+# mixpar-grade's hidden tests: compiled in this tree (hidden-objs), linked in a grading copy that has none of
+# their sources into a binary of their own (hidden-tests HIDDEN_OBJS=... HIDDEN_OUT=...).
+$(BUILD)/obj/grader/hidden/%.o: CFLAGS += -Itests/harness
+hidden-objs: $(call obj,$(wildcard grader/hidden/lab$(LAB)/*.c))
+hidden-tests: $(HIDDEN_OBJS) $(HARNESS) $(LIB)
+	$(CC) $(CFLAGS) -o $(HIDDEN_OUT) $(HIDDEN_OBJS) $(HARNESS) $(LIB) $(LDLIBS)
 
 lab-tests: $(foreach n,$(LAB_NUMS),$(BUILD)/labs/lab$(n)_tests)
 labtests: $(BUILD)/labs/lab$(LAB)_tests

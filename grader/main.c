@@ -4,9 +4,12 @@
 #include "runner.h"
 #include "tarball.h"
 #include "tree.h"
+#include "verdict.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 
 enum { EXIT_BAD = 2 };
@@ -242,7 +246,13 @@ static int cmd_submit(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- grade */
 
-static const char *const GRADING_SKIP[] = {".git", "build", "dist", "runs", "data", "submit-lab*", "results.json", NULL};
+/* What a grading copy leaves out: never the solutions or the hidden tests' sources (the hidden tests come in
+ * compiled, in a separate binary), nor the core's own tests, nor anything built or run. */
+static const char *const GRADING_SKIP[] = {".git", "build", "dist", "runs", "data", "submit-lab*", "results.json",
+                                           "solutions", "grader/hidden", "tests/unit", "tests/cli", "tests/mpi",
+                                           "tests/reference", ".ci", NULL};
+/* Of this tree's compiled objects, the grading copy takes the core's (so only spliced files recompile). */
+static const char *const GRADING_OBJ_SKIP[] = {"grader", "tests/unit", "tests/cli", NULL};
 
 /* Builds a grading folder build/grading/labNN: a copy of this tree with the submission's lab regions
  * spliced in. Only region bodies are taken from the archive; nothing from it is written elsewhere. */
@@ -266,7 +276,7 @@ static bool prepare_submission(int lab, const char *submission, char *root, size
         objs[strlen(objs) - 4] = '\0';
         mkdir(objs, 0755);
         strcat(objs, "/obj");
-        if (!tree_copy("build/obj", objs, NULL, err, errlen)) {
+        if (!tree_copy("build/obj", objs, GRADING_OBJ_SKIP, err, errlen)) {
             tar_free(&archive);
             return false;
         }
@@ -380,15 +390,6 @@ static void print_build_errors(const char *log, FILE *out, char *summary, size_t
     free(text);
 }
 
-/* Test output, each line indented, so nothing a test prints can pass for a line of the grader's own. */
-static void print_indented(const char *text) {
-    for (const char *line = text; *line;) {
-        size_t n = strcspn(line, "\n");
-        printf("%s%.*s\n", strncmp(line, "    ", 4) == 0 ? "" : "    ", (int)n, line);
-        line += n + (line[n] == '\n');
-    }
-}
-
 static void write_results(const char *path, cJSON *results) {
     if (!path) return;
     char *text = cJSON_Print(results);
@@ -396,13 +397,6 @@ static void write_results(const char *path, cJSON *results) {
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (!write_text_file(tmp, text) || rename(tmp, path) != 0) fprintf(stderr, "mixpar-grade: cannot write %s\n", path);
     free(text);
-}
-
-static bool list_has(const char *list, const char *name) {
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)); p += n)
-        if ((p == list || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0')) return true;
-    return false;
 }
 
 /* A lab whose tests also run earlier labs' regions (lab.json "requires": lab 07 trains a real model, so
@@ -457,16 +451,92 @@ static int cmd_splice(int argc, char **argv) {
     return 0;
 }
 
+/* A fresh seed for this grade: the inputs the tests draw (mpt_seed) are unknown before it starts. */
+static void make_seed(char *seed, size_t cap) {
+    unsigned char raw[8] = {0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, raw, sizeof raw) != (ssize_t)sizeof raw) {
+        unsigned long long x = (unsigned long long)(now_s() * 1e9) ^ ((unsigned long long)getpid() << 32);
+        memcpy(raw, &x, sizeof raw);
+    }
+    if (fd >= 0) close(fd);
+    size_t o = 0;
+    for (size_t i = 0; i < sizeof raw && o + 3 <= cap; i++) o += (size_t)snprintf(seed + o, cap - o, "%02x", raw[i]);
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The hidden tests of `lab` in a binary of their own, built against the tree at `root` (abs_root) from objects
+ * compiled in this tree: the grading copy never holds their sources, and the visible tests' binary, whose
+ * output a student sees, holds none of their code. Returns the binary's folder (its build/labs), or "". */
+static bool build_hidden(int lab, const char *abs_root, const char *abs_log, char *dir, size_t cap) {
+    char command[8192], here[PATH_MAX];
+    dir[0] = '\0';
+    if (!getcwd(here, sizeof here)) return false;
+    snprintf(command, sizeof command, "make -s hidden-objs LAB=%02d", lab);
+    if (run_logged(".", command, abs_log) != 0) return false;
+    char objs[4096] = "";
+    char hidden_dir[300];
+    snprintf(hidden_dir, sizeof hidden_dir, "grader/hidden/lab%02d", lab);
+    DIR *d = opendir(hidden_dir);
+    if (!d) return false;
+    size_t used = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 3 || strcmp(e->d_name + n - 2, ".c") != 0) continue;
+        used += (size_t)snprintf(objs + used, sizeof objs - used, "%s/build/obj/%s/%.*s.o ", here, hidden_dir,
+                                 (int)(n - 2), e->d_name);
+    }
+    closedir(d);
+    snprintf(dir, cap, "%s/build/grading/lab%02d-hidden/build/labs", here, lab);
+    snprintf(command, sizeof command, "mkdir -p '%s' && make -s hidden-tests LAB=%02d HIDDEN_OBJS='%s' HIDDEN_OUT='%s/lab%02d_tests'",
+             dir, lab, objs, dir, lab);
+    if (run_logged(abs_root, command, abs_log) != 0) return false;
+    /* Tests that start ranks run the visible worker program: it sits beside them. */
+    char worker[4096];
+    snprintf(worker, sizeof worker, "%s/build/labs/lab%02d_worker", abs_root, lab);
+    if (exists(worker)) {
+        snprintf(command, sizeof command, "cp -p '%s' '%s/'", worker, dir);
+        if (run_logged(".", command, abs_log) != 0) return false;
+    }
+    return true;
+}
+
+/* Text from a test for the terminal and results.json: valid UTF-8, no control sequences, capped; each line
+ * indented, so nothing a test prints can pass for a line of the grader's own. */
+static char *indented_clean(const char *text, size_t len) {
+    char *clean = clean_text(text, len, 16 * 1024);
+    size_t cap = strlen(clean) * 2 + 64, o = 0;
+    char *out = malloc(cap);
+    for (const char *line = clean; *line;) {
+        size_t n = strcspn(line, "\n");
+        o += (size_t)snprintf(out + o, cap - o, "%s%.*s\n", strncmp(line, "    ", 4) == 0 ? "" : "    ", (int)n, line);
+        line += n + (line[n] == '\n');
+    }
+    out[o] = '\0';
+    free(clean);
+    return out;
+}
+
 static int cmd_grade(int argc, char **argv) {
-    if (argc < 1) die("usage: mixpar-grade grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE]");
+    if (argc < 1)
+        die("usage: mixpar-grade grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE] "
+            "[--hidden-visibility hidden|after_due_date|after_published]");
     int lab = parse_lab(argv[0]);
-    const char *submission = NULL, *filter = NULL, *json_path = NULL;
+    const char *submission = NULL, *filter = NULL, *json_path = NULL, *visibility = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--submission") == 0 && i + 1 < argc) submission = argv[++i];
         else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc) filter = argv[++i];
         else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
+        else if (strcmp(argv[i], "--hidden-visibility") == 0 && i + 1 < argc) visibility = argv[++i];
         else die("unknown argument '%s'", argv[i]);
     }
+    if (visibility && strcmp(visibility, "hidden") && strcmp(visibility, "after_due_date") &&
+        strcmp(visibility, "after_published"))
+        die("--hidden-visibility must be hidden, after_due_date or after_published, not '%s'", visibility);
     double scale = 1.0;
     const char *env = getenv("MIXPAR_TIME_SCALE");
     if (env && (scale = atof(env)) <= 0) die("MIXPAR_TIME_SCALE must be a positive number, not '%s'", env);
@@ -475,11 +545,15 @@ static int cmd_grade(int argc, char **argv) {
     lab_info info;
     char err[1024];
     if (!lab_load(".", lab, &info, err, sizeof err)) die("%s", err);
+    if (!visibility) visibility = info.hidden_visibility;
     cJSON *results = cJSON_CreateObject();
     cJSON_AddNumberToObject(results, "score", 0);
     cJSON_AddNumberToObject(results, "execution_time", 0);
     cJSON *tests_json = cJSON_AddArrayToObject(results, "tests");
 
+    /* With the reference regions at hand (the instructor's edition), each test's observations are compared
+     * with the reference's; the student edition has none, so there a test judges itself (a practice grade). */
+    bool official = !exists(".student-edition");
     printf("Grading lab %02d: %s%s%s%s\n", lab, info.title, info.title_zh[0] ? " (" : "", info.title_zh,
            info.title_zh[0] ? ")" : "");
     char root[256] = ".";
@@ -487,20 +561,30 @@ static int cmd_grade(int argc, char **argv) {
         if (!prepare_submission(lab, submission, root, sizeof root, err, sizeof err)) {
             double total = 0;
             for (int i = 0; i < info.ntests; i++) total += info.tests[i].points;
-            printf("== Submission == REJECTED\n    %s\nScore: 0/%g\n", err, total);
-            cJSON_AddStringToObject(results, "output", err);
+            char *clean = clean_text(err, strlen(err), sizeof err);
+            printf("== Submission == REJECTED\n    %s\nScore: 0/%g\n", clean, total);
+            cJSON_AddStringToObject(results, "output", clean);
+            free(clean);
             write_results(json_path, results);
             cJSON_Delete(results);
             return EXIT_BAD;
         }
         printf("submission %s: lab %02d regions spliced into a clean copy in %s\n", submission, lab, root);
+        if (official && info.nrequires) {
+            printf("the labs it builds on (");
+            for (int k = 0; k < info.nrequires; k++) printf("%s%02d", k ? ", " : "", info.requires[k]);
+            printf(") come from the reference, so they are graded only in their own lab\n");
+        }
     }
+    printf("sandbox: %s\n", runner_protections());
     note_required_stubs(root, &info);
 
     /* Logs go to this tree's build/, never into the grading copy, which a failed build may leave half-made. */
-    char command[256], abs_log[4096], cwd[2048];
+    char command[256], abs_log[PATH_MAX + 64], cwd[PATH_MAX], abs_root[PATH_MAX];
     mkdir("build", 0755);
     if (!getcwd(cwd, sizeof cwd)) die("cannot read the current folder");
+    if (!realpath(root, abs_root)) die("cannot resolve %s", root);
+    bool self = strcmp(abs_root, cwd) == 0; /* grading this very tree */
     snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-lab%02d.log", cwd, lab);
     snprintf(command, sizeof command, "mkdir -p build && make -s labtests LAB=%02d", lab);
     char violation[1024];
@@ -508,19 +592,49 @@ static int cmd_grade(int argc, char **argv) {
     if (violation[0]) printf("== Rules == FAIL\n    %s\n    every test scores 0 until the region keeps to the rule\n", violation);
     double t0 = now_s();
     int built = run_logged(root, command, abs_log) == 0;
+    char hidden_labs[PATH_MAX + 64] = "";
+    bool has_hidden = false;
+    for (int i = 0; i < info.ntests; i++) has_hidden |= info.tests[i].hidden;
+    if (built && has_hidden && !self) {
+        char hidden_log[PATH_MAX + 80];
+        snprintf(hidden_log, sizeof hidden_log, "%s.hidden", abs_log);
+        if (!build_hidden(lab, abs_root, hidden_log, hidden_labs, sizeof hidden_labs)) {
+            printf("mixpar-grade: the hidden tests did not build (see %s): a problem of the grader\n", hidden_log);
+            hidden_labs[0] = '\0';
+        }
+    }
+    char reference_log[PATH_MAX + 80];
+    snprintf(reference_log, sizeof reference_log, "%s.reference", abs_log);
+    bool reference_built = official && (self ? built : run_logged(".", command, reference_log) == 0);
     printf("== Build == %s (%.1fs)\n", built ? "OK" : "FAIL", now_s() - t0);
     char build_summary[4096] = "";
     if (!built) print_build_errors(abs_log, stdout, build_summary, sizeof build_summary);
+    if (official && !reference_built && built) printf("mixpar-grade: the reference did not build (see %s)\n", reference_log);
+    char seed[32];
+    make_seed(seed, sizeof seed);
+    if (official) printf("each test is compared with the reference regions' answers on inputs drawn for this grade\n");
+    else printf("practice grade: this edition has no reference, so each test judges itself; the course's grade "
+                "compares your code with the reference\n");
 
-    char binary[4096];
-    snprintf(binary, sizeof binary, "%s/build/labs/lab%02d_tests", root, lab);
-    char *listed = NULL;
-    if (built) {
-        char list_log[4096], list_cmd[4200];
-        snprintf(list_log, sizeof list_log, "%s.list", abs_log);
-        snprintf(list_cmd, sizeof list_cmd, "./build/labs/lab%02d_tests --list", lab);
-        if (run_logged(root, list_cmd, list_log) == 0) listed = read_text_file(list_log, NULL);
+    /* The sandboxed views: the test binaries and the configs, read-only, at their usual paths. */
+    char labs_dir[PATH_MAX + 32], configs_dir[PATH_MAX + 32], ref_labs[PATH_MAX + 32], ref_configs[PATH_MAX + 32];
+    snprintf(labs_dir, sizeof labs_dir, "%s/build/labs", abs_root);
+    snprintf(configs_dir, sizeof configs_dir, "%s/configs", abs_root);
+    snprintf(ref_labs, sizeof ref_labs, "%s/build/labs", cwd);
+    snprintf(ref_configs, sizeof ref_configs, "%s/configs", cwd);
+    run_bind visible_binds[] = {{labs_dir, NULL}, {configs_dir, NULL}};
+    run_bind hidden_binds[] = {{hidden_labs, labs_dir}, {configs_dir, NULL}};
+    run_bind reference_binds[] = {{ref_labs, NULL}, {ref_configs, NULL}};
+    char exe[64];
+    snprintf(exe, sizeof exe, "./build/labs/lab%02d_tests", lab);
+
+    double budget = info.submission_limit_s;
+    if (budget <= 0) {
+        for (int i = 0; i < info.ntests; i++) budget += info.tests[i].time_limit_s;
+        if (budget > 120) budget = 120;
     }
+    budget *= scale;
+    double used = 0;
 
     double score = 0, max = 0, part_score = 0, part_max = 0;
     int run = 0;
@@ -531,44 +645,87 @@ static int cmd_grade(int argc, char **argv) {
         if (part && strcmp(part, t->part) != 0 && part[0]) printf("  Part %s: %g/%g\n", part, part_score, part_max);
         if (!part || strcmp(part, t->part) != 0) part_score = part_max = 0;
         part = t->part;
-        test_result r = {0};
         double limit = t->time_limit_s * scale;
+        if (limit > budget - used) limit = budget - used;
+        bool passed = false;
+        double seconds = 0;
+        char *shown = NULL; /* what the student may read */
+        char why[600] = "", ending[300] = "";
         if (!built) {
-            r.output = strdup("    not graded: the code did not build (see the build errors above)\n");
-        } else if (!listed || !list_has(listed, t->name)) {
-            r.output = strdup("    the test binary has no test of this name (was its file removed?)\n");
+            shown = strdup("    not graded: the code did not build (see the build errors above)\n");
+        } else if (t->hidden && !self && !hidden_labs[0]) {
+            shown = strdup("    not graded: the hidden tests did not build (a problem of the grader)\n");
+        } else if (limit <= 0.05) {
+            snprintf(ending, sizeof ending, "TIMEOUT: not run, the submission's %.0f s for all its tests are used up",
+                     budget);
         } else {
-            char bin_abs[4096];
-            snprintf(bin_abs, sizeof bin_abs, "./build/labs/lab%02d_tests", lab);
-            run_test(bin_abs, root, t->name, limit, info.memory_limit_mb, &r);
+            run_spec spec = {.workdir = abs_root, .binds = visible_binds, .nbinds = 2, .time_limit_s = limit,
+                             .memory_mb = info.memory_limit_mb, .max_processes = 64};
+            if (t->hidden && !self) spec.binds = hidden_binds;
+            run_result student;
+            run_observed(exe, t->name, seed, &spec, &student);
+            used += student.seconds;
+            seconds = student.seconds;
+            run_ending(&student, limit, info.memory_limit_mb, ending, sizeof ending);
+            bool came_back = student.finished && student.signal == 0 && !student.observations_truncated;
+            if (!official) {
+                passed = came_back && student.exit_code == 0 && verdict_self(student.observations, why, sizeof why);
+            } else if (came_back) {
+                run_result ref;
+                run_spec ref_spec = {.workdir = cwd, .binds = reference_binds, .nbinds = 2,
+                                     .time_limit_s = t->time_limit_s * scale * 2 + 5,
+                                     .memory_mb = info.memory_limit_mb, .max_processes = 64};
+                if (self) ref = student, ref.output = NULL, ref.observations = student.observations;
+                else run_observed(exe, t->name, seed, &ref_spec, &ref);
+                /* The reference must pass its own checks (else the test, not the submission, is wrong). */
+                char ref_why[600];
+                if (!reference_built || !ref.finished || ref.signal ||
+                    !verdict_self(ref.observations, ref_why, sizeof ref_why))
+                    snprintf(why, sizeof why, "the reference fails this test too: a problem of the test or the grader");
+                else
+                    passed = verdict_compare(student.observations, ref.observations, why, sizeof why);
+                if (!self) run_result_free(&ref);
+            }
+            if (student.observations_truncated) snprintf(why, sizeof why, "more observations than the grader keeps");
+            if (!t->hidden && !passed) shown = indented_clean(student.output, student.output_len);
+            run_result_free(&student);
         }
-        if (violation[0] && r.passed) {
-            r.passed = false;
-            size_t len = strlen(r.output);
-            r.output = realloc(r.output, len + strlen(violation) + 32);
-            sprintf(r.output + len, "    scored 0: %s\n", violation);
+        if (!passed && !shown) shown = strdup(t->hidden ? "    (a hidden test: its messages are not shown)\n" : "");
+        if (!passed && (why[0] || ending[0])) {
+            char note[1000];
+            snprintf(note, sizeof note, "    %s\n", ending[0] ? ending : why);
+            if (t->hidden && !ending[0]) note[0] = '\0'; /* a hidden test's checks are not named */
+            char *clean = clean_text(note, strlen(note), sizeof note);
+            shown = realloc(shown, strlen(shown) + strlen(clean) + 1);
+            strcat(shown, clean);
+            free(clean);
+        }
+        if (violation[0] && passed) {
+            passed = false;
+            free(shown);
+            shown = malloc(strlen(violation) + 32);
+            sprintf(shown, "    scored 0: %s\n", violation);
         }
         run++;
         max += t->points;
         part_max += t->points;
-        if (r.passed) {
+        if (passed) {
             score += t->points;
             part_score += t->points;
         }
-        printf("== Test %s == %s (%.2fs)%s\n", t->name, r.passed ? "OK" : "FAIL", r.seconds,
-               t->hidden ? "  [hidden]" : "");
-        if (!r.passed && r.output[0]) print_indented(r.output);
+        printf("== Test %s == %s (%.2fs)%s\n", t->name, passed ? "OK" : "FAIL", seconds, t->hidden ? "  [hidden]" : "");
+        if (!passed && shown && shown[0]) fputs(shown, stdout);
         fflush(stdout);
         cJSON *tj = cJSON_CreateObject();
         cJSON_AddStringToObject(tj, "name", t->name);
         char number[16];
         snprintf(number, sizeof number, "%d", i + 1);
         cJSON_AddStringToObject(tj, "number", number);
-        cJSON_AddNumberToObject(tj, "score", r.passed ? t->points : 0);
+        cJSON_AddNumberToObject(tj, "score", passed ? t->points : 0);
         cJSON_AddNumberToObject(tj, "max_score", t->points);
-        cJSON_AddStringToObject(tj, "status", r.passed ? "passed" : "failed");
-        cJSON_AddStringToObject(tj, "output", r.passed ? "" : r.output);
-        cJSON_AddStringToObject(tj, "visibility", t->hidden ? "after_due_date" : "visible");
+        cJSON_AddStringToObject(tj, "status", passed ? "passed" : "failed");
+        cJSON_AddStringToObject(tj, "output", passed || !shown ? "" : shown);
+        cJSON_AddStringToObject(tj, "visibility", t->hidden ? visibility : "visible");
         if (t->part[0]) {
             cJSON *tags = cJSON_AddArrayToObject(tj, "tags");
             cJSON_AddItemToArray(tags, cJSON_CreateString(t->part));
@@ -577,7 +734,7 @@ static int cmd_grade(int argc, char **argv) {
         cJSON_SetNumberValue(cJSON_GetObjectItem(results, "score"), score);
         cJSON_SetNumberValue(cJSON_GetObjectItem(results, "execution_time"), now_s() - t_start);
         write_results(json_path, results); /* after every test: a crash of the grader keeps what was scored */
-        free(r.output);
+        free(shown);
     }
     if (part && part[0]) printf("  Part %s: %g/%g\n", part, part_score, part_max);
     if (run == 0) die("no test of lab %02d matches '%s'", lab, filter ? filter : "");
@@ -585,10 +742,11 @@ static int cmd_grade(int argc, char **argv) {
     char summary[4200];
     snprintf(summary, sizeof summary, "Lab %02d: %g/%g%s%s", lab, score, max, built ? "" : "\nBuild failed:\n",
              build_summary);
-    cJSON_AddStringToObject(results, "output", summary);
+    char *clean = clean_text(summary, strlen(summary), sizeof summary);
+    cJSON_AddStringToObject(results, "output", clean);
+    free(clean);
     write_results(json_path, results);
     cJSON_Delete(results);
-    free(listed);
     lab_free(&info);
     return score == max ? 0 : 1;
 }
