@@ -165,6 +165,16 @@ bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen
         snprintf(out->forbidden[out->nforbidden++], sizeof out->forbidden[0], "%s", f->valuestring);
     }
     snprintf(out->forbidden_why, sizeof out->forbidden_why, "%s", cJSON_IsString(why) ? why->valuestring : "");
+    const cJSON *instructions = cJSON_GetObjectItemCaseSensitive(json, "forbidden_instructions");
+    for (const cJSON *f = cJSON_IsArray(instructions) ? instructions->child : NULL; f; f = f->next) {
+        if (!cJSON_IsString(f) || strlen(f->valuestring) >= sizeof out->forbidden_instructions[0] ||
+            out->nforbidden_instructions == 16) {
+            set_err(err, errlen, "%s: 'forbidden_instructions' must list at most 16 short mnemonics", path);
+            goto done;
+        }
+        snprintf(out->forbidden_instructions[out->nforbidden_instructions++], sizeof out->forbidden_instructions[0],
+                 "%s", f->valuestring);
+    }
     /* "requires": earlier labs whose regions the tests run (a lab that trains a real model needs the
      * backward passes of lab 2, ...). The grader says so when those are still stubs. */
     const cJSON *requires = cJSON_GetObjectItemCaseSensitive(json, "requires");

@@ -122,6 +122,10 @@ static int cmd_regions(int argc, char **argv) {
         for (int j = 0; j < set.files[i].regions.count; j++, total++) {
             const region *r = &set.files[i].regions.items[j];
             printf("lab %02d  %s:%d-%d  %s\n", r->lab, set.files[i].path, r->begin_line, r->end_line, r->title);
+            char why[256];
+            const char *body = set.files[i].text + r->body_start;
+            if (!body_stays_a_body(body, r->body_end - r->body_start, r->begin_line + 1, why, sizeof why))
+                die("%s: region '%s': %s (the splice would refuse it)", set.files[i].path, r->title, why);
         }
     printf("%d regions in %d files, all markers well formed\n", total, set.count);
     return 0;
@@ -362,6 +366,123 @@ static void check_rules(const char *root, const lab_info *info, char *violation,
                     break;
                 }
         }
+}
+
+/* ---------------------------------------------------------------- rules on the compiled objects */
+
+/* What a region file may call beyond what the reference file calls: the C library's math, memory, string
+ * and printing functions (for debugging output). Anything else new (dlopen, syscall, another module's
+ * complete answer) makes the rules fail. */
+static const char *const ALWAYS_ALLOWED[] = {
+    "memcpy", "memset", "memmove", "memcmp", "strlen", "strcmp", "strncmp", "printf", "fprintf", "puts", "fputs",
+    "putchar", "fputc", "fflush", "fwrite", "stdout", "stderr", "abort", "__stack_chk_fail", "__printf_chk",
+    "__fprintf_chk", "__memcpy_chk", "__memset_chk", "__memmove_chk", "abs", "labs", "llabs",
+    "fabs", "fabsf", "floor", "floorf", "ceil", "ceilf", "rint", "rintf", "nearbyint", "nearbyintf", "round",
+    "roundf", "lround", "lroundf", "lrint", "lrintf", "trunc", "truncf", "sqrt", "sqrtf", "exp", "expf", "exp2",
+    "exp2f", "log", "logf", "log2", "log2f", "pow", "powf", "ldexp", "ldexpf", "frexp", "frexpf", "fmod", "fmodf",
+    "fmax", "fmaxf", "fmin", "fminf", "tanh", "tanhf", "erf", "erff", "copysign", "copysignf", "nextafter",
+    "nextafterf", "scalbn", "scalbnf", "ilogb", "ilogbf", "logb", "logbf", "modf", "modff", "cbrt", "cbrtf",
+    "sin", "sinf", "cos", "cosf", NULL};
+
+typedef struct {
+    char names[512][96];
+    int count;
+} name_set;
+
+static bool set_has(const name_set *s, const char *name) {
+    for (int i = 0; i < s->count; i++)
+        if (strcmp(s->names[i], name) == 0) return true;
+    return false;
+}
+
+static void set_add(name_set *s, const char *name) {
+    if (s->count < 512 && !set_has(s, name)) snprintf(s->names[s->count++], sizeof s->names[0], "%s", name);
+}
+
+/* nm's defined and undefined symbols of `object` (a defined name without its .part/.cold/.constprop suffix). */
+static bool object_symbols(const char *object, name_set *defined, name_set *undefined) {
+    char command[PATH_MAX + 64];
+    snprintf(command, sizeof command, "nm -P '%s' 2>/dev/null", object);
+    FILE *p = popen(command, "r");
+    if (!p) return false;
+    defined->count = undefined->count = 0;
+    char line[512];
+    int lines = 0;
+    while (fgets(line, sizeof line, p)) {
+        char name[256], type;
+        if (sscanf(line, "%255s %c", name, &type) != 2) continue;
+        lines++;
+        if (type == 'U') {
+            set_add(undefined, name);
+        } else if (strchr("TtDdBbRrWwVv", type)) {
+            char *dot = strchr(name, '.');
+            if (dot && dot != name) *dot = '\0';
+            if (name[0] != '.' && strncmp(name, "__func__", 8) != 0) set_add(defined, name);
+        }
+    }
+    return pclose(p) == 0 && lines > 0;
+}
+
+/* How many times `mnemonic` is in the disassembly, and whether the object has a constructor section. */
+static int count_in_objdump(const char *object, const char *args, const char *what) {
+    char command[PATH_MAX + 200];
+    snprintf(command, sizeof command, "objdump %s '%s' 2>/dev/null | grep -cE '%s'", args, object, what);
+    FILE *p = popen(command, "r");
+    if (!p) return -1;
+    int n = -1;
+    if (fscanf(p, "%d", &n) != 1) n = -1;
+    pclose(p);
+    return n;
+}
+
+/* Each lab file's object in the grading copy against the same object built from the reference regions. */
+static void check_object_rules(const char *root, const lab_info *info, char *violation, size_t cap) {
+    static name_set sub_def, sub_undef, ref_def, ref_undef;
+    for (int f = 0; f < info->nfiles && !violation[0]; f++) {
+        const char *file = info->files[f];
+        size_t len = strlen(file);
+        if (len < 3 || strcmp(file + len - 2, ".c") != 0) continue;
+        char sub[PATH_MAX + 300], ref[PATH_MAX + 300];
+        snprintf(sub, sizeof sub, "%s/build/obj/%.*s.o", root, (int)(len - 2), file);
+        snprintf(ref, sizeof ref, "build/obj/%.*s.o", (int)(len - 2), file);
+        if (!object_symbols(ref, &ref_def, &ref_undef)) continue; /* no reference object: nothing to compare */
+        if (!object_symbols(sub, &sub_def, &sub_undef)) {
+            snprintf(violation, cap, "%s: its compiled object could not be read", file);
+            return;
+        }
+        for (int i = 0; i < sub_undef.count && !violation[0]; i++) {
+            const char *name = sub_undef.names[i];
+            bool forbidden = false;
+            for (int k = 0; k < info->nforbidden; k++) forbidden |= strcmp(name, info->forbidden[k]) == 0;
+            bool allowed = set_has(&ref_undef, name);
+            for (int k = 0; ALWAYS_ALLOWED[k] && !allowed; k++) allowed = strcmp(name, ALWAYS_ALLOWED[k]) == 0;
+            if (forbidden || !allowed)
+                snprintf(violation, cap, "%s: the compiled code calls %s, which lab %02d's regions may not use%s%s", file,
+                         name, info->lab, forbidden && info->forbidden_why[0] ? ": " : "",
+                         forbidden ? info->forbidden_why : " (the reference does not need it)");
+        }
+        for (int i = 0; i < sub_def.count && !violation[0]; i++)
+            if (!set_has(&ref_def, sub_def.names[i]))
+                snprintf(violation, cap, "%s: the compiled code defines %s, which the course's file does not: a region "
+                         "may only fill in its function", file, sub_def.names[i]);
+        static const char *const ctor_sections[] = {".init_array", ".ctors", ".fini_array", ".dtors", ".preinit_array", NULL};
+        for (int k = 0; ctor_sections[k] && !violation[0]; k++) {
+            char pattern[64];
+            snprintf(pattern, sizeof pattern, " \\%s", ctor_sections[k]);
+            if (count_in_objdump(sub, "-h", pattern) > count_in_objdump(ref, "-h", pattern))
+                snprintf(violation, cap, "%s: the compiled code has a %s section (code that runs before or after main)",
+                         file, ctor_sections[k]);
+        }
+        for (int k = 0; k < info->nforbidden_instructions && !violation[0]; k++) {
+            char pattern[64];
+            snprintf(pattern, sizeof pattern, "[[:space:]]%s[[:space:]]", info->forbidden_instructions[k]);
+            int s = count_in_objdump(sub, "-d", pattern), r = count_in_objdump(ref, "-d", pattern);
+            if (s > r)
+                snprintf(violation, cap, "%s: the compiled code uses the %s instruction, which lab %02d does not allow%s%s",
+                         file, info->forbidden_instructions[k], info->lab, info->forbidden_why[0] ? ": " : "",
+                         info->forbidden_why);
+        }
+    }
 }
 
 /* Runs a shell command in `dir`, output to `log`; returns its exit status. */
@@ -607,6 +728,12 @@ static int cmd_grade(int argc, char **argv) {
     snprintf(reference_log, sizeof reference_log, "%s.reference", abs_log);
     bool reference_built = official && (self ? built : run_logged(".", command, reference_log) == 0);
     printf("== Build == %s (%.1fs)\n", built ? "OK" : "FAIL", now_s() - t0);
+    if (built && reference_built && !self && !violation[0]) {
+        check_object_rules(abs_root, &info, violation, sizeof violation);
+        if (violation[0])
+            printf("== Rules == FAIL\n    %s\n    every test scores 0 until the region keeps to the rule\n", violation);
+    }
+
     char build_summary[4096] = "";
     if (!built) print_build_errors(abs_log, stdout, build_summary, sizeof build_summary);
     if (official && !reference_built && built) printf("mixpar-grade: the reference did not build (see %s)\n", reference_log);
