@@ -22,6 +22,7 @@ MPT_TEST(unscale_divides_by_the_scale) {
     MPT_CHECK(!found, "all values are finite, so found_inf must be false; got true\n"
                       "      likely mistake: testing isnan/isinf on the wrong thing, or not resetting the flag");
     int wrong = 0;
+    for (int i = 0; i < N; i++) MPT_OBSERVE(float_bits_of(g[i]));
     for (int i = 0; i < N && wrong < 3; i++)
         if (g[i] != truth[i]) {
             wrong++;
