@@ -202,12 +202,6 @@ static void build_root(const char *newroot, const run_spec *spec) {
             bind_ro(newroot, system_dirs[i], system_dirs[i], false);
         }
     }
-    for (int i = 0; i < spec->nbinds; i++) {
-        struct stat st;
-        if (stat(spec->binds[i].host, &st) != 0) continue;
-        bind_ro(newroot, spec->binds[i].host, spec->binds[i].inside ? spec->binds[i].inside : spec->binds[i].host,
-                !S_ISDIR(st.st_mode));
-    }
     mount_tmpfs(newroot, "/dev", "size=64k,mode=0755");
     static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", NULL};
     for (int i = 0; devices[i]; i++) {
@@ -221,6 +215,13 @@ static void build_root(const char *newroot, const run_spec *spec) {
     snprintf(size, sizeof size, "size=%ldm,mode=1777", spec->memory_mb > 0 ? spec->memory_mb : 256);
     mount_tmpfs(newroot, "/dev/shm", size);
     mount_tmpfs(newroot, "/tmp", size);
+    /* After /tmp: a tree under /tmp (a test suite's scratch copy) must not be hidden by the private one. */
+    for (int i = 0; i < spec->nbinds; i++) {
+        struct stat st;
+        if (stat(spec->binds[i].host, &st) != 0) continue;
+        bind_ro(newroot, spec->binds[i].host, spec->binds[i].inside ? spec->binds[i].inside : spec->binds[i].host,
+                !S_ISDIR(st.st_mode));
+    }
     char proc[4096];
     snprintf(proc, sizeof proc, "%s/proc", newroot);
     mkdirs(proc, 0555);
