@@ -129,11 +129,12 @@ endef
 $(foreach n,$(LAB_NUMS),$(eval $(call LAB_RULES,$(n))))
 
 # mixpar-grade's hidden tests: compiled in this tree (hidden-objs), linked in a grading copy that has none of
-# their sources into a binary of their own (hidden-tests HIDDEN_OBJS=... HIDDEN_OUT=...).
+# their sources into a binary of their own with the visible tests' helpers (hidden-tests HIDDEN_OBJS=... HIDDEN_OUT=...).
 $(BUILD)/obj/grader/hidden/%.o: CFLAGS += -Itests/harness
 hidden-objs: $(call obj,$(wildcard grader/hidden/lab$(LAB)/*.c))
 hidden-tests: $(HIDDEN_OBJS) $(HARNESS) $(LIB)
-	$(CC) $(CFLAGS) -o $(HIDDEN_OUT) $(HIDDEN_OBJS) $(HARNESS) $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests/harness -MF $(HIDDEN_OUT).d -o $(HIDDEN_OUT) $(HIDDEN_OBJS) \
+	    $(wildcard labs/lab$(LAB)-*/tests/*.c) $(HARNESS) $(LIB) $(LDLIBS)
 
 lab-tests: $(foreach n,$(LAB_NUMS),$(BUILD)/labs/lab$(n)_tests)
 labtests: $(BUILD)/labs/lab$(LAB)_tests
