@@ -133,6 +133,7 @@ $(foreach n,$(LAB_NUMS),$(eval $(call LAB_RULES,$(n))))
 $(BUILD)/obj/grader/hidden/%.o: CFLAGS += -Itests/harness
 hidden-objs: $(call obj,$(wildcard grader/hidden/lab$(LAB)/*.c))
 hidden-tests: $(HIDDEN_OBJS) $(HARNESS) $(LIB)
+	@[ -n "$(HIDDEN_OUT)" ] || { echo "usage: make hidden-tests LAB=NN HIDDEN_OBJS='...' HIDDEN_OUT=path (mixpar-grade calls this)" >&2; exit 2; }
 	$(CC) $(CFLAGS) -Itests/harness -MF $(HIDDEN_OUT).d -o $(HIDDEN_OUT) $(HIDDEN_OBJS) \
 	    $(wildcard labs/lab$(LAB)-*/tests/*.c) $(HARNESS) $(LIB) $(LDLIBS)
 
