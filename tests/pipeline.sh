@@ -3,6 +3,7 @@
 # every test worth points (visible and hidden) fails on it, and the reference regions spliced into it as
 # a submission score full marks again.
 source "$(dirname "$0")/lib.sh"
+export MIXPAR_TIME_SCALE=${MIXPAR_TIME_SCALE:-3}
 cd "$ROOT" || exit 1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
