@@ -84,6 +84,36 @@ static void record_near(int ok, const char *file, int line, double got, double e
 
 void mpt_observe(const char *file, int line, uint64_t value) { fold('v', 1, file, line, value); }
 
+static void observe_near_array(const char *file, int line, const float *got, const float *want_f, const double *want_d,
+                               long n, double rel_tol, double abs_tol) {
+    if (!observations) return;
+    double got_sum = 0, want_sum = 0, tol = 0;
+    int ok = 1;
+    uint64_t key = mix64(seed ^ 0x6e656172ULL);
+    for (long i = 0; i < n; i++) {
+        double want = want_f ? (double)want_f[i] : want_d[i];
+        if (!isfinite(want)) continue;
+        double w = 0.5 + (double)(mix64(key + (uint64_t)i) >> 11) * 0x1p-53;
+        double allowed = abs_tol + rel_tol * fabs(want);
+        ok &= fabs((double)got[i] - want) <= allowed;
+        got_sum += w * (double)got[i];
+        want_sum += w * want;
+        tol += w * allowed;
+    }
+    /* a little more for the sums' own rounding */
+    record_near(ok, file, line, got_sum, want_sum, 0, 2 * tol + 1e-12 * (fabs(want_sum) + 1));
+}
+
+void mpt_observe_near_f32(const char *file, int line, const float *got, const float *want, long n, double rel_tol,
+                          double abs_tol) {
+    observe_near_array(file, line, got, want, NULL, n, rel_tol, abs_tol);
+}
+
+void mpt_observe_near_f64(const char *file, int line, const float *got, const double *want, long n, double rel_tol,
+                          double abs_tol) {
+    observe_near_array(file, line, got, NULL, want, n, rel_tol, abs_tol);
+}
+
 void mpt_check_cond(const char *file, int line, int ok) { fold('c', ok, file, line, (uint64_t)ok); }
 
 void mpt_register(const char *name, mpt_fn fn, const char *file) {

@@ -49,6 +49,21 @@ uint64_t mpt_seed(void);
 void mpt_observe(const char *file, int line, uint64_t value);
 #define MPT_OBSERVE(value) mpt_observe(__FILE__, __LINE__, (uint64_t)(value))
 
+/* Record a whole array of results as one near value, for the grader: sum_i w_i * got[i] against
+ * sum_i w_i * want[i], with weights w_i in [0.5, 1.5) drawn from this grade's seed and the tolerance that the
+ * per-element one (|got - want| <= abs_tol + rel_tol * |want|) adds up to (twice: the reference's answer is
+ * itself within it). It is no check: use it beside one that compares element by element, where the results
+ * may differ in the last bits between correct codes (a sum in another order). Elements whose want is not
+ * finite are left out. want is float (mpt_observe_near_f32) or double (mpt_observe_near_f64). */
+void mpt_observe_near_f32(const char *file, int line, const float *got, const float *want, long n, double rel_tol,
+                          double abs_tol);
+void mpt_observe_near_f64(const char *file, int line, const float *got, const double *want, long n, double rel_tol,
+                          double abs_tol);
+#define MPT_OBSERVE_NEAR_F32(got, want, n, rel_tol, abs_tol) \
+    mpt_observe_near_f32(__FILE__, __LINE__, (got), (want), (n), (rel_tol), (abs_tol))
+#define MPT_OBSERVE_NEAR_F64(got, want, n, rel_tol, abs_tol) \
+    mpt_observe_near_f64(__FILE__, __LINE__, (got), (want), (n), (rel_tol), (abs_tol))
+
 void mpt_check_u64(const char *file, int line, uint64_t expected, uint64_t got, int hex, const char *what);
 void mpt_check_i64(const char *file, int line, int64_t expected, int64_t got, const char *what);
 void mpt_check_near(const char *file, int line, double expected, double got, double rel_tol, double abs_tol,
