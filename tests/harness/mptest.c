@@ -84,6 +84,10 @@ static void record_near(int ok, const char *file, int line, double got, double e
 
 void mpt_observe(const char *file, int line, uint64_t value) { fold('v', 1, file, line, value); }
 
+void mpt_observe_near(const char *file, int line, double value, double rel_tol, double abs_tol) {
+    record_near(1, file, line, value, value, rel_tol, abs_tol);
+}
+
 static void observe_near_array(const char *file, int line, const float *got, const float *want_f, const double *want_d,
                                long n, double rel_tol, double abs_tol) {
     if (!observations) return;

@@ -49,6 +49,11 @@ uint64_t mpt_seed(void);
 void mpt_observe(const char *file, int line, uint64_t value);
 #define MPT_OBSERVE(value) mpt_observe(__FILE__, __LINE__, (uint64_t)(value))
 
+/* Record a number the code under test produced, to be compared with the reference's within
+ * abs_tol + rel_tol * |reference's value| (for results that correct codes may round differently). */
+void mpt_observe_near(const char *file, int line, double value, double rel_tol, double abs_tol);
+#define MPT_OBSERVE_NEAR(value, rel_tol, abs_tol) mpt_observe_near(__FILE__, __LINE__, (double)(value), (rel_tol), (abs_tol))
+
 /* Record a whole array of results as one near value, for the grader: sum_i w_i * got[i] against
  * sum_i w_i * want[i], with weights w_i in [0.5, 1.5) drawn from this grade's seed and the tolerance that the
  * per-element one (|got - want| <= abs_tol + rel_tol * |want|) adds up to (twice: the reference's answer is
