@@ -259,16 +259,29 @@ static const char *const GRADING_SKIP[] = {".git", "build", "dist", "runs", "dat
 static const char *const GRADING_OBJ_SKIP[] = {"grader", "tests/unit", "tests/cli", NULL};
 
 /* Builds a grading folder build/grading/labNN: a copy of this tree with the submission's lab regions
- * spliced in. Only region bodies are taken from the archive; nothing from it is written elsewhere. */
-static bool prepare_submission(int lab, const char *submission, char *root, size_t rootlen, char *err, size_t errlen) {
-    tar_archive archive;
-    if (!tar_read(submission, &archive, err, errlen)) return false;
-    snprintf(root, rootlen, "build/grading/lab%02d", lab);
+ * spliced in. Only region bodies are taken from the archive; nothing from it is written elsewhere.
+ * `mixpar-grade splice` makes build/grading/spliced-labNN (or spliced-labNN+MM, with several labs: lab k's
+ * regions from submissions[k]), so a tree it makes outlives the grades run in the same tree. */
+static bool prepare_submissions(const char *prefix, int nlabs, const int *labs, const char *const *submissions,
+                                char *root, size_t rootlen, char *err, size_t errlen) {
+    enum { MAX_SPLICED = 16 };
+    if (nlabs < 1 || nlabs > MAX_SPLICED) {
+        snprintf(err, errlen, "between 1 and %d labs at a time", MAX_SPLICED);
+        return false;
+    }
+    tar_archive archives[MAX_SPLICED];
+    for (int k = 0; k < nlabs; k++)
+        if (!tar_read(submissions[k], &archives[k], err, errlen)) {
+            while (k--) tar_free(&archives[k]);
+            return false;
+        }
+    size_t used = (size_t)snprintf(root, rootlen, "build/grading/%slab%02d", prefix, labs[0]);
+    for (int k = 1; k < nlabs && used < rootlen; k++) used += (size_t)snprintf(root + used, rootlen - used, "+%02d", labs[k]);
     tree_remove(root, "build/grading/");
     mkdir("build", 0755);
     mkdir("build/grading", 0755);
     if (!tree_copy(".", root, GRADING_SKIP, err, errlen)) {
-        tar_free(&archive);
+        for (int k = 0; k < nlabs; k++) tar_free(&archives[k]);
         return false;
     }
     /* The clean tree's compiled objects come along (times kept), so only the spliced files recompile. */
@@ -281,7 +294,7 @@ static bool prepare_submission(int lab, const char *submission, char *root, size
         mkdir(objs, 0755);
         strcat(objs, "/obj");
         if (!tree_copy("build/obj", objs, GRADING_OBJ_SKIP, err, errlen)) {
-            tar_free(&archive);
+            for (int k = 0; k < nlabs; k++) tar_free(&archives[k]);
             return false;
         }
         char stamp[512];
@@ -290,41 +303,57 @@ static bool prepare_submission(int lab, const char *submission, char *root, size
     }
     source_set set = collect_regions(root);
     bool ok = true;
-    int spliced = 0;
-    for (int i = 0; i < set.count && ok; i++) {
-        source_file *f = &set.files[i];
-        if (!count_lab_regions(f, lab)) continue;
-        const tar_entry *e = tar_find(&archive, f->path);
-        if (!e) {
-            snprintf(err, errlen, "the submission has no %s, which holds lab %02d regions; make it with "
-                     "'make submit LAB=%02d'", f->path, lab, lab);
-            ok = false;
-            break;
+    for (int k = 0; k < nlabs && ok; k++) {
+        int lab = labs[k], spliced = 0;
+        for (int i = 0; i < set.count && ok; i++) {
+            source_file *f = &set.files[i];
+            if (!count_lab_regions(f, lab)) continue;
+            const tar_entry *e = tar_find(&archives[k], f->path);
+            if (!e) {
+                snprintf(err, errlen, "the submission has no %s, which holds lab %02d regions; make it with "
+                         "'make submit LAB=%02d'", f->path, lab, lab);
+                ok = false;
+                break;
+            }
+            region_list submitted;
+            if (!regions_scan(f->path, e->data, &submitted, err, errlen)) {
+                ok = false;
+                break;
+            }
+            char *merged = regions_splice(f->path, f->text, &f->regions, e->data, &submitted, lab, err, errlen);
+            regions_free(&submitted);
+            if (!merged) {
+                ok = false;
+                break;
+            }
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", root, f->path);
+            ok = write_text_file(path, merged);
+            if (!ok) snprintf(err, errlen, "cannot write %s", path);
+            /* the next lab splices into this text: its regions move */
+            region_list moved;
+            if (ok && !regions_scan(f->path, merged, &moved, err, errlen)) ok = false;
+            if (ok) {
+                free(f->text);
+                regions_free(&f->regions);
+                f->text = merged;
+                f->regions = moved;
+            } else {
+                free(merged);
+            }
+            spliced++;
         }
-        region_list submitted;
-        if (!regions_scan(f->path, e->data, &submitted, err, errlen)) {
+        if (ok && spliced == 0) {
+            snprintf(err, errlen, "this tree has no lab %02d regions to grade", lab);
             ok = false;
-            break;
         }
-        char *merged = regions_splice(f->path, f->text, &f->regions, e->data, &submitted, lab, err, errlen);
-        regions_free(&submitted);
-        if (!merged) {
-            ok = false;
-            break;
-        }
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", root, f->path);
-        ok = write_text_file(path, merged);
-        if (!ok) snprintf(err, errlen, "cannot write %s", path);
-        free(merged);
-        spliced++;
     }
-    if (ok && spliced == 0) {
-        snprintf(err, errlen, "this tree has no lab %02d regions to grade", lab);
-        ok = false;
-    }
-    tar_free(&archive);
+    for (int k = 0; k < nlabs; k++) tar_free(&archives[k]);
     return ok;
+}
+
+static bool prepare_submission(int lab, const char *submission, char *root, size_t rootlen, char *err, size_t errlen) {
+    return prepare_submissions("", 1, &lab, &submission, root, rootlen, err, errlen);
 }
 
 /* Does `body` use identifier `name` outside comments and strings? */
@@ -547,28 +576,45 @@ static void note_required_stubs(const char *root, const lab_info *info) {
     }
 }
 
-/* splice NN --submission FILE.tar: the grading folder build/grading/labNN (this tree with the submission's lab NN
- * regions spliced in), compiled, and no test run: to look at what a submission becomes, or to build a tree
- * in which an earlier lab is done (tests/pipeline.sh does, for labs that require others). */
+/* splice NN[,MM...] --submission FILE.tar [--submission FILE2.tar ...]: the folder build/grading/spliced-labNN
+ * (this tree with the submission's lab NN regions spliced in, as grade makes it; with several labs,
+ * spliced-labNN+MM, lab k's regions from the k-th archive), compiled, and no test run: to look at what a
+ * submission becomes, or to build a tree in which earlier labs are done (tests/pipeline.sh does, for labs
+ * that require others). */
 static int cmd_splice(int argc, char **argv) {
-    if (argc != 3 || strcmp(argv[1], "--submission") != 0) die("usage: mixpar-grade splice NN --submission FILE.tar");
-    int lab = parse_lab(argv[0]);
+    const char *usage = "usage: mixpar-grade splice NN[,MM...] --submission FILE.tar [--submission FILE.tar ...]";
+    if (argc < 3) die("%s", usage);
+    int labs[16], nlabs = 0;
+    const char *subs[16];
+    int nsubs = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", argv[0]);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        if (nlabs == 16) die("at most 16 labs at a time");
+        labs[nlabs++] = parse_lab(tok);
+    }
+    for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--submission") != 0 || i + 1 >= argc || nsubs == 16) die("%s", usage);
+        subs[nsubs++] = argv[i + 1];
+    }
+    if (nsubs != nlabs) die("one --submission per lab (%d labs, %d archives)", nlabs, nsubs);
     char root[256], err[1024];
-    if (!prepare_submission(lab, argv[2], root, sizeof root, err, sizeof err)) {
+    if (!prepare_submissions("spliced-", nlabs, labs, subs, root, sizeof root, err, sizeof err)) {
         fprintf(stderr, "mixpar-grade: submission rejected: %s\n", err);
         return EXIT_BAD;
     }
     char command[256], abs_log[4096], cwd[2048];
     if (!getcwd(cwd, sizeof cwd)) die("cannot read the current folder");
-    snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-lab%02d.log", cwd, lab);
-    snprintf(command, sizeof command, "mkdir -p build && make -s labtests LAB=%02d", lab);
+    snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-lab%02d.log", cwd, labs[0]);
+    snprintf(command, sizeof command, "mkdir -p build && make -s labtests LAB=%02d", labs[0]);
+    const char *what = nlabs > 1 ? "labs" : "lab";
     if (run_logged(root, command, abs_log) != 0) {
-        printf("%s: lab %02d regions spliced; the build failed\n", root, lab);
+        printf("%s: %s %s regions spliced; the build failed\n", root, what, argv[0]);
         char summary[2048];
         print_build_errors(abs_log, stdout, summary, sizeof summary);
         return 1;
     }
-    printf("%s: lab %02d regions spliced and built\n", root, lab);
+    printf("%s: %s %s regions spliced and built\n", root, what, argv[0]);
     return 0;
 }
 
@@ -640,6 +686,91 @@ static char *indented_clean(const char *text, size_t len) {
     out[o] = '\0';
     free(clean);
     return out;
+}
+
+/* The reference's run of a test, started beside the submission's so that a grade takes about as long as the
+ * slower of the two: a child of the grader runs it (sandboxed like any run) and sends back how it ended and
+ * what it observed. */
+typedef struct {
+    pid_t pid;
+    int fd;
+} reference_run;
+
+typedef struct {
+    bool finished, timed_out, out_of_memory, observations_truncated;
+    int exit_code, signal;
+    double seconds;
+    size_t observations_len;
+} reference_header;
+
+static bool write_all(int fd, const void *data, size_t len) {
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        p += n, len -= (size_t)n;
+    }
+    return true;
+}
+
+static bool read_all(int fd, void *data, size_t len) {
+    char *p = data;
+    while (len) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        p += n, len -= (size_t)n;
+    }
+    return true;
+}
+
+static reference_run start_reference(const char *exe, const char *name, const char *seed, const run_spec *spec) {
+    reference_run rr = {-1, -1};
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return rr;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        run_result r;
+        run_observed(exe, name, seed, spec, &r);
+        reference_header h = {r.finished, r.timed_out, r.out_of_memory, r.observations_truncated, r.exit_code,
+                              r.signal, r.seconds, r.observations ? r.observations_len : 0};
+        bool ok = write_all(p[1], &h, sizeof h) && write_all(p[1], r.observations ? r.observations : "", h.observations_len);
+        _exit(ok ? 0 : 1);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return rr;
+    }
+    rr.pid = pid, rr.fd = p[0];
+    return rr;
+}
+
+/* Waits for the reference's run; a run that could not be had reads as one that did not finish. */
+static void finish_reference(reference_run *rr, run_result *r) {
+    memset(r, 0, sizeof *r);
+    if (rr->pid < 0) return;
+    reference_header h;
+    if (read_all(rr->fd, &h, sizeof h) && h.observations_len < ((size_t)1 << 31)) {
+        char *obs = malloc(h.observations_len + 1);
+        if (obs && read_all(rr->fd, obs, h.observations_len)) {
+            obs[h.observations_len] = '\0';
+            r->finished = h.finished, r->timed_out = h.timed_out, r->out_of_memory = h.out_of_memory;
+            r->observations_truncated = h.observations_truncated;
+            r->exit_code = h.exit_code, r->signal = h.signal, r->seconds = h.seconds;
+            r->observations = obs, r->observations_len = h.observations_len;
+        } else {
+            free(obs);
+        }
+    }
+    close(rr->fd);
+    int status;
+    while (waitpid(rr->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    rr->pid = -1, rr->fd = -1;
 }
 
 static int cmd_grade(int argc, char **argv) {
@@ -789,6 +920,11 @@ static int cmd_grade(int argc, char **argv) {
             run_spec spec = {.workdir = abs_root, .binds = visible_binds, .nbinds = 2, .time_limit_s = limit,
                              .memory_mb = info.memory_limit_mb, .max_processes = 64};
             if (t->hidden && !self) spec.binds = hidden_binds;
+            run_spec ref_spec = {.workdir = cwd, .binds = reference_binds, .nbinds = 2,
+                                 .time_limit_s = t->time_limit_s * scale * 2 + 5,
+                                 .memory_mb = info.memory_limit_mb, .max_processes = 64};
+            reference_run pending = {-1, -1};
+            if (official && !self && reference_built) pending = start_reference(exe, t->name, seed, &ref_spec);
             run_result student;
             run_observed(exe, t->name, seed, &spec, &student);
             used += student.seconds;
@@ -799,11 +935,8 @@ static int cmd_grade(int argc, char **argv) {
                 passed = came_back && student.exit_code == 0 && verdict_self(student.observations, why, sizeof why);
             } else if (came_back) {
                 run_result ref;
-                run_spec ref_spec = {.workdir = cwd, .binds = reference_binds, .nbinds = 2,
-                                     .time_limit_s = t->time_limit_s * scale * 2 + 5,
-                                     .memory_mb = info.memory_limit_mb, .max_processes = 64};
                 if (self) ref = student, ref.output = NULL, ref.observations = student.observations;
-                else run_observed(exe, t->name, seed, &ref_spec, &ref);
+                else finish_reference(&pending, &ref);
                 /* The reference must pass its own checks (else the test, not the submission, is wrong). */
                 char ref_why[600];
                 if (!reference_built || !ref.finished || ref.signal ||
@@ -811,7 +944,17 @@ static int cmd_grade(int argc, char **argv) {
                     snprintf(why, sizeof why, "the reference fails this test too: a problem of the test or the grader");
                 else
                     passed = verdict_compare(student.observations, ref.observations, why, sizeof why);
+                if (passed && student.exit_code != 0) {
+                    /* a test that passes returns 0 from main; an exit from inside the code under test does not */
+                    passed = false;
+                    snprintf(why, sizeof why, "the test exited with status %d, not from its end", student.exit_code);
+                }
                 if (!self) run_result_free(&ref);
+            }
+            if (pending.pid >= 0) { /* the submission's run did not come back: the reference's is not needed */
+                run_result unused;
+                finish_reference(&pending, &unused);
+                run_result_free(&unused);
             }
             if (student.observations_truncated) snprintf(why, sizeof why, "more observations than the grader keeps");
             if (!t->hidden && !passed) shown = indented_clean(student.output, student.output_len);
@@ -885,7 +1028,7 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: mixpar-grade regions | handout OUTDIR | submit NN [-o FILE] |\n"
                         "                    grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE] |\n"
-                        "                    splice NN --submission FILE.tar\n");
+                        "                    splice NN[,MM...] --submission FILE.tar [--submission FILE.tar ...]\n");
         return EXIT_BAD;
     }
     if (strcmp(argv[1], "regions") == 0) return cmd_regions(argc - 2, argv + 2);

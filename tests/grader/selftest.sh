@@ -37,7 +37,7 @@ check_output "grader: a name filter runs only matching tests" 1 "^Score: 0/10$" 
 "$GRADER" submit 99 -o "$work/good.tar" >/dev/null
 check_output "submission: a good archive is graded from a clean copy" 0 "lab 99 regions spliced" \
   "$GRADER" grade 99 --submission "$work/good.tar" --filter correct
-check_output "splice: builds the grading copy and runs no test" 0 "^build/grading/lab99: lab 99 regions spliced and built$" \
+check_output "splice: builds the grading copy and runs no test" 0 "^build/grading/spliced-lab99: lab 99 regions spliced and built$" \
   bash -c "out=\$('$GRADER' splice 99 --submission '$work/good.tar') && echo \"\$out\" && ! grep -q '== Test' <<<\"\$out\""
 check_output "splice: a missing submission is a clear error" 2 "cannot open the submission" \
   "$GRADER" splice 99 --submission "$work/none.tar"
