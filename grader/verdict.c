@@ -44,7 +44,7 @@ static bool near_agrees(const observation *s, const observation *r, char *why, s
     /* The reference's expected value and tolerance; where the reference itself is off (its inputs come from
      * this grade's seed), its own answer with that tolerance. */
     double target = r->ok ? re : rg;
-    if (isnan(sg) && isnan(target)) return true;
+    if ((isnan(sg) && isnan(target)) || sg == target) return true; /* equal infinities too */
     double diff = fabs(sg - target);
     if (diff <= ra + rr * fabs(target)) return true;
     snprintf(why, cap, "%s: expected %.10g (tolerance: abs %g + rel %g), got %.10g (off by %.3g)", s->site, target, ra,
