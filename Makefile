@@ -114,7 +114,9 @@ plots: all
 # A lab whose tests start ranks with mpirun (lab 12) also has a worker program, from tests/worker/*.c,
 # built whenever its test binary is.
 define LAB_RULES
+# (one compile of several sources leaves in the .d file only the last one's headers: the lab's own headers are listed)
 $(BUILD)/labs/lab$(1)_tests: $(wildcard labs/lab$(1)-*/tests/*.c) $(wildcard grader/hidden/lab$(1)/*.c) $(HARNESS) $(LIB) \
+    $(wildcard labs/lab$(1)-*/tests/*.h) tests/harness/mptest.h \
     $(if $(wildcard labs/lab$(1)-*/tests/worker/*.c),| $(BUILD)/labs/lab$(1)_worker)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) -Itests/harness -MF $$@.d -o $$@ $$(filter %.c %.o,$$^) $(LIB) $$(LDLIBS)
