@@ -134,6 +134,7 @@ $(foreach n,$(LAB_NUMS),$(eval $(call LAB_RULES,$(n))))
 # their sources into a binary of their own with the visible tests' helpers (hidden-tests HIDDEN_OBJS=... HIDDEN_OUT=...).
 $(BUILD)/obj/grader/hidden/%.o: CFLAGS += -Itests/harness
 hidden-objs: $(call obj,$(wildcard grader/hidden/lab$(LAB)/*.c))
+-include $(patsubst %.o,%.d,$(call obj,$(wildcard grader/hidden/*/*.c)))
 hidden-tests: $(HIDDEN_OBJS) $(HARNESS) $(LIB)
 	@[ -n "$(HIDDEN_OUT)" ] || { echo "usage: make hidden-tests LAB=NN HIDDEN_OBJS='...' HIDDEN_OUT=path (mixpar-grade calls this)" >&2; exit 2; }
 	$(CC) $(CFLAGS) -Itests/harness -MF $(HIDDEN_OUT).d -o $(HIDDEN_OUT) $(HIDDEN_OBJS) \
