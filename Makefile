@@ -53,6 +53,7 @@ LAB_NUMS := $(foreach d,$(LAB_DIRS),$(patsubst lab%,%,$(firstword $(subst -, ,$(
 
 .DEFAULT_GOAL := all
 .PHONY: all demo plots help deps test unit-tests mpi-tests clean handout grade submit labtests lab-tests slides bench cuda-check regions \
+        hidden-objs hidden-tests \
         $(addprefix lab,$(LAB_NUMS))
 
 all: $(MIXPAR) $(GRADER) $(VIZ)
@@ -127,7 +128,9 @@ plots: all
 # A lab whose tests start ranks with mpirun (lab 12) also has a worker program, from tests/worker/*.c,
 # built whenever its test binary is.
 define LAB_RULES
+# (one compile of several sources leaves in the .d file only the last one's headers: the lab's own headers are listed)
 $(BUILD)/labs/lab$(1)_tests: $(wildcard labs/lab$(1)-*/tests/*.c) $(wildcard grader/hidden/lab$(1)/*.c) $(HARNESS) $(LIB) \
+    $(wildcard labs/lab$(1)-*/tests/*.h) tests/harness/mptest.h \
     $(if $(wildcard labs/lab$(1)-*/tests/worker/*.c),| $(BUILD)/labs/lab$(1)_worker)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) -Itests/harness -MF $$@.d -o $$@ $$(filter %.c %.o,$$^) $(LIB) $$(LDLIBS)
@@ -140,6 +143,16 @@ lab$(1): all
 	@$(wildcard labs/lab$(1)-*)/experiment.sh
 endef
 $(foreach n,$(LAB_NUMS),$(eval $(call LAB_RULES,$(n))))
+
+# mixpar-grade's hidden tests: compiled in this tree (hidden-objs), linked in a grading copy that has none of
+# their sources into a binary of their own with the visible tests' helpers (hidden-tests HIDDEN_OBJS=... HIDDEN_OUT=...).
+$(BUILD)/obj/grader/hidden/%.o: CFLAGS += -Itests/harness
+hidden-objs: $(call obj,$(wildcard grader/hidden/lab$(LAB)/*.c))
+-include $(patsubst %.o,%.d,$(call obj,$(wildcard grader/hidden/*/*.c)))
+hidden-tests: $(HIDDEN_OBJS) $(HARNESS) $(LIB)
+	@[ -n "$(HIDDEN_OUT)" ] || { echo "usage: make hidden-tests LAB=NN HIDDEN_OBJS='...' HIDDEN_OUT=path (mixpar-grade calls this)" >&2; exit 2; }
+	$(CC) $(CFLAGS) -Itests/harness -MF $(HIDDEN_OUT).d -o $(HIDDEN_OUT) $(HIDDEN_OBJS) \
+	    $(wildcard labs/lab$(LAB)-*/tests/*.c) $(HARNESS) $(LIB) $(LDLIBS)
 
 lab-tests: $(foreach n,$(LAB_NUMS),$(BUILD)/labs/lab$(n)_tests)
 labtests: $(BUILD)/labs/lab$(LAB)_tests

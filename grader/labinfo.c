@@ -165,6 +165,16 @@ bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen
         snprintf(out->forbidden[out->nforbidden++], sizeof out->forbidden[0], "%s", f->valuestring);
     }
     snprintf(out->forbidden_why, sizeof out->forbidden_why, "%s", cJSON_IsString(why) ? why->valuestring : "");
+    const cJSON *instructions = cJSON_GetObjectItemCaseSensitive(json, "forbidden_instructions");
+    for (const cJSON *f = cJSON_IsArray(instructions) ? instructions->child : NULL; f; f = f->next) {
+        if (!cJSON_IsString(f) || strlen(f->valuestring) >= sizeof out->forbidden_instructions[0] ||
+            out->nforbidden_instructions == 16) {
+            set_err(err, errlen, "%s: 'forbidden_instructions' must list at most 16 short mnemonics", path);
+            goto done;
+        }
+        snprintf(out->forbidden_instructions[out->nforbidden_instructions++], sizeof out->forbidden_instructions[0],
+                 "%s", f->valuestring);
+    }
     /* "requires": earlier labs whose regions the tests run (a lab that trains a real model needs the
      * backward passes of lab 2, ...). The grader says so when those are still stubs. */
     const cJSON *requires = cJSON_GetObjectItemCaseSensitive(json, "requires");
@@ -177,6 +187,20 @@ bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen
         out->requires[out->nrequires++] = (int)r->valuedouble;
     }
     out->time_limit_s = cJSON_IsNumber(limit) && limit->valuedouble > 0 ? limit->valuedouble : 10.0;
+    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(json, "submission_limit_s");
+    out->submission_limit_s = cJSON_IsNumber(cap) && cap->valuedouble > 0 ? cap->valuedouble : 0;
+    const cJSON *vis = cJSON_GetObjectItemCaseSensitive(json, "hidden_visibility");
+    static const char *const visibilities[] = {"hidden", "after_due_date", "after_published", NULL};
+    snprintf(out->hidden_visibility, sizeof out->hidden_visibility, "hidden");
+    if (vis) {
+        bool known = false;
+        for (int i = 0; visibilities[i]; i++) known |= cJSON_IsString(vis) && strcmp(vis->valuestring, visibilities[i]) == 0;
+        if (!known) {
+            set_err(err, errlen, "%s: 'hidden_visibility' must be \"hidden\", \"after_due_date\" or \"after_published\"", path);
+            goto done;
+        }
+        snprintf(out->hidden_visibility, sizeof out->hidden_visibility, "%s", vis->valuestring);
+    }
     out->memory_limit_mb = cJSON_IsNumber(memory) && memory->valuedouble > 0 ? (long)memory->valuedouble : 1024;
     if (!read_tests(path, cJSON_GetObjectItemCaseSensitive(json, "tests"), false, out->time_limit_s, out, err, errlen))
         goto done;

@@ -27,6 +27,10 @@ typedef struct {
     char forbidden[32][64]; /* identifiers a region of this lab may not use (lab.json "forbidden") */
     int nforbidden;
     char forbidden_why[256];
+    char forbidden_instructions[16][32]; /* mnemonics a region file's object may not gain (lab.json) */
+    int nforbidden_instructions;
+    double submission_limit_s; /* all of a submission's tests together (lab.json "submission_limit_s") */
+    char hidden_visibility[32]; /* Gradescope visibility of hidden tests (lab.json; default "hidden") */
     int requires[16];       /* labs whose regions this lab's tests run too (lab.json "requires") */
     int nrequires;
 } lab_info;

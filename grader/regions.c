@@ -160,6 +160,116 @@ char *regions_stub(const char *text, const region_list *list, int lab, const cha
     return b.s;
 }
 
+/* A region body must stay a body: the code between its markers, inside the function the course wrote. Checked on
+ * the text as the compiler sees it (backslash-newlines joined, comments, strings and character literals
+ * blanked): no preprocessor line (#include, #define: no token pasting, no file read at build time), no asm,
+ * attributes or _Pragma, and braces and parentheses that never close more than the body opened. Returns
+ * false with "line N: what" in why. */
+bool body_stays_a_body(const char *text, size_t len, int first_line, char *why, size_t cap) {
+    char *t = malloc(len + 1);
+    int *line_of = malloc((len + 1) * sizeof *line_of);
+    size_t n = 0;
+    int line = first_line;
+    for (size_t i = 0; i < len; i++) { /* join backslash-newlines */
+        if (text[i] == '\\' && i + 1 < len && text[i + 1] == '\n') {
+            i++;
+            line++;
+            continue;
+        }
+        if (text[i] == '\\' && i + 2 < len && text[i + 1] == '\r' && text[i + 2] == '\n') {
+            i += 2;
+            line++;
+            continue;
+        }
+        line_of[n] = line;
+        t[n++] = text[i];
+        if (text[i] == '\n') line++;
+    }
+    t[n] = '\0';
+    for (size_t i = 0; i < n; i++) { /* blank comments, strings and character literals */
+        if (t[i] == '/' && t[i + 1] == '*') {
+            size_t j = i + 2;
+            while (j + 1 < n && !(t[j] == '*' && t[j + 1] == '/')) j++;
+            size_t end = j + 1 < n ? j + 2 : n;
+            for (size_t k = i; k < end; k++)
+                if (t[k] != '\n') t[k] = ' ';
+            i = end - 1;
+        } else if (t[i] == '/' && t[i + 1] == '/') {
+            while (i < n && t[i] != '\n') t[i++] = ' ';
+        } else if (t[i] == '"' || t[i] == '\'') {
+            char q = t[i];
+            size_t j = i + 1;
+            while (j < n && t[j] != q && t[j] != '\n') j += t[j] == '\\' ? 2 : 1;
+            for (size_t k = i + 1; k < j && k < n; k++) t[k] = ' ';
+            i = j < n ? j : n;
+        }
+    }
+    bool ok = true;
+    int depth_brace = 0, depth_paren = 0;
+    bool line_start = true;
+    static const char *const banned[] = {"asm", "__asm", "__asm__", "__attribute", "__attribute__", "_Pragma",
+                                         "__extension__", "__builtin_ia32_vcvtps2ph", NULL};
+    for (size_t i = 0; i < n && ok; i++) {
+        char c = t[i];
+        if (c == '\n') {
+            line_start = true;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') continue;
+        if (line_start && c == '#') { /* OpenMP pragmas are fine: "#pragma omp ..." */
+            size_t j = i + 1;
+            while (t[j] == ' ' || t[j] == '\t') j++;
+            if (strncmp(t + j, "pragma", 6) == 0) {
+                j += 6;
+                while (t[j] == ' ' || t[j] == '\t') j++;
+                if (strncmp(t + j, "omp", 3) == 0 && (t[j + 3] == ' ' || t[j + 3] == '\t' || t[j + 3] == '\n')) {
+                    while (i < n && t[i] != '\n') i++;
+                    i--;
+                    continue;
+                }
+            }
+        }
+        if (line_start && (c == '#' || (c == '%' && t[i + 1] == ':'))) {
+            snprintf(why, cap, "line %d: a preprocessor line (#...) in a region (only #pragma omp is allowed); write plain code in the body", line_of[i]);
+            ok = false;
+            break;
+        }
+        line_start = false;
+        if (c == '{') depth_brace++;
+        else if (c == '}' && --depth_brace < 0) {
+            snprintf(why, cap, "line %d: this '}' closes the function the region is in; a region's braces must "
+                     "balance within it", line_of[i]);
+            ok = false;
+        } else if (c == '(') depth_paren++;
+        else if (c == ')' && --depth_paren < 0) {
+            snprintf(why, cap, "line %d: this ')' closes more than the region opened", line_of[i]);
+            ok = false;
+        } else if (c == '<' && t[i + 1] == '%') {
+            snprintf(why, cap, "line %d: digraphs ('<%%', '%%>', '%%:') are not allowed in a region", line_of[i]);
+            ok = false;
+        } else if (c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) {
+            size_t j = i;
+            while (j < n && (t[j] == '_' || (t[j] >= 'A' && t[j] <= 'Z') || (t[j] >= 'a' && t[j] <= 'z') ||
+                             (t[j] >= '0' && t[j] <= '9')))
+                j++;
+            for (int k = 0; banned[k]; k++)
+                if (j - i == strlen(banned[k]) && strncmp(t + i, banned[k], j - i) == 0) {
+                    snprintf(why, cap, "line %d: '%s' is not allowed in a region", line_of[i], banned[k]);
+                    ok = false;
+                }
+            i = j - 1;
+        }
+    }
+    if (ok && (depth_brace != 0 || depth_paren != 0)) {
+        snprintf(why, cap, "the region's %s do not balance (a region must be code inside its function)",
+                 depth_brace ? "braces" : "parentheses");
+        ok = false;
+    }
+    free(t);
+    free(line_of);
+    return ok;
+}
+
 char *regions_splice(const char *path, const char *clean, const region_list *clean_regions, const char *submitted,
                      const region_list *submitted_regions, int lab, char *err, size_t errlen) {
     int wanted = 0, have = 0;
@@ -178,6 +288,13 @@ char *regions_splice(const char *path, const char *clean, const region_list *cle
         if (r->lab != lab) continue;
         while (submitted_regions->items[k].lab != lab) k++;
         const region *s = &submitted_regions->items[k++];
+        char why[256];
+        if (!body_stays_a_body(submitted + s->body_start, s->body_end - s->body_start, s->begin_line + 1, why,
+                               sizeof why)) {
+            set_err(err, errlen, "%s: region '%s' (line %d): %s", path, s->title, s->begin_line, why);
+            free(b.s);
+            return NULL;
+        }
         sb_add(&b, clean + copied, r->body_start - copied);
         sb_add(&b, submitted + s->body_start, s->body_end - s->body_start);
         copied = r->body_end;

@@ -37,6 +37,10 @@ char *regions_stub(const char *text, const region_list *list, int lab, const cha
 char *regions_splice(const char *path, const char *clean, const region_list *clean_regions, const char *submitted,
                      const region_list *submitted_regions, int lab, char *err, size_t errlen);
 
+/* A region body (text, len; its first line's number) that is only code inside its function: no preprocessor
+ * lines, asm, attributes or _Pragma, balanced braces and parentheses (regions_splice refuses any other). */
+bool body_stays_a_body(const char *text, size_t len, int first_line, char *why, size_t cap);
+
 /* Whole-file helpers. */
 char *read_text_file(const char *path, size_t *len);        /* NULL if unreadable */
 bool write_text_file(const char *path, const char *text);   /* creates parent dirs */

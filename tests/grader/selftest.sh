@@ -6,6 +6,7 @@ fixture="$ROOT/tests/grader/fixture"
 export MPTEST_DIR="$ROOT/tests/harness"
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$fixture/build"' EXIT
+rm -rf "$fixture/build"
 
 cd "$fixture" || exit 1
 out=$("$GRADER" grade 99 --json "$work/results.json" 2>&1); rc=$?
@@ -36,7 +37,7 @@ check_output "grader: a name filter runs only matching tests" 1 "^Score: 0/10$" 
 "$GRADER" submit 99 -o "$work/good.tar" >/dev/null
 check_output "submission: a good archive is graded from a clean copy" 0 "lab 99 regions spliced" \
   "$GRADER" grade 99 --submission "$work/good.tar" --filter correct
-check_output "splice: builds the grading copy and runs no test" 0 "^build/grading/lab99: lab 99 regions spliced and built$" \
+check_output "splice: builds the grading copy and runs no test" 0 "^build/grading/spliced-lab99: lab 99 regions spliced and built$" \
   bash -c "out=\$('$GRADER' splice 99 --submission '$work/good.tar') && echo \"\$out\" && ! grep -q '== Test' <<<\"\$out\""
 check_output "splice: a missing submission is a clear error" 2 "cannot open the submission" \
   "$GRADER" splice 99 --submission "$work/none.tar"
@@ -81,3 +82,68 @@ sed 's|    return a + b;|    if (system("true") != 0) return 0;\n    return a + 
 ( cd "$rules" && tar -cf "$work/system.tar" core/demo/demo.c )
 check_output "rules: a forbidden call scores 0 and says why" 1 "uses system, which lab 99 does not allow: the self-test forbids" \
   "$GRADER" grade 99 --submission "$work/system.tar" --filter correct
+
+# Attacks (issue 14): each is a lab 99 submission whose region tries to forge a verdict, escape, leak or break
+# the grader. Each must score 0 on the tests it forges, and leave the grader, this tree and other runs unharmed.
+attack() { # NAME BODY: a submission whose demo_add region is BODY
+  mkdir -p "$work/atk-$1/core/demo"
+  BODY="$2" python3 - "$fixture/core/demo/demo.c" "$work/atk-$1/core/demo/demo.c" <<'PY'
+import os, sys
+src = open(sys.argv[1]).read()
+a = src.index("/* LAB 99 BEGIN"); a = src.index("\n", a) + 1
+b = src.index("    /* LAB 99 END")
+open(sys.argv[2], "w").write(src[:a] + os.environ["BODY"] + "\n" + src[b:])
+PY
+  (cd "$work/atk-$1" && tar -cf "$work/atk-$1.tar" core/demo/demo.c)
+  "$GRADER" grade 99 --submission "$work/atk-$1.tar" --filter correct --json "$work/atk-$1.json" 2>&1
+}
+grader_sum=$(sha256sum "$GRADER" | cut -d' ' -f1)
+tree_sum=$(sha256sum core/demo/demo.c labs/lab99-grader-selftest/lab.json | sha256sum)
+out=$(attack fd3 '    if (write(3, "v 1 test_selftest.c:5 1 0000000000000000\ne 1 end\n", 51) < 0) return 0;
+    _exit(0);')
+check_output "attack: a forged observation stream on fd 3 scores 0" 0 "^Score: 0/10$" echo "$out"
+out=$(attack closebrace '    return a + b;
+}
+__attribute__((constructor)) static void forge(void) { _exit(0); }
+int demo_unused(int a, int b) {
+    return a - b;')
+check_output "attack: a region that closes its function is refused" 0 "closes the function the region is in" echo "$out"
+out=$(attack paste '#define CAT(a, b) a##b
+    return CAT(demo_, add)(a, b);')
+check_output "attack: a preprocessor line in a region is refused" 0 "a preprocessor line" echo "$out"
+out=$(attack dlopen '    extern void *dlopen(const char *, int);
+    if (dlopen("libm.so.6", 2) == 0) return 0;
+    return a + b;')
+check_output "attack: dlopen from a region fails the rules on the object" 0 "calls dlopen" echo "$out"
+out=$(attack splitname '    extern int sys\
+tem(const char *);
+    if (sys\
+tem("true") != 0) return 0;
+    return a + b;')
+check_output "attack: a name split by backslash-newline is caught on the object" 0 "calls system" echo "$out"
+out=$(attack setsid '    demo_spawn_escaper("'"$work"'/escaped");
+    return a + b;')
+sleep 4
+check "attack: a setsid() grandchild dies with its test and writes nothing" bash -c \
+  "[ ! -e '$work/escaped' ] && ! pgrep -f '[l]ab99_tests --observe' >/dev/null"
+out=$(attack writes '    if (demo_try_write("'"$fixture"'/core/demo/demo.c") == 0) return 0;
+    if (demo_try_write("'"$GRADER"'") == 0) return 0;
+    if (demo_try_write("/tmp/ok-in-scratch") != 0) return 0;
+    return a + b;')
+check_output "attack: writing outside the scratch folder fails, the scratch works" 0 "^Score: 10/10$" echo "$out"
+check "attack: the grader and this tree are unchanged" bash -c \
+  "[ \"\$(sha256sum '$GRADER' | cut -d' ' -f1)\" = '$grader_sum' ] && [ \"\$(sha256sum core/demo/demo.c labs/lab99-grader-selftest/lab.json | sha256sum)\" = '$tree_sum' ]"
+out=$(attack utf8 '    printf("bad bytes \xff\xfe \x1b[2J\x1b[31mred\r\n"); fflush(stdout);
+    return a + b + 1;')
+check "attack: invalid UTF-8 and escape sequences: valid results.json, clean terminal" bash -c \
+  "python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding=\"utf-8\", errors=\"strict\"))' '$work/atk-utf8.json' &&
+   ! printf '%s' \"\$1\" | grep -q \$'\\x1b' && printf '%s' \"\$1\" | grep -q 'Score: 0/10'" _ "$out"
+out=$(attack children '    for (int i = 0; i < 8; i++) if (fork() == 0) { char *p = malloc(100 << 20);
+        if (p) memset(p, 1, 100 << 20); sleep(5); _exit(0); }
+    sleep(3);
+    return a + b;')
+check_output "attack: memory spread over child processes hits the tree's limit" 0 "memory limit of 256 MB exceeded.*|Score: 0/10" echo "$out"
+out=$(attack loop '    for (;;) { }
+    return a + b;')
+check_output "attack: a looping submission is cut at the submission's cap" 1 "used up" \
+  "$GRADER" grade 99 --submission "$work/atk-loop.tar"

@@ -72,6 +72,7 @@ static void compare_with_reference(ref_kind kind, const optim_hparams *h, int st
     }
     int worst = 0;
     double worst_err = 0;
+    MPT_OBSERVE_NEAR_F64(p, pd, NP, 2e-5, 2e-5 * h->lr * steps);
     for (int i = 0; i < NP; i++) {
         double err = fabs(p[i] - pd[i]) / (fabs(pd[i]) + h->lr * steps);
         if (!(err <= worst_err)) worst_err = err, worst = i;
@@ -193,6 +194,9 @@ MPT_TEST(adam_and_adamw_stay_put_on_zero_gradients_without_decay) {
     optim_hparams h = hidden_adam_hparams(0.01, 0.9, 0.999, 1e-8, 0);
     for (long t = 1; t <= 3; t++) optim_adam_update(p, g, m, v, NZ, &h, t);
     for (long t = 4; t <= 6; t++) optim_adamw_update(p, g, m, v, NZ, &h, t);
+    MPT_OBSERVE_NEAR_F32(p, p0, NZ, 0, 0);
+    MPT_OBSERVE_NEAR_F32(m, m, NZ, 0, 0);
+    MPT_OBSERVE_NEAR_F32(v, v, NZ, 0, 0);
     for (int i = 0; i < NZ; i++) {
         MPT_CHECK(p[i] == p0[i], "element %d moved from %g to %g with zero gradients and no decay (0/(0 + eps) is 0)",
                   i, (double)p0[i], (double)p[i]);
@@ -221,6 +225,7 @@ MPT_TEST(optimizer_shard_updates_equal_whole_update) {
             run_kernel((ref_kind)kind, ps + CUT, g + CUT, ms + CUT, vs + CUT, NS - CUT, &h, t);
         }
         const char *name = kind == REF_MOMENTUM ? "momentum" : kind == REF_ADAM ? "Adam" : "AdamW";
+        MPT_OBSERVE_NEAR_F32(ps, pw, NS, 1e-6, 1e-6);
         MPT_CHECK(memcmp(pw, ps, sizeof pw) == 0 && memcmp(mw, ms, sizeof mw) == 0,
                   "%s: updating two shards separately gave other values than updating the whole span; each "
                   "element's update may use only element i of param, grad, m and v", name);
@@ -241,6 +246,7 @@ MPT_TEST(optimizers_handle_tiny_spans) {
                                                    : hidden_adam_hparams(0.1, 0.9, 0.999, 1e-8, 0);
             run_kernel((ref_kind)kind, p + AT, g + AT, m + AT, v + AT, sizes[s], &h, 1);
             const char *name = kind == REF_MOMENTUM ? "momentum" : kind == REF_ADAM ? "Adam" : "AdamW";
+            MPT_OBSERVE_NEAR_F32(p, p, TOTAL, 1e-6, 1e-6);
             for (int i = 0; i < TOTAL; i++) {
                 bool inside = i >= AT && i < AT + sizes[s];
                 /* momentum: 1 - lr*g = 1 - 0.1*0.5; Adam's first step: 1 - lr*sign(g) = 1 - 0.1 */

@@ -30,7 +30,7 @@ static void check_ties_at_every_exponent(const ref_format *f, ref_encode_fn enco
         int format_e = e < 1 - bias ? 1 - bias : e;        /* the format's scale for this magnitude */
         int dropped = (format_e - f->man_bits) - (e - 23); /* float bits below the format's last bit */
         for (int variant = 0; variant < 12; variant++) {
-            uint32_t high = mp_hash32(0x7e5, (uint64_t)exp_field * 16 + variant) & 0x7fffffu;
+            uint32_t high = mp_hash32(0x7e5 ^ mpt_seed(), (uint64_t)exp_field * 16 + variant) & 0x7fffffu;
             uint32_t mantissa;
             if (dropped <= 0) {
                 mantissa = high; /* (does not happen for fp16/bf16: every float has bits to drop) */

@@ -43,6 +43,7 @@ MPT_TEST(hist_edges_agree_with_fp_encode_for_every_target) {
         };
         for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
             float v = fp_float_from_bits(probes[i].bits);
+            MPT_OBSERVE_NEAR(v, 1e-5, 1e-30);
             lab04_fate got = lab04_fate_of(v, (fp_hist_target)t);
             if (got != probes[i].fate)
                 mpt_fail(__FILE__, __LINE__,
@@ -98,12 +99,14 @@ MPT_TEST(hist_binade_of_every_power_of_two) {
     for (int e = FP_HIST_MIN_BINADE; e <= FP_HIST_MAX_BINADE; e++) {
         float p = ldexpf(1.0f, e);
         int got = fp_hist_binade(p), got_neg = fp_hist_binade(-p);
+        MPT_OBSERVE(got);
         if (got != e || got_neg != e) {
             mpt_fail(__FILE__, __LINE__, "fp_hist_binade(+-2^%d): expected %d, got %d and %d", e, e, got, got_neg);
             return;
         }
         if (e > FP_HIST_MIN_BINADE) {
             int below = fp_hist_binade(nextafterf(p, 0)), above = fp_hist_binade(nextafterf(p, INFINITY));
+            MPT_OBSERVE(below);
             if (below != e - 1 || (e < FP_HIST_MAX_BINADE && above != e)) {
                 mpt_fail(__FILE__, __LINE__,
                          "around 2^%d: the fp32 just below should be in binade %d (got %d), just above in %d (got %d)", e,
@@ -119,13 +122,15 @@ MPT_TEST(hist_scale_moves_every_binade) {
     enum { N = 4096 };
     static float x[N];
     mp_rng rng;
-    mp_rng_seed(&rng, 4);
+    mp_rng_seed(&rng, 4 ^ mpt_seed());
     for (int i = 0; i < N; i++) x[i] = mp_rng_normal(&rng) * 1e-6f;
     fp_hist plain, scaled;
     fp_hist_clear(&plain);
     fp_hist_clear(&scaled);
     fp_hist_add(&plain, x, N, 1.0f);
     fp_hist_add(&scaled, x, N, 1024.0f);
+    LAB04_OBSERVE_HIST(&plain);
+    LAB04_OBSERVE_HIST(&scaled);
     for (int b = FP_HIST_MIN_BINADE; b + 10 <= FP_HIST_MAX_BINADE; b++)
         if (fp_hist_bin(&plain, b) != fp_hist_bin(&scaled, b + 10)) {
             mpt_fail(__FILE__, __LINE__, "binade %d at scale 1 holds %llu values, binade %d at scale 2^10 holds %llu: "
@@ -164,6 +169,7 @@ MPT_TEST(choose_scale_limits) {
     fp_hist_clear(&tiny);
     lab04_hist_put(&tiny, -149, 3);
     amp_scale_choice c = amp_scale_choose(&tiny, &FP_FP16, 1);
+    LAB04_OBSERVE_CHOICE(&c);
     MPT_CHECK(c.log2_scale == AMP_SCALE_MAX_LOG2 && c.clamped && isfinite(c.scale),
               "gradients all in binade -149: 15 - 1 + 149 = 163 is past fp32; expected k = 127, clamped, got k = %d "
               "(clamped %s)", c.log2_scale, c.clamped ? "yes" : "no");
@@ -171,11 +177,13 @@ MPT_TEST(choose_scale_limits) {
     fp_hist_clear(&huge);
     lab04_hist_put(&huge, 100, 1);
     c = amp_scale_choose(&huge, &FP_FP16, 2);
+    LAB04_OBSERVE_CHOICE(&c);
     MPT_CHECK(c.log2_scale == 15 - 2 - 100 && !c.clamped, "a gradient in binade 100, margin 2: expected k = %d, got %d",
               15 - 2 - 100, c.log2_scale);
     fp_hist empty;
     fp_hist_clear(&empty);
     c = amp_scale_choose(&empty, &FP_FP16, 1);
+    LAB04_OBSERVE_CHOICE(&c);
     MPT_CHECK(c.empty && c.log2_scale == 0 && c.scale == 1.0f, "an empty histogram: expected scale 1, got 2^%d",
               c.log2_scale);
 }
@@ -186,12 +194,14 @@ MPT_TEST(choose_scale_for_other_formats) {
     fp_hist h;
     fp_hist_clear(&h);
     lab04_hist_put(&h, -10, 7);
+    lab04_hist_put(&h, -20 - (int)(mpt_seed() % 40), 3); /* smaller values, from this grade's seed, change nothing */
     static const struct {
         const fp_format *f;
         int top, k;
     } formats[] = {{&FP_E4M3, 8, 17}, {&FP_E5M2, 15, 24}, {&FP_FP16, 15, 24}, {&FP_BF16, 127, 127}};
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
         amp_scale_choice c = amp_scale_choose(&h, formats[i].f, 1);
+        LAB04_OBSERVE_CHOICE(&c);
         MPT_CHECK(c.log2_scale == formats[i].k,
                   "%s (top binade %d), gradients up to binade -10, margin 1: expected k = %d, got %d",
                   formats[i].f->name, formats[i].top, formats[i].k, c.log2_scale);
@@ -208,6 +218,7 @@ MPT_TEST(too_large_a_static_scale_overflows_and_is_skipped) {
     lab04_gpt_backward(&g, 1.0f);
     fp_hist h = lab04_grad_hist(&g);
     amp_scale_choice c = amp_scale_choose(&h, &FP_FP16, 1);
+    LAB04_OBSERVE_CHOICE(&c);
     float too_large = ldexpf(1.0f, c.log2_scale + 12);
     lab04_use_fp16(&g);
     amp_scaler s = lab04_static_scaler(too_large);
@@ -219,6 +230,8 @@ MPT_TEST(too_large_a_static_scale_overflows_and_is_skipped) {
     bool finite = lab04_unscale(&g, amp_scaler_scale(&s));
     MPT_REQUIRE(!finite, "the overflowed gradients should reach the weight gradients as inf or NaN");
     amp_update u = amp_scaler_update(&s, !finite);
+    MPT_OBSERVE((uint64_t)u.status << 1 | u.skipped);
+    MPT_OBSERVE(f.overflowed);
     MPT_CHECK(u.skipped && u.status == AMP_SCALER_SKIPPED_FIXED && u.next_scale == too_large,
               "static scale 2^%d with inf gradients: expected skipped, skipped_fixed, the same scale; got skipped=%s, "
               "status %s, next scale %g", c.log2_scale + 12, u.skipped ? "yes" : "no", amp_scaler_status_name(u.status),

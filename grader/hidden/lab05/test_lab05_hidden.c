@@ -22,16 +22,19 @@ MPT_TEST(unscale_multiplies_by_the_reciprocal) {
     static float g[N], want[N];
     float inv = (float)(1.0 / 3.0);
     int differ = 0;
+    mp_rng rng;
+    mp_rng_seed(&rng, 0x5ec1 ^ mpt_seed());
     for (int i = 0; i < N; i++) {
-        g[i] = 1.0f + (float)i * 0.000244140625f;
+        g[i] = (1.0f + (float)i * 0.000244140625f) * (1.0f + mp_rng_uniform(&rng));
         want[i] = g[i] * inv;
         differ += want[i] != g[i] / 3.0f;
     }
     MPT_REQUIRE(differ > 0, "test data: some values must tell multiplying from dividing");
     clip_span span = {g, N};
-    amp_scaler_unscale(&s, &span, 1);
+    MPT_OBSERVE(amp_scaler_unscale(&s, &span, 1));
     int wrong = 0;
     for (int i = 0; i < N; i++) wrong += g[i] != want[i];
+    for (int i = 0; i < N; i++) MPT_OBSERVE(float_bits_of(g[i]));
     MPT_CHECK(wrong == 0, "%d of %d gradients differ from g * inv_scale with inv_scale = (float)(1.0 / 3.0)\n"
               "      likely mistake: dividing by the scale (g / S) instead of multiplying by 1/S as PyTorch does",
               wrong, N);
@@ -54,13 +57,18 @@ MPT_TEST(unscale_large_and_empty_spans) {
     enum { N = 1 << 20 };
     float *big = malloc(N * sizeof *big);
     MPT_REQUIRE(big, "out of memory");
-    for (int i = 0; i < N; i++) big[i] = 65536.0f * (float)(i % 7);
+    uint64_t k = 3 + mpt_seed() % 5; /* 3 .. 7, from this grade's seed */
+    for (int i = 0; i < N; i++) big[i] = 65536.0f * (float)(i % k);
     big[N - 1] = -INFINITY;
     float empty_dummy = 1.0f;
     clip_span spans[3] = {{&empty_dummy, 0}, {big, N}, {&empty_dummy, 0}};
-    MPT_CHECK(amp_scaler_unscale(&s, spans, 3), "-inf at the very end of a 2^20-value span must be found");
-    MPT_CHECK(big[N - 2] == (float)((N - 2) % 7), "values are unscaled up to the end: expected %d, got %g",
-              (N - 2) % 7, (double)big[N - 2]);
+    bool found = amp_scaler_unscale(&s, spans, 3);
+    MPT_OBSERVE(found);
+    for (int i = 0; i < N; i += 4099) MPT_OBSERVE(float_bits_of(big[i]));
+    MPT_OBSERVE(float_bits_of(big[N - 2]));
+    MPT_CHECK(found, "-inf at the very end of a 2^20-value span must be found");
+    MPT_CHECK(big[N - 2] == (float)((N - 2) % k), "values are unscaled up to the end: expected %d, got %g",
+              (int)((N - 2) % k), (double)big[N - 2]);
     MPT_CHECK(empty_dummy == 1.0f, "a span of length 0 must not be touched");
     free(big);
 }
@@ -116,7 +124,7 @@ MPT_TEST(scaler_random_trace_matches_reference) {
     float ref_scale = 65536.0f;
     int ref_tracker = 0;
     mp_rng rng;
-    mp_rng_seed(&rng, 505);
+    mp_rng_seed(&rng, 505 ^ mpt_seed());
     for (int i = 0; i < 30000; i++) {
         /* Overflows are likelier when the scale is high, as in training. */
         bool overflow = mp_rng_uniform(&rng) < (ref_scale > 1e6f ? 0.2f : 0.01f);
@@ -129,6 +137,8 @@ MPT_TEST(scaler_random_trace_matches_reference) {
             ref_tracker = 0;
         }
         amp_update u = amp_scaler_update(&s, overflow);
+        MPT_OBSERVE((uint64_t)(uint32_t)s.growth_tracker << 1 | u.skipped);
+        MPT_CHECK_FLOAT_BITS(ref_scale, s.scale, "the scale after this step");
         if (u.skipped != overflow || s.scale != ref_scale || s.growth_tracker != ref_tracker) {
             mpt_fail(__FILE__, __LINE__,
                      "step %d (%s): expected skipped=%d scale %g tracker %d, got skipped=%d scale %g tracker %d", i + 1,
@@ -143,7 +153,17 @@ MPT_TEST(scaler_random_trace_matches_reference) {
 MPT_TEST(scaler_keeps_halving_until_it_vanishes) {
     amp_scaler s = lab05_scaler(AMP_SCALER_PYTORCH);
     amp_update u = {0};
-    for (int i = 0; i < 143; i++) u = amp_scaler_update(&s, true);
+    /* clean steps (fewer than the interval) between the overflows, at places drawn from this grade's seed */
+    mp_rng rng;
+    mp_rng_seed(&rng, 0x5a1f ^ mpt_seed());
+    for (int i = 0; i < 143; i++) {
+        if (mp_rng_u32(&rng) % 4 == 0) {
+            u = amp_scaler_update(&s, false);
+            MPT_OBSERVE((uint64_t)float_bits_of(u.next_scale) << 32 | (uint32_t)s.growth_tracker);
+        }
+        u = amp_scaler_update(&s, true);
+        MPT_OBSERVE((uint64_t)float_bits_of(u.next_scale) << 8 | (uint32_t)u.status << 1 | u.skipped);
+    }
     MPT_CHECK(u.next_scale == 0x1p-127f, "after 143 overflows from 2^16 the scale should be 2^-127, got %g\n"
               "      likely mistake: a floor (PyTorch's GradScaler has none; DeepSpeed's is lab 09)", (double)u.next_scale);
     MPT_CHECK(u.status == AMP_SCALER_SCALE_VANISHED, "status should be scale_vanished, got %s",
@@ -152,10 +172,25 @@ MPT_TEST(scaler_keeps_halving_until_it_vanishes) {
 
 /* ================================================================ C. the policy */
 
+/* The ops of a policy test in an order drawn from this grade's seed; each answer is recorded for the grader. */
+static void lab05_op_order(int order[AMP_NOPS], uint64_t salt) {
+    mp_rng rng;
+    mp_rng_seed(&rng, salt ^ mpt_seed());
+    for (int i = 0; i < AMP_NOPS; i++) order[i] = i;
+    for (int i = AMP_NOPS - 1; i > 0; i--) {
+        int j = (int)(mp_rng_u32(&rng) % (uint32_t)(i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+}
+
 MPT_TEST(policy_tf32_only_matmuls) {
-    for (int o = 0; o < AMP_NOPS; o++) {
+    int order[AMP_NOPS];
+    lab05_op_order(order, 0x7f32);
+    for (int k = 0; k < AMP_NOPS; k++) {
+        int o = order[k];
         amp_precision want = amp_op_get((amp_op)o)->gemm ? AMP_PREC_LOW : AMP_PREC_FP32;
         amp_precision got = amp_policy_default(AMP_RECIPE_TF32, (amp_op)o);
+        MPT_OBSERVE((uint64_t)o << 8 | got);
         MPT_CHECK(got == want, "tf32, %s: expected %s, got %s\n      likely mistake: tf32 is a matmul mode; with fp32 "
                   "weights and no autocast everything else stays fp32 (info->weights != info->low)",
                   amp_op_get((amp_op)o)->name, amp_precision_name(want), amp_precision_name(got));
@@ -163,6 +198,10 @@ MPT_TEST(policy_tf32_only_matmuls) {
 }
 
 MPT_TEST(policy_fp8_linear_layers_only) {
+    int order[AMP_NOPS];
+    lab05_op_order(order, 0xf8);
+    for (int k = 0; k < AMP_NOPS; k++)
+        MPT_OBSERVE((uint64_t)order[k] << 8 | amp_policy_default(AMP_RECIPE_FP8, (amp_op)order[k]));
     MPT_CHECK(amp_policy_default(AMP_RECIPE_FP8, AMP_OP_MATMUL) == AMP_PREC_FP8,
               "fp8 recipe, matmul: expected fp8 (info->fp8_matmul)");
     MPT_CHECK(amp_policy_default(AMP_RECIPE_FP8, AMP_OP_ATTN_SCORES) == AMP_PREC_LOW &&
@@ -182,12 +221,16 @@ MPT_TEST(policy_every_recipe_full_table) {
         [AMP_RECIPE_BF16] = "LLLFFFFFWWW",      [AMP_RECIPE_BF16_PURE] = "LLLFLFFFLLL",
         [AMP_RECIPE_FP8] = "8LLFFFFFWWW",
     };
+    int order[AMP_NOPS];
+    lab05_op_order(order, 0x7ab1e);
     for (int r = 0; r < AMP_NRECIPES; r++)
-        for (int o = 0; o < AMP_NOPS; o++) {
+        for (int k = 0; k < AMP_NOPS; k++) {
+            int o = order[(k + r) % AMP_NOPS];
             char c = table[r][o];
             amp_precision want = c == 'F' ? AMP_PREC_FP32 : c == 'L' ? AMP_PREC_LOW : c == 'W' ? AMP_PREC_FOLLOW
                                                                                            : AMP_PREC_FP8;
             amp_precision got = amp_policy_default((amp_recipe)r, (amp_op)o);
+            MPT_OBSERVE((uint64_t)r << 16 | (uint64_t)o << 8 | got);
             MPT_CHECK(got == want, "recipe %s, op %s: expected %s, got %s", amp_recipe_get((amp_recipe)r)->name,
                       amp_op_get((amp_op)o)->name, amp_precision_name(want), amp_precision_name(got));
         }

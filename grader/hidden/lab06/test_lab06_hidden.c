@@ -24,7 +24,7 @@ MPT_TEST(sum_fp32_of_ones_stalls_at_2_to_the_24) {
 MPT_TEST(sum_rounded_matches_a_reference) {
     enum { N = 3000 };
     const fp_format *formats[] = {&FP_FP16, &FP_BF16, &FP_E5M2, &FP_TF32};
-    float *x = lab06_uniform(21, -1.0f, 1.0f, N);
+    float *x = lab06_uniform(21 ^ mpt_seed(), -1.0f, 1.0f, N);
     for (int i = 0; i < N; i++) x[i] = ldexpf(x[i], (int)(i % 13) - 6); /* magnitudes 2^-6 .. 2^6 */
     for (size_t k = 0; k < sizeof formats / sizeof formats[0]; k++) {
         const fp_format *f = formats[k];
@@ -33,6 +33,7 @@ MPT_TEST(sum_rounded_matches_a_reference) {
             want = round_f(f, want + round_f(f, x[n - 1]));
             if (n % 97 != 0 && n != N) continue;
             float got = fp_sum_rounded(f, x, (size_t)n);
+            MPT_OBSERVE(fp_float_bits(got));
             if (fp_float_bits(got) != fp_float_bits(want)) {
                 mpt_fail(__FILE__, __LINE__, "%s running sum of the first %d values: expected %.9g, got %.9g\n"
                          "      likely mistake: s = round(s + round(x[i])) for i in order, starting from s = 0",
@@ -68,10 +69,11 @@ static float kahan_reference(const fp_format *f, const float *x, size_t n) {
 MPT_TEST(kahan_matches_a_reference) {
     enum { N = 2500 };
     const fp_format *formats[] = {&FP_FP16, &FP_BF16, &FP_FP32, &FP_E5M2};
-    float *x = lab06_uniform(5, -0.5f, 1.0f, N);
+    float *x = lab06_uniform(5 ^ mpt_seed(), -0.5f, 1.0f, N);
     for (size_t k = 0; k < sizeof formats / sizeof formats[0]; k++)
         for (size_t n = 1; n <= N; n += n < 20 ? 1 : 311) {
             float want = kahan_reference(formats[k], x, n), got = fp_sum_kahan(formats[k], x, n);
+            MPT_OBSERVE(fp_float_bits(got));
             if (fp_float_bits(got) != fp_float_bits(want)) {
                 mpt_fail(__FILE__, __LINE__, "%s Kahan sum of the first %zu values: expected %.9g, got %.9g\n"
                          "      likely mistake: y = round(round(x) - c); t = round(sum + y); c = round(round(t - sum) - "
@@ -94,7 +96,9 @@ MPT_TEST(kahan_bound_over_many_seeds) {
             double exact = 0;
             for (int i = 0; i < N; i++) exact += round_f(formats[k], x[i]);
             double u = ldexp(1.0, -bits[k]), bound = (2 * u + N * u * u) * exact;
-            double err = fabs(fp_sum_kahan(formats[k], x, N) - exact);
+            float sum = fp_sum_kahan(formats[k], x, N);
+            MPT_OBSERVE(fp_float_bits(sum));
+            double err = fabs(sum - exact);
             free(x);
             if (err > bound) {
                 mpt_fail(__FILE__, __LINE__, "%s Kahan sum, seed %llu: error %g above the bound %g", formats[k]->name,
@@ -115,6 +119,7 @@ MPT_TEST(range_probe_every_format) {
         const fp_format *f = fp_format_by_name(names[i]);
         MPT_REQUIRE(f, "format %s unknown to fp_format_by_name", names[i]);
         fp_range r = fp_range_probe(f);
+        LAB06_OBSERVE_RANGE(&r);
         int top = ilogb(fp_max(f)), min_norm = ilogb(fp_min_normal(f)), min_sub = ilogb(fp_min_subnormal(f));
         bool ok = r.max == fp_max(f) && r.min_normal == fp_min_normal(f) && r.min_subnormal == fp_min_subnormal(f) &&
                   r.top_binade == top && r.min_normal_binade == min_norm && r.min_subnormal_binade == min_sub &&
@@ -136,6 +141,7 @@ MPT_TEST(range_probe_every_format) {
  * 15 - 7 = 8, not 7, and max is 1.110b * 2^8 = 448: 15 binades of normals. */
 MPT_TEST(range_probe_e4m3_uses_its_top_field) {
     fp_range r = fp_range_probe(&FP_E4M3);
+    LAB06_OBSERVE_RANGE(&r);
     MPT_CHECK(r.top_binade == 8 && r.normal_binades == 15 && r.max == 448.0,
               "e4m3: expected top binade 8, 15 normal binades, max 448; got %d, %d, %g\n"
               "      likely mistake: only IEEE formats reserve the whole all-ones exponent field; FN formats reserve "
@@ -147,7 +153,7 @@ MPT_TEST(range_count_agrees_with_fp_encode) {
     enum { N = 20000 };
     static float x[N];
     mp_rng rng;
-    mp_rng_seed(&rng, 33);
+    mp_rng_seed(&rng, 33 ^ mpt_seed());
     for (int i = 0; i < N; i++) {
         x[i] = (float)exp2(-150 + 280 * (double)mp_rng_uniform(&rng)) * ((i & 1) ? -1.0f : 1.0f);
         if (i % 9 == 0) x[i] = fp_decode(&FP_FP16, mp_rng_u32(&rng) & 0xffff); /* exact fp16 values, edges included */
@@ -171,6 +177,7 @@ MPT_TEST(range_count_agrees_with_fp_encode) {
                 else want.overflow++;
             }
             fp_range_count(f, x, N, scales[s], &got);
+            LAB06_OBSERVE_COUNTS(&got);
             MPT_CHECK(memcmp(&want, &got, sizeof want) == 0,
                       "%s at scale %g: expected count %llu zero %llu nonfinite %llu normal %llu subnormal %llu flushed "
                       "%llu overflow %llu; got %llu %llu %llu %llu %llu %llu %llu", f->name, (double)scales[s],
@@ -190,6 +197,7 @@ MPT_TEST(range_count_adds_up_and_scales) {
     fp_range_counts c = {0};
     fp_range_count(&FP_FP16, x, 3, 1.0f, &c);
     fp_range_count(&FP_FP16, x, 3, 65536.0f, &c);
+    LAB06_OBSERVE_COUNTS(&c);
     MPT_CHECK(c.count == 6 && c.flushed == 2 && c.normal == 3 && c.overflow == 1 && c.subnormal == 0,
               "fp16, {1e-8, 1, 1e-8} at scale 1 then 2^16: expected count 6, flushed 2 (1e-8 at scale 1), normal 3, "
               "overflow 1 (65536); got count %llu, flushed %llu, normal %llu, overflow %llu, subnormal %llu\n"

@@ -199,12 +199,17 @@ MPT_TEST(lso_static_scale_never_moves) {
     amp_loss_scale_optimizer opt;
     amp_lso_init(&opt, &o, 3, &c);
     amp_update u = amp_lso_apply_gradients(&opt, pairs, 1, 0.5);
+    MPT_OBSERVE((uint64_t)u.status << 1 | u.skipped);
+    MPT_OBSERVE_NEAR(u.next_scale, 0, 0);
     MPT_CHECK(u.skipped && u.next_scale == 128.0f && u.status == AMP_SCALER_SKIPPED_FIXED,
               "static scale 128, an inf: expected skipped, scale 128, status skipped_fixed; got skipped=%s, %g, %s",
               u.skipped ? "yes" : "no", (double)u.next_scale, amp_scaler_status_name(u.status));
     MPT_CHECK(p[0] == 1 && p[1] == 2 && p[2] == 3, "a skipped step moved the weights");
     g[1] = 0.2f;
     u = amp_lso_apply_gradients(&opt, pairs, 1, 0.5);
+    MPT_OBSERVE((uint64_t)u.status << 1 | u.skipped);
+    MPT_OBSERVE_NEAR(u.next_scale, 0, 0);
+    MPT_OBSERVE_NEAR_F32(p, p, 3, 1e-6, 0);
     MPT_CHECK(!u.skipped && u.next_scale == 128.0f, "clean step: expected taken at 128, got skipped=%s, %g",
               u.skipped ? "yes" : "no", (double)u.next_scale);
     MPT_CHECK(p[0] == 0.95f && p[1] == 1.9f && p[2] == 2.85f, "SGD lr 0.5 from (1,2,3) with g (0.1,0.2,0.3): got "

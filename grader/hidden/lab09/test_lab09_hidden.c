@@ -43,7 +43,7 @@ MPT_TEST(hysteresis_random_trace_matches_reference) {
         int cur_hysteresis = 2;
         long cur_iter = 0, last_overflow = -1;
         mp_rng rng;
-        mp_rng_seed(&rng, 909 + variant);
+        mp_rng_seed(&rng, (909 + variant) ^ mpt_seed());
         for (int i = 0; i < 20000; i++) {
             bool overflow = mp_rng_uniform(&rng) < (cur_scale >= 4096 ? 0.3f : 0.03f);
             amp_scaler_status want_status = AMP_SCALER_OK;
@@ -64,6 +64,8 @@ MPT_TEST(hysteresis_random_trace_matches_reference) {
             }
             cur_iter++;
             amp_update u = amp_scaler_update(&s, overflow);
+            MPT_OBSERVE((uint64_t)(uint32_t)s.hysteresis_left << 8 | (uint64_t)u.status << 1 | u.skipped);
+            MPT_OBSERVE_NEAR(s.scale, 0, 0);
             if (u.skipped != overflow || s.scale != (float)cur_scale || s.hysteresis_left != cur_hysteresis ||
                 u.status != want_status) {
                 mpt_fail(__FILE__, __LINE__,

@@ -5,6 +5,7 @@
 #include "amp/detect.h"
 #include "base/rng.h"
 #include "optim/compensated.h"
+#include "../../../labs/lab09-numerical-stability/tests/lab09_observe.h"
 
 /* ------------------------------------------------------------------ part A: the random bits */
 
@@ -127,6 +128,7 @@ MPT_TEST(master_write_back_ignores_the_bf16_flag_for_fp16) {
     for (size_t i = 0; i < n; i++) ts.master[i] += 0.37f * (float)fp_ulp(&FP_FP16, ts.master[i]) * (i % 3 ? 1 : -3);
     lab09_write_working_weights(&ts);
     size_t wrong = 0;
+    MPT_OBSERVE_NEAR_F32(model_params(m), model_params(m), (long)n, 0, 0);
     for (size_t i = 0; i < n; i++) wrong += model_params(m)[i] != lab09_round(&FP_FP16, ts.master[i]);
     MPT_CHECK(wrong == 0, "%zu of %zu working weights are not the fp16 rounding (nearest) of the master", wrong, n);
     train_step_free(&ts);

@@ -1,5 +1,6 @@
 /* test_lab15_hidden.c: lab 15 hidden tests: big datasets, padding that wraps more than once (N < world), the
  * selection following the order it is given, distinct epochs, and shuffled coverage on world 1..8. */
+#include "base/rng.h"
 #include "../../../labs/lab15-data-loading/tests/lab15_util.h"
 
 MPT_TEST(hidden_shares_large_datasets) {
@@ -36,6 +37,7 @@ MPT_TEST(hidden_select_follows_the_given_order) {
     MPT_REQUIRE(dist_sampler_init(&s, 7, 3, 2, false, 0, false, NULL), "init");
     uint64_t out[3] = {0};
     dist_sampler_select(&s, order, out);
+    for (int i = 0; i < 3; i++) MPT_OBSERVE(out[i]);
     /* padded order: 60 50 40 30 20 10 0 60 50; rank 2 takes positions 2, 5, 8. */
     static const uint64_t want[3] = {40, 10, 50};
     for (int i = 0; i < 3; i++)
@@ -44,6 +46,15 @@ MPT_TEST(hidden_select_follows_the_given_order) {
                   i, (unsigned long long)want[i], (unsigned long long)out[i]);
     MPT_REQUIRE(dist_sampler_init(&s, 7, 3, 0, false, 0, true, NULL), "init");
     dist_sampler_select(&s, order, out);
+    MPT_OBSERVE(out[0] << 32 | out[1]);
+    {   /* an order drawn from this grade's seed */
+        uint64_t drawn[11], picked[4] = {0};
+        for (int i = 0; i < 11; i++) drawn[i] = mp_hash32(mpt_seed(), (uint64_t)i);
+        dist_sampler d;
+        MPT_REQUIRE(dist_sampler_init(&d, 11, 4, 3, false, 0, false, NULL), "init");
+        dist_sampler_select(&d, drawn, picked);
+        for (int i = 0; i < 3; i++) MPT_OBSERVE(picked[i]);
+    }
     MPT_CHECK(out[0] == 60 && out[1] == 30, "drop_last rank 0: expected 60, 30; got %llu, %llu",
               (unsigned long long)out[0], (unsigned long long)out[1]);
 }
@@ -53,6 +64,9 @@ MPT_TEST(hidden_shuffle_epochs_differ) {
     uint64_t *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b), *want = malloc(N * sizeof *want);
     dist_sampler_order(N, true, 5, 0, a);
     dist_sampler_order(N, true, 5, 1, b);
+    for (int i = 0; i < N; i++) MPT_OBSERVE(a[i] << 32 | b[i]);
+    dist_sampler_order(N, true, mpt_seed(), 2, want); /* a seed drawn for this grade */
+    for (int i = 0; i < N; i++) MPT_OBSERVE(want[i]);
     int same = 0;
     for (int i = 0; i < N; i++) same += a[i] == b[i];
     MPT_CHECK(same < N / 10, "epochs 0 and 1 agree on %d of %d positions: set_epoch must change the order", same, N);

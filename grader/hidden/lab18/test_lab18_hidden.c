@@ -23,6 +23,7 @@ MPT_TEST(hidden_odd_shapes_bytes_and_peak) {
         for (int p = 0; p < 3; p++) {
             size_t want = lab18_expected_bytes(&c, ps[p].policy, ps[p].k, 3, 7);
             size_t got = model_activation_bytes_policy(&c, 3, 7, ps[p].policy, ps[p].k, NULL);
+            MPT_OBSERVE(got);
             MPT_CHECK(got == want, "%s %s, B=3 T=7: expected %zu bytes, got %zu", model_arch_name(archs[a]),
                       ps[p].name, want, got);
             size_t before = mem_current(MEM_ACT);
@@ -44,6 +45,7 @@ MPT_TEST(hidden_every_k_larger_than_the_model) {
                   (int)model_block_keeps(MODEL_RECOMPUTE_EVERY_K, 10, l));
     size_t want = lab18_expected_bytes(&c, MODEL_RECOMPUTE_EVERY_K, 10, 2, 16);
     size_t got = model_activation_bytes_policy(&c, 2, 16, MODEL_RECOMPUTE_EVERY_K, 10, NULL);
+    MPT_OBSERVE(got);
     MPT_CHECK(got == want, "every_k = 10 on 4 blocks: expected %zu bytes, got %zu", want, got);
     lab18_check_recompute(MODEL_GPT2, 4, MODEL_RECOMPUTE_EVERY_K, 10, 2, 16, "every_k=10");
 }

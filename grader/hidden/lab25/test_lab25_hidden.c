@@ -38,7 +38,7 @@ MPT_TEST(fp8_history_random_against_a_model) {
             amp_fp8_init(&m, &FP_E5M2, len, 0, (amp_amax_algo)algo);
             float window[16] = {0};
             mp_rng rng;
-            mp_rng_seed(&rng, (uint64_t)(31 * len + algo));
+            mp_rng_seed(&rng, (uint64_t)(31 * len + algo) ^ mpt_seed());
             for (int t = 0; t < 500; t++) {
                 float a = mp_rng_uniform(&rng) < 0.1f ? 0.0f : ldexpf(mp_rng_uniform(&rng), (int)(mp_rng_u32(&rng) % 20) - 10);
                 window[t % len] = a;
@@ -47,6 +47,7 @@ MPT_TEST(fp8_history_random_against_a_model) {
                 if (algo == AMP_AMAX_MAX)
                     for (int i = 0; i < len; i++) want = fmaxf(want, window[i]);
                 float got = amp_fp8_history_amax(&m);
+                MPT_OBSERVE(fp_float_bits(got));
                 if (got != want) {
                     mpt_fail(__FILE__, __LINE__, "history %d, algo %s, after %d records: expected %g, got %g", len,
                              algo == AMP_AMAX_MAX ? "max" : "most_recent", t + 1, (double)want, (double)got);
@@ -100,9 +101,13 @@ MPT_TEST(fp8_scaling_saves_small_values) {
     for (int i = 0; i < N; i++) x[i] = 1e-4f + 9e-4f * (float)i / N;
     amp_fp8_quantize(&m, x, q, N);
     uint64_t lost_unscaled = m.underflowed;
+    for (int i = 0; i < N; i++) MPT_OBSERVE(q[i]);
     amp_fp8_update_scale(&m);
+    MPT_OBSERVE(fp_float_bits(m.scale));
     MPT_CHECK(m.scale == 262144.0f, "amax 1e-3: 448 / 1e-3 = 448000: expected scale 2^18, got %g", (double)m.scale);
     amp_fp8_quantize(&m, x, q, N);
+    for (int i = 0; i < N; i++) MPT_OBSERVE(q[i]);
+    MPT_OBSERVE(m.underflowed);
     MPT_CHECK(lost_unscaled > N / 2 && m.underflowed == 0,
               "values 1e-4 .. 1e-3 in e4m3: expected most lost at scale 1 and none at 2^18; got %llu and %llu lost",
               (unsigned long long)lost_unscaled, (unsigned long long)m.underflowed);

@@ -52,10 +52,14 @@ MPT_TEST(gradcheck_reports_a_wrong_gradient) {
     for (int i = 0; i < N; i++) grad[i] = 3.0f * x[i];
     ops_gradcheck_options opt = OPS_GRADCHECK_DEFAULTS;
     ops_gradcheck_result r = ops_gradcheck("1.5 sum x^2, right gradient", poly_loss, &c, x, grad, N, &opt);
+    MPT_OBSERVE((uint64_t)r.checked << 32 | (uint64_t)r.failed);
+    MPT_CHECK_NEAR(3.0 * x[r.worst_index], r.worst_numeric, 1e-3, 1e-4, "the central difference at the worst element");
     MPT_CHECK(r.failed == 0, "the right gradient 3x failed at element %ld: numeric %.9g vs analytic %.9g", r.worst_index,
               r.worst_numeric, r.worst_analytic);
     grad[7] += 0.5f;
     r = ops_gradcheck("1.5 sum x^2, element 7 off by 0.5", poly_loss, &c, x, grad, N, &opt);
+    MPT_OBSERVE((uint64_t)r.failed << 32 | (uint64_t)r.worst_index);
+    MPT_CHECK_NEAR(3.0 * x[7], r.worst_numeric, 1e-3, 1e-4, "the central difference at element 7");
     MPT_CHECK(r.failed == 1 && r.worst_index == 7, "a gradient wrong at element 7 only: expected 1 failure at [7], got "
                                                    "%ld failures, worst at [%ld]", r.failed, r.worst_index);
     free(x);

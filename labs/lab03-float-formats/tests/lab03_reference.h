@@ -161,6 +161,7 @@ typedef float (*ref_decode_fn)(uint16_t bits);
 static inline int ref_check_encode_at(const char *file, int line, const ref_format *f, ref_encode_fn encode,
                                       const char *fn_name, float x, uint32_t expected, const char *why) {
     uint32_t got = encode(x);
+    mpt_observe(file, line, got); /* what the grader compares with the reference regions' answer */
     if (got == expected) return 1;
     char in[160], e[96], g[96];
     mpt_fail(file, line,

@@ -10,12 +10,14 @@ MPT_TEST(fp16_flushes_without_a_scale_and_not_with_the_chosen_one) {
     /* 1. fp32 gradients, their histogram, the scale. */
     lab04_gpt_backward(&g, 1.0f);
     fp_hist h = lab04_grad_hist(&g);
+    LAB04_OBSERVE_HIST(&h);
     int lo = 0, hi = 0;
     MPT_REQUIRE(fp_hist_range(&h, &lo, &hi), "the fp32 gradients of the tiny GPT came out all zero or not finite");
     MPT_CHECK(h.target[FP_HIST_FP16].underflow > 0,
               "fp16 underflow counted in the fp32 gradients (binades %d .. %d): expected some (those below 2^-25), "
               "got 0", lo, hi);
     amp_scale_choice c = amp_scale_choose(&h, &FP_FP16, 1);
+    LAB04_OBSERVE_CHOICE(&c);
     MPT_CHECK(c.top_after == 14 && c.log2_scale == 14 - hi,
               "chosen scale for gradients up to binade %d: expected k = 14 - %d = %d, got k = %d (top after %d)", hi, hi,
               14 - hi, c.log2_scale, c.top_after);
@@ -37,6 +39,7 @@ MPT_TEST(fp16_flushes_without_a_scale_and_not_with_the_chosen_one) {
         loss = lab04_gpt_backward(&g, amp_scaler_scale(&s));
         if (step == 0) first_loss = loss;
         lab04_flushes f = lab04_grad_flushes(&g);
+        MPT_OBSERVE(f.nonzero);
         MPT_CHECK(f.flushed == 0 && f.overflowed == 0,
                   "step %d in fp16 at the chosen scale 2^%d: expected 0 flushed and 0 overflowed of %llu nonzero "
                   "gradients, got %llu flushed, %llu overflowed", step + 1, c.log2_scale, f.nonzero, f.flushed,

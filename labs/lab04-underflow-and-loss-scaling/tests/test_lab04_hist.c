@@ -30,6 +30,7 @@ MPT_TEST(hist_binade_of_values) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int got = fp_hist_binade(cases[i].v);
+        MPT_OBSERVE(got);
         if (got != cases[i].binade)
             mpt_fail(__FILE__, __LINE__,
                      "fp_hist_binade(%a = %.9g)\n      expected: %d\n      got:      %d\n      hint: %s", (double)cases[i].v,

@@ -2,10 +2,18 @@
 #ifndef LAB05_UTIL_H
 #define LAB05_UTIL_H
 
+#include <string.h>
+
 #include "amp/scaler.h"
 #include "mptest.h"
 
 #include <stdio.h>
+
+static inline uint32_t float_bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
 
 static inline amp_scaler lab05_scaler(amp_scaler_kind kind) {
     amp_scaler s;
@@ -24,6 +32,12 @@ static inline bool lab05_check_update(const char *file, int line, amp_scaler *s,
     float before = s->scale;
     int tracker_before = s->growth_tracker;
     amp_update u = amp_scaler_update(s, found_inf);
+    uint32_t scale_bits, next_bits;
+    memcpy(&scale_bits, &s->scale, 4);
+    memcpy(&next_bits, &u.next_scale, 4);
+    /* what the grader compares with the reference regions' answers */
+    mpt_observe(file, line, (uint64_t)scale_bits << 32 | next_bits);
+    mpt_observe(file, line, (uint64_t)(uint32_t)s->growth_tracker << 1 | u.skipped);
     bool ok = u.skipped == want_skipped && s->scale == want_next && u.next_scale == want_next &&
               s->growth_tracker == want_tracker;
     if (!ok)

@@ -9,6 +9,7 @@ static const char *recipe_name(amp_recipe r) { return amp_recipe_get(r)->name; }
 #define CHECK_PREC(recipe, op, want, mistake) \
     do { \
         amp_precision got_ = amp_policy_default((recipe), (op)); \
+        MPT_OBSERVE(got_); \
         MPT_CHECK(got_ == (want), "recipe %s, op class %s\n      expected: %s\n      got:      %s\n" \
                   "      likely mistake: %s", recipe_name(recipe), op_name(op), amp_precision_name(want), \
                   amp_precision_name(got_), (mistake)); \

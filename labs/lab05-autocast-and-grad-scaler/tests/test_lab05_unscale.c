@@ -1,9 +1,15 @@
 /* test_lab05_unscale.c: lab 05 visible tests, part A: the fused unscale and inf/NaN check (amp_scaler_unscale in
  * core/amp/scaler.c): the gradients come back divided by the scale, and any +inf, -inf or NaN is reported. */
 #include "lab05_util.h"
+#include "base/rng.h"
 
 #include <float.h>
 #include <math.h>
+
+/* A scaled gradient drawn from this grade's seed: a multiple of 1/64 in [-64, 64) times 2^16. */
+static float lab05_scaled_gradient(mp_rng *rng) {
+    return ldexpf((float)((int)(mp_rng_u32(rng) % 8192) - 4096), 10);
+}
 
 /* Gradients as backward leaves them under scale S = 2^16: the true gradients times S. Unscaling by a power of
  * two is exact, so every value must come back bit for bit. */
@@ -22,6 +28,7 @@ MPT_TEST(unscale_divides_by_the_scale) {
     MPT_CHECK(!found, "all values are finite, so found_inf must be false; got true\n"
                       "      likely mistake: testing isnan/isinf on the wrong thing, or not resetting the flag");
     int wrong = 0;
+    for (int i = 0; i < N; i++) MPT_OBSERVE(float_bits_of(g[i]));
     for (int i = 0; i < N && wrong < 3; i++)
         if (g[i] != truth[i]) {
             wrong++;
@@ -41,36 +48,53 @@ MPT_TEST(unscale_finds_inf_and_nan) {
         float bad;
         const char *name;
     } cases[] = {{INFINITY, "+inf"}, {-INFINITY, "-inf"}, {NAN, "NaN"}};
+    mp_rng rng;
+    mp_rng_seed(&rng, 0x50f1 ^ mpt_seed());
     for (int c = 0; c < 3; c++) {
         amp_scaler s = lab05_scaler(AMP_SCALER_PYTORCH);
-        float g[6] = {1.0f, -2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
-        g[c + 2] = cases[c].bad;
+        float g[6];
+        for (int i = 0; i < 6; i++) g[i] = lab05_scaled_gradient(&rng);
+        float last = g[5];
+        int where = (int)(mp_rng_u32(&rng) % 5); /* the bad value sits anywhere before the last element */
+        g[where] = cases[c].bad;
         clip_span span = {g, 6};
         bool found = amp_scaler_unscale(&s, &span, 1);
-        MPT_CHECK(found, "a gradient holding %s: found_inf should be true, got false\n"
-                         "      likely mistake: %s", cases[c].name,
+        MPT_OBSERVE(found);
+        for (int i = 0; i < 6; i++) MPT_OBSERVE(float_bits_of(g[i]));
+        MPT_CHECK(found, "a gradient holding %s (element %d): found_inf should be true, got false\n"
+                         "      likely mistake: %s", cases[c].name, where,
                   c == 2 ? "NaN compares false with everything: x > FLT_MAX is false for NaN; use isfinite(x)"
                          : c == 1 ? "checking only x == INFINITY misses -inf; use isfinite(x)"
                                   : "the check must look at every value");
-        MPT_CHECK(g[5] == 6.0f / 65536.0f, "values after the %s must still be unscaled (one full pass; PyTorch "
+        MPT_CHECK(g[5] == last / 65536.0f, "values after the %s must still be unscaled (one full pass; PyTorch "
                   "unscales every gradient even when it finds an inf): element 5 expected %g, got %g",
-                  cases[c].name, 6.0 / 65536.0, (double)g[5]);
+                  cases[c].name, (double)last / 65536.0, (double)g[5]);
         amp_scaler_update(&s, true);
     }
     amp_scaler s = lab05_scaler(AMP_SCALER_PYTORCH);
-    float g[4] = {FLT_MAX, -FLT_MAX, 0x1p-149f, -0.0f};
-    clip_span span = {g, 4};
-    MPT_CHECK(!amp_scaler_unscale(&s, &span, 1),
+    float g[6] = {FLT_MAX, -FLT_MAX, 0x1p-149f, -0.0f, lab05_scaled_gradient(&rng), lab05_scaled_gradient(&rng)};
+    clip_span span = {g, 6};
+    bool found = amp_scaler_unscale(&s, &span, 1);
+    MPT_OBSERVE(found);
+    for (int i = 0; i < 6; i++) MPT_OBSERVE(float_bits_of(g[i]));
+    MPT_CHECK(!found,
               "FLT_MAX, -FLT_MAX, the smallest subnormal and -0 are all finite: found_inf should be false\n"
               "      likely mistake: comparing against a threshold instead of testing isfinite");
 }
 
 /* The check and the unscale cover every span, not just the first. */
 MPT_TEST(unscale_checks_every_span) {
+    mp_rng rng;
+    mp_rng_seed(&rng, 0x5e5a ^ mpt_seed());
     amp_scaler s = lab05_scaler(AMP_SCALER_PYTORCH);
     float a[3] = {65536.0f, 131072.0f, -65536.0f}, b[2] = {32768.0f, 0.0f}, c[4] = {65536.0f, NAN, 1.0f, 2.0f};
+    a[2] = lab05_scaled_gradient(&rng), b[1] = lab05_scaled_gradient(&rng), c[3] = lab05_scaled_gradient(&rng);
     clip_span spans[3] = {{a, 3}, {b, 2}, {c, 4}};
     bool found = amp_scaler_unscale(&s, spans, 3);
+    MPT_OBSERVE(found);
+    for (int i = 0; i < 3; i++) MPT_OBSERVE(float_bits_of(a[i]));
+    for (int i = 0; i < 2; i++) MPT_OBSERVE(float_bits_of(b[i]));
+    for (int i = 0; i < 4; i++) MPT_OBSERVE(float_bits_of(c[i]));
     MPT_CHECK(found, "the NaN is in the third span: found_inf should be true\n"
                      "      likely mistake: looping over grads[0] only, or overwriting found_inf per span "
                      "(found_inf = bad instead of found_inf |= bad)");
@@ -79,9 +103,15 @@ MPT_TEST(unscale_checks_every_span) {
               (double)b[0], (double)c[0]);
     amp_scaler_update(&s, true);
     amp_scaler t = lab05_scaler(AMP_SCALER_PYTORCH);
-    float d[2] = {NAN, 1.0f}, e[2] = {65536.0f, 65536.0f};
+    float d[2] = {NAN, lab05_scaled_gradient(&rng)}, e[2] = {65536.0f, lab05_scaled_gradient(&rng)};
+    float e1 = e[1];
     clip_span spans2[2] = {{d, 2}, {e, 2}};
-    MPT_CHECK(amp_scaler_unscale(&t, spans2, 2), "a NaN in the first span followed by a clean span: found_inf "
+    found = amp_scaler_unscale(&t, spans2, 2);
+    MPT_OBSERVE(found);
+    MPT_OBSERVE(float_bits_of(d[1]));
+    MPT_OBSERVE(float_bits_of(e[1]));
+    MPT_CHECK(found, "a NaN in the first span followed by a clean span: found_inf "
               "should stay true (found_inf |= bad, not found_inf = bad)");
-    MPT_CHECK(e[1] == 1.0f, "the span after the bad one is unscaled too: expected 1, got %g", (double)e[1]);
+    MPT_CHECK(e[1] == e1 / 65536.0f, "the span after the bad one is unscaled too: expected %g, got %g",
+              (double)e1 / 65536.0, (double)e[1]);
 }

@@ -35,6 +35,7 @@ static inline float *lab06_uniform(uint64_t seed, float lo, float hi, size_t n) 
 #define CHECK_SUM(want, got, what, mistake) \
     do { \
         float w_ = (want), g_ = (got); \
+        MPT_OBSERVE(fp_float_bits(g_)); /* what the grader compares with the reference */ \
         if (fp_float_bits(w_) != fp_float_bits(g_)) \
             mpt_fail(__FILE__, __LINE__, "%s\n      expected: %.9g\n      got:      %.9g\n      likely mistake: %s", (what), \
                      (double)w_, (double)g_, (mistake)); \
@@ -51,6 +52,24 @@ typedef enum { LAB06_ZERO, LAB06_NORMAL, LAB06_SUBNORMAL, LAB06_FLUSHED, LAB06_O
 static const char *const LAB06_FATE_NAMES[] = {"zero (kept)", "normal (kept)", "subnormal (kept, fewer bits)",
                                                "flushed (nonzero -> 0)", "overflow (finite -> past max)",
                                                "nonfinite input (not counted as kept or lost)"};
+
+/* A range count, every field, for the grader. */
+static inline void lab06_observe_counts(const char *file, int line, const fp_range_counts *c) {
+    const uint64_t fields[] = {c->count, c->zero, c->nonfinite, c->normal, c->subnormal, c->flushed, c->overflow};
+    for (int i = 0; i < 7; i++) mpt_observe(file, line, fields[i]);
+}
+#define LAB06_OBSERVE_COUNTS(c) lab06_observe_counts(__FILE__, __LINE__, (c))
+
+/* A range probe, every field, for the grader. */
+static inline void lab06_observe_range(const char *file, int line, const fp_range *r) {
+    const int64_t ints[] = {r->top_binade, r->min_normal_binade, r->min_subnormal_binade, r->normal_binades,
+                            r->subnormal_binades};
+    for (int i = 0; i < 5; i++) mpt_observe(file, line, (uint64_t)ints[i]);
+    mpt_observe_near(file, line, r->max, 0, 0);
+    mpt_observe_near(file, line, r->min_normal, 0, 0);
+    mpt_observe_near(file, line, r->min_subnormal, 0, 0);
+}
+#define LAB06_OBSERVE_RANGE(r) lab06_observe_range(__FILE__, __LINE__, (r))
 
 static inline lab06_fate lab06_fate_of(const fp_range_counts *c) {
     if (c->nonfinite) return LAB06_NONFINITE;
@@ -71,6 +90,7 @@ typedef struct {
 static inline void lab06_check_cases(const char *file, int line, const fp_format *f, const lab06_case *cases, int n) {
     for (int i = 0; i < n; i++) {
         fp_range_counts c = lab06_count_one(f, cases[i].value);
+        lab06_observe_counts(file, line, &c);
         uint64_t classified = c.zero + c.normal + c.subnormal + c.flushed + c.overflow + c.nonfinite;
         if (c.count != 1 || classified != 1) {
             mpt_fail(file, line, "%s in %s: one value should be counted once (count %llu) in exactly one class, got %llu "

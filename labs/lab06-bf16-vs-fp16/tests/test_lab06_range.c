@@ -30,6 +30,8 @@ MPT_TEST(range_probe_fp16) {
  * (fp32 has 23). Its max 3.3895e38 = 1.1111111b * 2^127. */
 MPT_TEST(range_probe_bf16_has_fp32s_range) {
     fp_range b = fp_range_probe(&FP_BF16), s = fp_range_probe(&FP_FP32);
+    LAB06_OBSERVE_RANGE(&b);
+    LAB06_OBSERVE_RANGE(&s);
     CHECK_PROBE_INT(&FP_BF16, b.normal_binades, 254, "exponent fields 1 .. 254");
     CHECK_PROBE_INT(&FP_BF16, b.normal_binades, s.normal_binades, "bf16 and fp32 have the same normal binades");
     CHECK_PROBE_INT(&FP_BF16, b.subnormal_binades, 7, "7 mantissa bits");

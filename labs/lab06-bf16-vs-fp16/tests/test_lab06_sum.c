@@ -91,8 +91,11 @@ MPT_TEST(kahan_error_within_its_bound) {
     double exact_in_f = 0;
     for (int i = 0; i < N; i++) exact_in_f += fp_round_to(&FP_FP16, x[i]);
     double u = ldexp(1.0, -11), bound = (2 * u + N * u * u) * exact_in_f;
-    double kahan_err = fabs(fp_sum_kahan(&FP_FP16, x, N) - exact_in_f);
-    double plain_err = fabs(fp_sum_rounded(&FP_FP16, x, N) - exact_in_f);
+    float kahan = fp_sum_kahan(&FP_FP16, x, N), plain = fp_sum_rounded(&FP_FP16, x, N);
+    MPT_OBSERVE(fp_float_bits(kahan));
+    MPT_OBSERVE(fp_float_bits(plain));
+    double kahan_err = fabs(kahan - exact_in_f);
+    double plain_err = fabs(plain - exact_in_f);
     MPT_CHECK(kahan_err <= bound, "fp16 Kahan sum of %d values in [0,1): error %g, expected at most (2u + n u^2) S = %g",
               N, kahan_err, bound);
     MPT_CHECK(plain_err > bound, "fp16 plain sum of %d values in [0,1): error %g should exceed Kahan's bound %g (a plain "

@@ -98,10 +98,23 @@ static inline void lab07_fill(lab07_trainer *t, int step) {
 }
 
 /* One training step on the batches of `step` (the data index: a test may skip one to compare runs). */
-static inline train_step_result lab07_step(lab07_trainer *t, int step, double lr) {
+/* One training step. What it did is recorded for the grader, which compares it with the reference regions'
+ * step: the decision (skipped, clipped, the scaler's status and next scale), the norm, and the gradients and
+ * weights after it (one weighted sum each, mptest.h), within what correct orders of rounding allow. */
+static inline train_step_result lab07_step_at(const char *file, int line, lab07_trainer *t, int step, double lr) {
     lab07_fill(t, step);
-    return train_step_run(&t->ts, t->inputs, t->targets, LAB07_B, LAB07_T, t->accum, lr);
+    train_step_result r = train_step_run(&t->ts, t->inputs, t->targets, LAB07_B, LAB07_T, t->accum, lr);
+    uint32_t next;
+    memcpy(&next, &r.update.next_scale, sizeof next);
+    mpt_observe(file, line, (uint64_t)next << 32 | (uint64_t)r.update.status << 3 | (uint64_t)r.update.skipped << 2 |
+                                (uint64_t)r.skipped << 1 | r.clipped);
+    mpt_observe_near(file, line, r.grad_norm, 1e-4, 1e-12);
+    size_t n = model_num_params(t->m);
+    mpt_observe_near_f32(file, line, model_grads(t->m), model_grads(t->m), (long)n, 1e-3, 1e-7);
+    mpt_observe_near_f32(file, line, model_params(t->m), model_params(t->m), (long)n, 1e-4, 1e-7);
+    return r;
 }
+#define lab07_step(t, step, lr) lab07_step_at(__FILE__, __LINE__, (t), (step), (lr))
 
 /* Everything a step may change: the weights (and the fp32 master copy), Adam's moments, the counters. */
 typedef struct {

@@ -21,6 +21,11 @@ static inline const char *lab08_scaler_name(amp_scaler_kind k) { return amp_scal
 static inline bool lab08_check_setup(const char *file, int line, const char *call_text, bool ok, const amp_setup *s,
                                      amp_recipe want_recipe, amp_scaler_kind want_kind, double want_scale,
                                      const char *mistake) {
+    mpt_observe(file, line, ok); /* what the grader compares with the reference */
+    if (ok) {
+        mpt_observe(file, line, (uint64_t)s->recipe << 8 | (uint64_t)s->scaler.kind);
+        mpt_observe_near(file, line, s->scaler.init_scale, 0, 0);
+    }
     if (!ok) {
         mpt_fail(file, line, "%s\n      expected: accepted, recipe %s, loss scaler %s\n      got:      rejected\n"
                  "      likely mistake: %s", call_text, lab08_recipe_name(want_recipe), lab08_scaler_name(want_kind),
@@ -45,6 +50,12 @@ static inline bool lab08_check_setup(const char *file, int line, const char *cal
 static inline bool lab08_check_mistake(const char *file, int line, const char *call_text, bool ok, const data_err *err,
                                        amp_setup_mistake want, const char *mistake) {
     const amp_setup_mistake_info *w = amp_setup_mistake_get(want);
+    mpt_observe(file, line, ok); /* what the grader compares with the reference: which mistake it named */
+    if (!ok)
+        for (int k = 0; k < AMP_NMISTAKES; k++) {
+            const amp_setup_mistake_info *m = amp_setup_mistake_get((amp_setup_mistake)k);
+            if (m && strcmp(err->expected, m->expected) == 0 && strcmp(err->hint, m->hint) == 0) mpt_observe(file, line, (uint64_t)k);
+        }
     if (ok) {
         mpt_fail(file, line, "%s\n      expected: rejected as %s (%s)\n      got:      accepted\n"
                  "      likely mistake: %s", call_text, w->name, w->hint, mistake);

@@ -5,6 +5,8 @@
 #include "amp/scaler.h"
 #include "mptest.h"
 
+#include <string.h>
+
 /* DeepSpeed's defaults (scale 2^16, window 1000, hysteresis 2, floor 1) with the given changes. */
 static inline amp_scaler lab09_scaler(double init_scale, int window, int hysteresis, bool consecutive, double min_scale) {
     amp_scaler_config c = amp_scaler_defaults(AMP_SCALER_DEEPSPEED);
@@ -30,6 +32,11 @@ static inline bool lab09_check(const char *file, int line, amp_scaler *s, bool o
     int hyst_before = s->hysteresis_left;
     long iter = s->iter, last = s->last_overflow_iter;
     amp_update u = amp_scaler_update(s, overflow);
+    uint32_t scale_bits;
+    memcpy(&scale_bits, &s->scale, sizeof scale_bits);
+    /* what the grader compares with the reference */
+    mpt_observe(file, line, (uint64_t)scale_bits << 32 | (uint64_t)(uint32_t)s->hysteresis_left << 8 |
+                                (uint64_t)u.status << 1 | u.skipped);
     bool ok = u.skipped == want_skipped && s->scale == want_next && s->hysteresis_left == want_hyst &&
               u.status == want_status;
     if (!ok)

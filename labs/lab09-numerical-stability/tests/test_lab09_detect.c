@@ -2,6 +2,7 @@
  * core/amp/detect.c): faults injected into chosen gradients of a tiny GPT-2, and into a hand-made registry. */
 #include "amp/detect.h"
 #include "lab09_model.h"
+#include "lab09_observe.h"
 
 /* Registry index of a tensor by name (the test stops if there is none). */
 static int tensor_index(model *m, const char *name) {

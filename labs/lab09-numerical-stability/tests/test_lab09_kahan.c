@@ -3,6 +3,7 @@
 #include "base/rng.h"
 #include "mptest.h"
 #include "optim/compensated.h"
+#include "lab09_observe.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -3,12 +3,15 @@
  * stochastic rounding. Each test writes what the optimizer would have written, calls the write-back, and compares
  * every weight with a reference rounding from fp/format.h. */
 #include "lab09_model.h"
+#include "lab09_observe.h"
 
 /* Finds the first weight where got != expected (bit patterns); reports it with its tensor and the likely mistake. */
 #define same_bits(ts, got, expected, what, mistake) same_bits_at(__LINE__, (ts), (got), (expected), (what), (mistake))
 static bool same_bits_at(int line, const train_step *ts, const float *got, const float *expected, const char *what,
                          const char *mistake) {
-    size_t at = 0;
+    size_t at = 0, total = 0;
+    for (int i = 0; i < ts->nspans; i++) total += ts->spans[i].n;
+    mpt_observe_near_f32(__FILE__, line, got, expected, (long)total, 0, 0); /* what the grader compares */
     for (int i = 0; i < ts->nspans; i++)
         for (size_t j = 0; j < ts->spans[i].n; j++, at++)
             if (fp_float_bits(got[at]) != fp_float_bits(expected[at])) {
@@ -80,6 +83,8 @@ MPT_TEST(master_copy_accumulates_updates_below_half_an_ulp) {
         lab09_write_working_weights(&ts);
         ts.updates++;
     }
+    MPT_OBSERVE_NEAR_F32(model_params(m), model_params(m), (long)n, 0, 0); /* what the grader compares */
+    MPT_OBSERVE_NEAR_F32(ts.master, ts.master, (long)n, 0, 0);
     size_t moved = 0, wrong = 0, first_wrong = n;
     for (size_t i = 0; i < n; i++) {
         float w = model_params(m)[i];

@@ -17,6 +17,10 @@
     lab10_check_flops(__FILE__, __LINE__, (got), (n), (dense), (attention), (total), (what), (mistake))
 static inline void lab10_check_flops(const char *file, int line, const perf_flops *f, uint64_t n, uint64_t dense,
                                      uint64_t attention, uint64_t total, const char *what, const char *mistake) {
+    mpt_observe(file, line, f->matmul_params); /* what the grader compares with the reference */
+    mpt_observe(file, line, f->dense);
+    mpt_observe(file, line, f->attention);
+    mpt_observe(file, line, f->total);
     if (f->matmul_params == n && f->dense == dense && f->attention == attention && f->total == total) return;
     mpt_fail(file, line,
              "%s\n      expected: N %llu, 6N %llu, attention %llu, total %llu\n"
@@ -25,6 +29,16 @@ static inline void lab10_check_flops(const char *file, int line, const perf_flop
              (unsigned long long)total, (unsigned long long)f->matmul_params, (unsigned long long)f->dense,
              (unsigned long long)f->attention, (unsigned long long)f->total, mistake);
 }
+
+/* FLOPs per token at a sequence length drawn from this grade's seed, recorded for the grader. */
+static inline void lab10_observe_flops_at_a_drawn_length(const char *file, int line, const plan_model *m) {
+    perf_flops f;
+    perf_train_flops_per_token(m, 1 + (int)(mpt_seed() % 4096), &f);
+    mpt_observe(file, line, f.matmul_params);
+    mpt_observe(file, line, f.attention);
+    mpt_observe(file, line, f.total);
+}
+#define LAB10_OBSERVE_FLOPS(m) lab10_observe_flops_at_a_drawn_length(__FILE__, __LINE__, (m))
 
 static inline model_config lab10_gpt2(int L, int C, int NH, int V, int maxT) {
     model_config c = {.arch = MODEL_GPT2, .V = V, .maxT = maxT, .L = L, .C = C, .NH = NH, .tied = true};
@@ -61,6 +75,10 @@ static inline void lab10_check_act_measured(const char *file, int line, const mo
                                             model_compute compute, double tol, const char *what) {
     perf_activations a;
     perf_activation_bytes(cfg, B, T, compute, &a);
+    mpt_observe(file, line, a.total); /* what the grader compares with the reference */
+    mpt_observe(file, line, a.kept);
+    mpt_observe(file, line, a.statistics);
+    mpt_observe(file, line, a.working);
     size_t measured = lab10_measure_act(cfg, B, T, compute);
     double err = (double)a.total / (double)measured - 1.0;
     if (err <= tol && err >= -tol) return;

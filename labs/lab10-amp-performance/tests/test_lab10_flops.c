@@ -15,6 +15,7 @@ static plan_model preset(const char *name) {
 MPT_TEST(flops_gpt2_124m_by_hand) {
     plan_model m = preset("gpt2-124m");
     perf_flops f;
+    LAB10_OBSERVE_FLOPS(&m);
     perf_train_flops_per_token(&m, 1024, &f);
     CHECK_FLOPS(&f, 123532032, 741192192, 113246208, 854438400, "GPT-2 124M at s = 1024",
                 "N counts Q, K, V and the output projection (4 h^2 without GQA), the MLP's 2 h F per block and the head "
@@ -31,6 +32,7 @@ MPT_TEST(flops_gpt2_124m_by_hand) {
 MPT_TEST(flops_llama_1b_three_mlp_matrices_and_gqa) {
     plan_model m = preset("llama-1b");
     perf_flops f;
+    LAB10_OBSERVE_FLOPS(&m);
     perf_train_flops_per_token(&m, 2048, &f);
     CHECK_FLOPS(&f, 1034420224, 6206521344, 1107296256, 7313817600, "LLaMA 1.1B at s = 2048",
                 "K and V are h x (kv_heads * h/heads) with grouped-query attention; the MLP has arch->mlp_matrices "

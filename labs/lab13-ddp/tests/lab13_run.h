@@ -130,6 +130,18 @@ static void lab13_run(lab13_result *res, int ranks, size_t bucket_elems, bool ov
     for (int r = 0; r < ranks; r++)
         MPT_REQUIRE(res->rank[r].steps == steps, "%s: rank %d reported %d steps, expected %d", res->what, r,
                     res->rank[r].steps, steps);
+    /* what the grader compares with the reference: the weights after the broadcast, the buckets DDP made and
+     * launched, the gradients' scale (the sums themselves may round differently between correct codes) */
+    for (int r = 0; r < ranks; r++) {
+        const lab13_rank *k = &res->rank[r];
+        MPT_OBSERVE(k->after_create);
+        for (int t = 0; t < k->steps; t++) {
+            MPT_OBSERVE((uint64_t)(uint32_t)k->step[t].buckets);
+            for (int b = 0; b < k->step[t].buckets && b < LAB13_MAX_BUCKETS; b++)
+                MPT_OBSERVE((uint64_t)k->step[t].lo[b] << 32 | k->step[t].hi[b]);
+            MPT_OBSERVE_NEAR(k->step[t].gscale, 1e-6, 1e-12);
+        }
+    }
 }
 
 /* The buckets DDP must make, from the layer sizes: layers finish from the head (L) down to the embeddings

@@ -38,6 +38,7 @@ static inline int lab16_check_topk(const float *grad, float *residual, size_t n,
     MPT_REQUIRE(acc && value && index && sent, "out of memory");
     for (size_t i = 0; i < n; i++) acc[i] = grad[i] + residual[i];
     hooks_topk_compress(grad, residual, n, k, index, value);
+    MPT_OBSERVE_NEAR_F32(residual, residual, (long)n, 0, 0); /* what the grader compares: it tells what was sent */
     int problems = 0;
     float smallest_sent = INFINITY;
     for (size_t j = 0; j < k && problems < 4; j++) {
@@ -107,6 +108,7 @@ static inline void lab16_powersgd(float *M, size_t m, size_t n, size_t r, uint64
     lab16_normal(Q, n * r, seed, 1.0f);
     for (size_t i = 0; i < m * r; i++) P[i] = NAN; /* P is output only: it must be written */
     hooks_powersgd_step(c, M, m, n, r, P, Q, COMM_ALGO_DEFAULT);
+    MPT_OBSERVE_NEAR_F32(M, M, (long)(m * n), 1e-3, 1e-5); /* what the grader compares with the reference */
     double worst = 0, scale = 0;
     for (size_t a = 0; a < r; a++)
         for (size_t b = 0; b <= a; b++) {

