@@ -3,7 +3,6 @@
 # every test worth points (visible and hidden) fails on it, and the reference regions spliced into it as
 # a submission score full marks again.
 source "$(dirname "$0")/lib.sh"
-export MIXPAR_TIME_SCALE=${MIXPAR_TIME_SCALE:-3}
 cd "$ROOT" || exit 1
 export MIXPAR_TIME_SCALE=$TIME_SCALE # the grades below: the grader's per-test limits, scaled as every hang guard
 work=$(mktemp -d)
