@@ -9,6 +9,7 @@
 #include "dist/mesh.h"
 #include "dist/tp.h"
 #include "ops/matmul.h"
+#include "mpi_check.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -17,62 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static comm_t *world;
-static int rank, nranks;
-static int failed_checks;
-
-/* ---------------------------------------------------------------- reporting (as test_comm_mpi.c) */
-
-static char complaint[256];
-
-static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void complain(const char *fmt, ...) {
-    if (complaint[0]) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(complaint, sizeof complaint, fmt, ap);
-    va_end(ap);
-}
-
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void report(const char *fmt, ...) {
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    char *all = rank == 0 ? malloc(sizeof complaint * (size_t)nranks) : NULL;
-    MPI_Gather(complaint, sizeof complaint, MPI_CHAR, all, sizeof complaint, MPI_CHAR, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        int bad = 0;
-        for (int r = 0; r < nranks; r++) bad += all[r * sizeof complaint] != 0;
-        printf("%s - %s (p=%d)\n", bad ? "not ok" : "ok", name, nranks);
-        for (int r = 0, shown = 0; r < nranks && shown < 3; r++)
-            if (all[r * sizeof complaint]) printf("    rank %d: %s\n", r, all + r * sizeof complaint), shown++;
-        fflush(stdout);
-        failed_checks += bad != 0;
-        free(all);
-    }
-    complaint[0] = '\0';
-}
-
-static void *xmalloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    return p;
-}
-
-/* Small integers: sums over <= 8 ranks are exact in any order. */
-static float small_int(uint64_t seed, int r, size_t i) {
-    return (float)((int)(mp_hash32(seed * 1000003u + (uint64_t)r, i) % 17u) - 8);
-}
-static float uniform(uint64_t seed, int r, size_t i) {
-    return (float)(mp_hash32(seed * 7919u + (uint64_t)r, i) >> 8) * 0x1p-23f - 1.0f;
-}
 
 /* ---------------------------------------------------------------- splits against MPI_Comm_split */
 
@@ -330,7 +275,7 @@ static void mesh_groups_by_hand(void) {
         if (end_stage != (m->embed != NULL)) complain("stage %d: embed group %s", m->pp_rank, m->embed ? "present" : "missing");
         else if (m->embed) expect_group_by_hand(m->embed, MESH_BY_HAND[k].embed_groups, "embed");
         mesh_free(m);
-        report("mesh dp=%d tp=%d pp=%d on 8 ranks: groups as written out by hand", MESH_BY_HAND[k].dp, MESH_BY_HAND[k].tp,
+        reportf("mesh dp=%d tp=%d pp=%d on 8 ranks: groups as written out by hand", MESH_BY_HAND[k].dp, MESH_BY_HAND[k].tp,
                MESH_BY_HAND[k].pp);
     }
 }
@@ -508,7 +453,7 @@ int main(int argc, char **argv) {
     }
     for (int s = 0; s < NSPLITS; s++) {
         split_matches_mpi(&SPLITS[s]);
-        report("comm_split %s: ranks, sizes and world ranks as MPI_Comm_split", SPLITS[s].name);
+        reportf("comm_split %s: ranks, sizes and world ranks as MPI_Comm_split", SPLITS[s].name);
     }
     for (int s = 0; s < NSPLITS; s++) {
         comm_t *sub = comm_split(world, SPLITS[s].color(rank), SPLITS[s].key(rank));
@@ -516,30 +461,30 @@ int main(int argc, char **argv) {
         if (sub) collectives_match_mpi(sub, ref);
         comm_free(sub);
         if (ref != MPI_COMM_NULL) MPI_Comm_free(&ref);
-        report("every collective and algorithm on groups split %s equals MPI's on the same group", SPLITS[s].name);
+        reportf("every collective and algorithm on groups split %s equals MPI's on the same group", SPLITS[s].name);
     }
     nested_split_matches_mpi();
-    report("a split of a split: ranks, world ranks and every collective as MPI's");
+    reportf("a split of a split: ranks, world ranks and every collective as MPI's");
     for (int pp = 1; pp <= nranks; pp++)
         for (int tp = 1; tp * pp <= nranks; tp++) {
             if (nranks % (tp * pp)) continue;
             int dp = nranks / (tp * pp);
             mesh_groups_are_megatrons(dp, tp, pp);
-            report("mesh dp=%d tp=%d pp=%d: Megatron's rank order, tp/dp/pp/mp members, ring allreduce in each", dp, tp, pp);
+            reportf("mesh dp=%d tp=%d pp=%d: Megatron's rank order, tp/dp/pp/mp members, ring allreduce in each", dp, tp, pp);
             if (pp > 1) {
                 pipeline_p2p(dp, tp, pp);
-                report("mesh dp=%d tp=%d pp=%d: tagged non-blocking p2p of 4 micro-batches forward and back, ring", dp, tp, pp);
+                reportf("mesh dp=%d tp=%d pp=%d: tagged non-blocking p2p of 4 micro-batches forward and back, ring", dp, tp, pp);
             }
         }
     if (nranks == 8) mesh_groups_by_hand();
     group_events();
-    report("comm events on a group name it (group, group_rank, members); debug check passes on a group");
+    reportf("comm events on a group name it (group, group_rank, members); debug check passes on a group");
     tp_conjugate_ops();
-    report("tp f (identity / allreduce) and g (allreduce / identity)");
+    reportf("tp f (identity / allreduce) and g (allreduce / identity)");
     for (int tp = 1; tp <= 4 && tp <= nranks; tp *= 2) {
         if (nranks % tp) continue;
         tp_linear_pair_matches_unsharded(nranks / tp, tp, 1);
-        report("tp=%d column-parallel + row-parallel linear: forward and backward equal the unsharded pair", tp);
+        reportf("tp=%d column-parallel + row-parallel linear: forward and backward equal the unsharded pair", tp);
     }
     comm_finalize(world);
     return failed_checks ? 1 : 0;

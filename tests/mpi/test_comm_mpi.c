@@ -5,6 +5,7 @@
 #include "comm/algo.h"
 #include "comm/comm.h"
 #include "fp/convert.h"
+#include "mpi_check.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -14,62 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-static comm_t *world;
-static int rank, nranks;
-static int failed_checks;
-
-/* ---------------------------------------------------------------- reporting */
-
-static char complaint[256]; /* this rank's first complaint in the running check */
-
-static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void complain(const char *fmt, ...) {
-    if (complaint[0]) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(complaint, sizeof complaint, fmt, ap);
-    va_end(ap);
-}
-
-/* Ends a check: every rank's complaint goes to rank 0 (plain MPI, not the code under test). */
-static void report(const char *name) {
-    char *all = rank == 0 ? malloc(sizeof complaint * (size_t)nranks) : NULL;
-    MPI_Gather(complaint, sizeof complaint, MPI_CHAR, all, sizeof complaint, MPI_CHAR, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        int bad = 0;
-        for (int r = 0; r < nranks; r++) bad += all[r * sizeof complaint] != 0;
-        printf("%s - %s (p=%d)\n", bad ? "not ok" : "ok", name, nranks);
-        for (int r = 0, shown = 0; r < nranks && shown < 3; r++)
-            if (all[r * sizeof complaint]) printf("    rank %d: %s\n", r, all + r * sizeof complaint), shown++;
-        fflush(stdout);
-        failed_checks += bad != 0;
-        free(all);
-    }
-    complaint[0] = '\0';
-}
-
 /* ---------------------------------------------------------------- data */
 
 static const size_t SIZES[] = {0, 1, 2, 3, 7, 64, 1000, 65537};
 enum { NSIZES = sizeof SIZES / sizeof SIZES[0] };
-
-/* Small integers: every sum over <= 8 ranks is exact in fp32, bf16 and fp16, in any order. */
-static float small_int(uint64_t seed, int r, size_t i) {
-    return (float)((int)(mp_hash32(seed * 1000003u + (uint64_t)r, i) % 17u) - 8);
-}
-/* Uniform in [-1, 1): sums round, so order matters. */
-static float uniform(uint64_t seed, int r, size_t i) {
-    return (float)(mp_hash32(seed * 7919u + (uint64_t)r, i) >> 8) * 0x1p-23f - 1.0f;
-}
-
-static void *xmalloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    return p;
-}
 
 static MPI_Datatype mpi_of(comm_dtype dt) {
     return dt == COMM_FP32 ? MPI_FLOAT : dt == COMM_INT32 ? MPI_INT32_T : dt == COMM_INT64 ? MPI_INT64_T : MPI_UINT16_T;
