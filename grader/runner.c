@@ -102,7 +102,8 @@ const char *runner_protections(void) {
     else if (sandbox_level == 2)
         snprintf(protections, sizeof protections,
                  "user namespace (no privileges), PID/mount/network/IPC namespaces, read-only view, private /tmp, "
-                 "memory of the whole process tree, time, CPU, output (processes: per user only)");
+                 "memory of the whole process tree, time, CPU, processes (counted in the namespace; no "
+                 "RLIMIT_NPROC, which would count the grading user's own), output");
     else
         snprintf(protections, sizeof protections,
                  "process group, time, CPU, memory per process, output only: this kernel refuses namespaces%s, so "

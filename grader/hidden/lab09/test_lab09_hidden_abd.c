@@ -9,11 +9,12 @@
 
 /* ------------------------------------------------------------------ part A: the random bits */
 
-/* Sets every weight of span i to its bf16 value plus half an ulp: stochastic rounding goes up with probability
- * 1/2, so two independent roundings disagree on about half of them. */
-static void midpoints(train_step *ts, int i, const float *base) {
+/* Sets every nonzero weight of span i to its bf16 value plus a fraction f of an ulp (f from the grade's seed, away
+ * from 1/2): stochastic rounding goes up with probability f, so two independent roundings disagree on a share
+ * 2 f (1 - f) of them, and rounding to nearest on none. */
+static void between(train_step *ts, int i, const float *base, double f) {
     for (size_t j = 0; j < ts->spans[i].n; j++)
-        ts->spans[i].param[j] = base[j] == 0 ? 0 : base[j] + 0.5f * (float)fp_ulp(&FP_BF16, base[j]);
+        ts->spans[i].param[j] = base[j] == 0 ? 0 : base[j] + (float)f * (float)fp_ulp(&FP_BF16, base[j]);
 }
 
 /* Share of elements where a and b differ (over the nonzero ones of base). */
@@ -27,33 +28,67 @@ static double differ(const float *a, const float *b, const float *base, size_t n
     return k ? (double)d / k : 0;
 }
 
+/* The values before a write-back of span i (what between() wrote), for the counts. */
+static float *values_between(const train_step *ts, int i, const float *base, double f) {
+    float *v = calloc(ts->spans[i].n, sizeof(float));
+    for (size_t j = 0; j < ts->spans[i].n; j++)
+        v[j] = base[j] == 0 ? 0 : base[j] + (float)f * (float)fp_ulp(&FP_BF16, base[j]);
+    return v;
+}
+
+/* Records (for the grader) and checks the share of `after` rounded up from `before`. */
+static void check_share_up(const float *before, const float *after, size_t n, double f, const char *what) {
+    lab09_draws up;
+    size_t bad = lab09_count_up(before, after, n, &up);
+    MPT_OBSERVE(bad == n);
+    lab09_observe_draws(&up);
+    MPT_CHECK(bad == n && lab09_draws_fit(&up, 5), "%s: values %.3f ulp above a bf16 number: %.0f of %zu rounded up, "
+              "expected about %.0f", what, f, up.count, up.trials, up.expect);
+}
+
+/* Records (for the grader) and checks the share where two roundings of `before` disagree. */
+static void check_disagree(const float *before, const float *a, const float *b, size_t n, const char *what,
+                           const char *mistake) {
+    lab09_draws d;
+    lab09_count_disagree(before, a, b, n, &d);
+    lab09_observe_draws(&d);
+    MPT_CHECK(lab09_draws_fit(&d, 5),
+              "%s should disagree on about %.1f%% of the weights (independent random bits); they disagree on "
+              "%.1f%%\n      likely mistake: %s", what, 100 * d.expect / (double)(d.trials ? d.trials : 1),
+              100 * d.count / (double)(d.trials ? d.trials : 1),
+              d.count == 0 ? mistake : "the rounding's random bits are not uniform");
+}
+
 MPT_TEST(stochastic_rounding_draws_fresh_bits_every_step) {
     model *m = lab09_tiny_gpt2(true);
     train_step ts;
-    lab09_amp_step(&ts, m, AMP_RECIPE_BF16_PURE, true, 7);
+    lab09_amp_step(&ts, m, AMP_RECIPE_BF16_PURE, true, mpt_seed() ^ 7);
+    ts.updates = (long)(mpt_seed() % 1000);
     int i = 0; /* wte: the largest tensor */
     size_t n = ts.spans[i].n;
+    const double f = lab09_seeded_fraction(2);
     float *base = calloc(n, sizeof(float)), *first = calloc(n, sizeof(float)), *again = calloc(n, sizeof(float));
     memcpy(base, ts.spans[i].param, n * sizeof(float));
-    midpoints(&ts, i, base);
+    float *before = values_between(&ts, i, base, f);
+    between(&ts, i, base, f);
     lab09_write_working_weights(&ts);
     memcpy(first, ts.spans[i].param, n * sizeof(float));
+    check_share_up(before, first, n, f, "step 1 of 2");
     ts.updates++; /* the next step: the same values to round */
-    midpoints(&ts, i, base);
+    between(&ts, i, base, f);
     lab09_write_working_weights(&ts);
-    double d = differ(first, ts.spans[i].param, base, n);
-    MPT_CHECK(d > 0.4 && d < 0.6,
-              "the same midpoints rounded at step 0 and step 1 should disagree on about half of the weights; they "
-              "disagree on %.1f%%\n      likely mistake: %s", 100 * d,
-              d == 0 ? "the random bits do not change from step to step: derive them from s->updates (and the tensor)"
-                     : "the rounding's random bits are not uniform");
-    ts.updates--; /* step 0 again: the same bits, the same result (a resumed run repeats itself) */
-    midpoints(&ts, i, base);
+    check_disagree(before, first, ts.spans[i].param, n, "the same values rounded at two consecutive steps",
+                   "the random bits do not change from step to step: derive them from s->updates (and the tensor)");
+    ts.updates--; /* the first step again: the same bits, the same result (a resumed run repeats itself) */
+    between(&ts, i, base, f);
     lab09_write_working_weights(&ts);
     memcpy(again, ts.spans[i].param, n * sizeof(float));
-    MPT_CHECK(differ(first, again, base, n) == 0,
+    double same = differ(first, again, base, n);
+    MPT_OBSERVE(same == 0);
+    MPT_CHECK(same == 0,
               "rounding the same values at the same step twice gave different results: the bits must be a function "
               "of (rounding_seed, step, tensor), not of a clock or a global generator");
+    free(before);
     free(base);
     free(first);
     free(again);
@@ -64,7 +99,8 @@ MPT_TEST(stochastic_rounding_draws_fresh_bits_every_step) {
 MPT_TEST(stochastic_rounding_differs_between_tensors) {
     model *m = lab09_tiny_gpt2(true);
     train_step ts;
-    lab09_amp_step(&ts, m, AMP_RECIPE_BF16_PURE, true, 7);
+    lab09_amp_step(&ts, m, AMP_RECIPE_BF16_PURE, true, mpt_seed() ^ 7);
+    ts.updates = (long)(mpt_seed() % 1000);
     int a = -1, b = -1, n;
     const model_tensor *t = model_tensors(m, &n);
     for (int k = 0; k < n; k++) {
@@ -73,16 +109,19 @@ MPT_TEST(stochastic_rounding_differs_between_tensors) {
     }
     MPT_REQUIRE(a >= 0 && b >= 0 && ts.spans[a].n == ts.spans[b].n, "two fc weights of the same size");
     size_t len = ts.spans[a].n;
+    const double f = lab09_seeded_fraction(3);
     float *base = calloc(len, sizeof(float));
     memcpy(base, ts.spans[a].param, len * sizeof(float));
-    midpoints(&ts, a, base);
-    midpoints(&ts, b, base); /* the same values in both tensors */
+    float *before = values_between(&ts, a, base, f);
+    between(&ts, a, base, f);
+    between(&ts, b, base, f); /* the same values in both tensors */
     lab09_write_working_weights(&ts);
-    double d = differ(ts.spans[a].param, ts.spans[b].param, base, len);
-    MPT_CHECK(d > 0.4 && d < 0.6,
-              "two tensors holding the same values, rounded in the same step, should get independent random bits "
-              "(disagree on about half); they disagree on %.1f%%\n      likely mistake: mix the tensor index into the "
-              "bits, or every tensor rounds the same way and the errors of equal tensors add up", 100 * d);
+    check_share_up(before, ts.spans[b].param, len, f, "the second tensor");
+    check_disagree(before, ts.spans[a].param, ts.spans[b].param, len,
+                   "two tensors holding the same values, rounded in the same step,",
+                   "mix the tensor index into the bits, or every tensor rounds the same way and the errors of equal "
+                   "tensors add up");
+    free(before);
     free(base);
     train_step_free(&ts);
     model_free(m);
@@ -91,24 +130,29 @@ MPT_TEST(stochastic_rounding_differs_between_tensors) {
 MPT_TEST(stochastic_rounding_follows_the_seed) {
     model *m1 = lab09_tiny_gpt2(true), *m2 = lab09_tiny_gpt2(true), *m3 = lab09_tiny_gpt2(true);
     train_step t1, t2, t3;
-    lab09_amp_step(&t1, m1, AMP_RECIPE_BF16_PURE, true, 100);
-    lab09_amp_step(&t2, m2, AMP_RECIPE_BF16_PURE, true, 100);
-    lab09_amp_step(&t3, m3, AMP_RECIPE_BF16_PURE, true, 101);
+    const uint64_t seed = mpt_seed() >> 1; /* and seed + 1: neighbouring seeds must round independently too */
+    lab09_amp_step(&t1, m1, AMP_RECIPE_BF16_PURE, true, seed);
+    lab09_amp_step(&t2, m2, AMP_RECIPE_BF16_PURE, true, seed);
+    lab09_amp_step(&t3, m3, AMP_RECIPE_BF16_PURE, true, seed + 1);
     size_t n = t1.spans[0].n;
+    const double f = lab09_seeded_fraction(4);
     float *base = calloc(n, sizeof(float));
     memcpy(base, t1.spans[0].param, n * sizeof(float));
+    float *before = values_between(&t1, 0, base, f);
     train_step *all[3] = {&t1, &t2, &t3};
     for (int k = 0; k < 3; k++) {
         all[k]->updates = 5;
-        midpoints(all[k], 0, base);
+        between(all[k], 0, base, f);
         lab09_write_working_weights(all[k]);
     }
-    MPT_CHECK(differ(t1.spans[0].param, t2.spans[0].param, base, n) == 0,
+    check_share_up(before, t1.spans[0].param, n, f, "the first run");
+    double same = differ(t1.spans[0].param, t2.spans[0].param, base, n);
+    MPT_OBSERVE(same == 0);
+    MPT_CHECK(same == 0,
               "two runs with the same seed must round identically (a rerun or a resume repeats the run bit for bit)");
-    double d = differ(t1.spans[0].param, t3.spans[0].param, base, n);
-    MPT_CHECK(d > 0.4 && d < 0.6,
-              "runs with seeds 100 and 101 should round independently (disagree on about half); they disagree on "
-              "%.1f%%\n      likely mistake: use s->rounding_seed", 100 * d);
+    check_disagree(before, t1.spans[0].param, t3.spans[0].param, n, "runs with neighbouring seeds",
+                   "use s->rounding_seed");
+    free(before);
     free(base);
     train_step_free(&t1);
     train_step_free(&t2);
