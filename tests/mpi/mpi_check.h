@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static comm_t *world;
 static int rank, nranks;
@@ -63,6 +64,17 @@ static void *__attribute__((unused)) xmalloc(size_t bytes) {
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
     return p;
+}
+
+/* Starts the program's world communicator; under anything but mpirun it says so and stops (exit 2). */
+static void __attribute__((unused)) start_under_mpirun(int *argc, char ***argv, const char *program) {
+    world = comm_init(argc, argv);
+    rank = comm_rank(world);
+    nranks = comm_size(world);
+    if (strcmp(comm_backend_name(world), "mpi") != 0) {
+        fprintf(stderr, "%s: run me under mpirun (backend is %s)\n", program, comm_backend_name(world));
+        exit(2);
+    }
 }
 
 /* Small integers: every sum over <= 8 ranks is exact in fp32, bf16 and fp16, in any order. */

@@ -444,13 +444,7 @@ static void tp_conjugate_ops(void) {
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
-    world = comm_init(&argc, &argv);
-    rank = comm_rank(world);
-    nranks = comm_size(world);
-    if (strcmp(comm_backend_name(world), "mpi") != 0) {
-        fprintf(stderr, "test_comm_groups: run me under mpirun (backend is %s)\n", comm_backend_name(world));
-        return 2;
-    }
+    start_under_mpirun(&argc, &argv, "test_comm_groups");
     for (int s = 0; s < NSPLITS; s++) {
         split_matches_mpi(&SPLITS[s]);
         reportf("comm_split %s: ranks, sizes and world ranks as MPI_Comm_split", SPLITS[s].name);

@@ -379,13 +379,7 @@ static void events_check(void) {
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
-    world = comm_init(&argc, &argv);
-    rank = comm_rank(world);
-    nranks = comm_size(world);
-    if (strcmp(comm_backend_name(world), "mpi") != 0) {
-        fprintf(stderr, "test_comm_mpi: run me under mpirun (backend is %s)\n", comm_backend_name(world));
-        return 2;
-    }
+    start_under_mpirun(&argc, &argv, "test_comm_mpi");
     char name[128];
     for (size_t a = 0; a < sizeof ALLREDUCE_ALGOS / sizeof ALLREDUCE_ALGOS[0]; a++) {
         comm_algo algo = ALLREDUCE_ALGOS[a];
