@@ -2,19 +2,43 @@
 # slides.sh: `make slides`: each slides/NN-slug.md becomes build/slides/NN-slug.html, one self-contained file
 # (pandoc's dzslides, images embedded) that works offline. Figures come from slides/NN-slug.figures.sh,
 # which writes PNGs made by gnuplot from real mixpar output into the folder it is given.
+# Every deck puts one slide under each level-1 heading ("# Title"); a "## " heading is a sub-heading inside a
+# slide, never a slide of its own (pandoc's default would make a deck of "#" and "##" one title and one giant slide).
+#   tools/slides.sh            render every deck with its figures
+#   tools/slides.sh --check    render every deck without figures and check that it has one slide per "# "
+#                              heading of its source (outside code blocks); exits 1 naming a deck that does not
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=build/slides
-mkdir -p "$out/fig"
+pandoc_slides=(pandoc -s -t dzslides --slide-level=1)
 shopt -s nullglob
 decks=(slides/[0-9][0-9]-*.md)
 if [ ${#decks[@]} -eq 0 ]; then echo "no decks in slides/"; exit 0; fi
+
+if [ "${1:-}" = --check ]; then
+  command -v pandoc >/dev/null || { echo "slides: pandoc is not installed (make deps installs it)" >&2; exit 2; }
+  bad=0
+  for deck in "${decks[@]}"; do
+    headings=$(awk '/^```/{fenced = !fenced} !fenced && /^# /{n++} END{print n + 0}' "$deck")
+    # Without --self-contained the figures need not exist; the slide count does not depend on them.
+    rendered=$("${pandoc_slides[@]}" "$deck" 2>/dev/null | tr '\n' ' ' | grep -o '<section[^>]*class="slide level1' | wc -l)
+    if [ "$rendered" -ne "$headings" ] || [ "$headings" -lt 2 ]; then
+      echo "not ok - slides: $deck renders as $rendered slides, its source has $headings '# ' headings"; bad=1
+    else
+      echo "ok - slides: $deck renders as its $headings slides"
+    fi
+  done
+  exit "$bad"
+fi
+[ $# -eq 0 ] || { echo "usage: tools/slides.sh [--check]" >&2; exit 2; }
+
+out=build/slides
+mkdir -p "$out/fig"
 for deck in "${decks[@]}"; do
   name=$(basename "$deck" .md)
   figures="slides/$name.figures.sh"
   if [ -x "$figures" ]; then
     "$figures" "$out/fig" || { echo "slides: $figures failed" >&2; exit 1; }
   fi
-  pandoc -s -t dzslides --self-contained --resource-path="$out:slides" -o "$out/$name.html" "$deck"
+  "${pandoc_slides[@]}" --self-contained --resource-path="$out:slides" -o "$out/$name.html" "$deck"
   echo "slides: $out/$name.html"
 done
