@@ -244,6 +244,7 @@ static comm_t *comm_new(const comm_backend *backend) {
 
 comm_t *comm_init(int *argc, char ***argv) {
     comm_launch_die_with_launcher(); /* before anything is written: a rank never outlives mpirun */
+    comm_launch_record_exit();
     comm_t *c = comm_new(choose_backend());
     c->is_world = true;
     c->timeout_s = env_seconds("MIXPAR_COMM_TIMEOUT", 300.0);

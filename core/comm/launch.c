@@ -157,6 +157,74 @@ void comm_launch_die_with_launcher(void) {
     }
 }
 
+/* ---------------------------------------------------------------- the ranks' own exit codes */
+
+enum { STATUS_DIR_MAX = 256 };
+static char status_file[STATUS_DIR_MAX + 32];
+
+static void write_exit_code(int code, void *unused) {
+    (void)unused;
+    FILE *f = fopen(status_file, "w");
+    if (!f) return;
+    fprintf(f, "%d\n", code);
+    fclose(f);
+}
+
+void comm_launch_record_exit(void) {
+    const char *dir = getenv("MIXPAR_RANK_STATUS_DIR"), *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (!dir || !*dir || !rank || strlen(dir) > STATUS_DIR_MAX) return;
+    int64_t r;
+    if (!parse_i64(rank, &r) || r < 0 || r > 1 << 24) return;
+    snprintf(status_file, sizeof status_file, "%s/rank%d", dir, (int)r);
+    on_exit(write_exit_code, NULL); /* glibc: the handler is given exit()'s status, main's return included */
+}
+
+/* The code mpirun would have returned, from the ranks' records in dir. mpirun reports the first rank to fail and
+ * then ends the others (they leave no record), so: the earliest non-zero record; 0 when every rank recorded 0;
+ * -1 when there is nothing to go on (a rank died of a signal, or ran on another machine, and none failed by exit). */
+static int ranks_exit_code(const char *dir, int ranks) {
+    int found = 0, all_zero = 1;
+    struct timespec first = {0, 0};
+    for (int r = 0; r < ranks; r++) {
+        char path[STATUS_DIR_MAX + 32];
+        snprintf(path, sizeof path, "%s/rank%d", dir, r);
+        FILE *f = fopen(path, "r");
+        int code = -1;
+        struct stat st;
+        if (f) {
+            if (fscanf(f, "%d", &code) != 1 || fstat(fileno(f), &st) != 0) code = -1;
+            fclose(f);
+        }
+        if (code < 0 || code > 255) {
+            all_zero = 0;
+            continue;
+        }
+        if (code == 0) continue;
+        all_zero = 0;
+        if (!found || st.st_mtim.tv_sec < first.tv_sec ||
+            (st.st_mtim.tv_sec == first.tv_sec && st.st_mtim.tv_nsec < first.tv_nsec)) {
+            found = code;
+            first = st.st_mtim;
+        }
+    }
+    return found ? found : all_zero ? 0 : -1;
+}
+
+static void remove_status_dir(const char *dir, int ranks) {
+    for (int r = 0; r < ranks; r++) {
+        char path[STATUS_DIR_MAX + 32];
+        snprintf(path, sizeof path, "%s/rank%d", dir, r);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static bool launcher_crash(int status) {
+    if (!WIFSIGNALED(status)) return false;
+    int sig = WTERMSIG(status);
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGABRT;
+}
+
 static int exit_code(int status) {
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -171,6 +239,10 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
     char machine[160];
     launcher_machine(machine, sizeof machine);
     pid_t launcher = getpid();
+    const char *tmp = getenv("TMPDIR");
+    char status_dir[STATUS_DIR_MAX];
+    snprintf(status_dir, sizeof status_dir, "%s/mixpar-ranks-XXXXXX", tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
+    if (!mkdtemp(status_dir)) status_dir[0] = '\0'; /* then mpirun's own code is all there is */
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) MP_FAIL("to start mpirun", "fork: %s", strerror(errno));
@@ -185,6 +257,7 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
         snprintf(me, sizeof me, "%ld", (long)getpid());
         setenv("MIXPAR_LAUNCHER_PID", me, 1);
         setenv("MIXPAR_LAUNCHER_MACHINE", machine, 1);
+        if (status_dir[0]) setenv("MIXPAR_RANK_STATUS_DIR", status_dir, 1);
         if (output) {
             dup2(pipefd[1], 1);
             dup2(pipefd[1], 2);
@@ -251,7 +324,17 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
         text[len] = '\0';
         *output = text;
     }
-    return timed_out ? 124 : exit_code(status);
+    int code = timed_out ? 124 : exit_code(status);
+    if (status_dir[0]) {
+        int ranks_code = launcher_crash(status) && !timed_out ? ranks_exit_code(status_dir, o->ranks) : -1;
+        if (ranks_code >= 0) {
+            fprintf(stderr, "mixpar: mpirun crashed (signal %d) after the ranks had exited; reporting the ranks' exit "
+                    "code, %d\n", WTERMSIG(status), ranks_code);
+            code = ranks_code;
+        }
+        remove_status_dir(status_dir, o->ranks);
+    }
+    return code;
 }
 
 /* torchrun-style launching. torchrun starts every rank itself and describes the job with

@@ -24,7 +24,10 @@ const char *comm_launch_mpirun(void);
 int comm_launch_argv(const comm_launch_opts *o, char *const *program_argv, char **out, int cap);
 
 /* Runs the command, waits, and returns its exit code (128 + signal when killed by one; 124 when
- * o->timeout_s passed first, after stopping it). With output != NULL, stdout and stderr are collected
+ * o->timeout_s passed first, after stopping it). When mpirun itself crashes (SIGSEGV, SIGBUS, SIGABRT) after
+ * the ranks have exited (OpenMPI/PMIx can fault in PMIx_server_finalize while it shuts down after a rank's
+ * failure), the code is the ranks' own, as mpirun would have reported it: the first rank's to exit non-zero, or 0
+ * when every rank exited 0. A rank's code is recorded when it exits (comm_launch_record_exit). With output != NULL, stdout and stderr are collected
  * into *output (malloc'd, NUL-terminated, at most 1 MiB kept); else they go to this process's. */
 int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char **output);
 
@@ -34,6 +37,10 @@ int comm_launch_cores(void);
 /* Ties this rank's life to its launcher: under OpenMPI, SIGKILL when mpirun (or the orted daemon) exits, even
  * by kill -9, and an exit now when it is already gone. comm_init calls it; nothing happens outside mpirun. */
 void comm_launch_die_with_launcher(void);
+
+/* Under comm_launch_run (MIXPAR_RANK_STATUS_DIR set), records this rank's exit code when it exits (exit() or a
+ * return from main; not a signal) for the launcher to read. comm_init calls it; nothing happens elsewhere. */
+void comm_launch_record_exit(void);
 
 /* Stops the program (exit 2) with an explanation when it was started torchrun-style (WORLD_SIZE > 1, with
  * RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) rather than by mpirun, or with torchrun-style variables that do

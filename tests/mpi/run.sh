@@ -77,6 +77,32 @@ check_timed "hung peer in a group: its partner times out naming the group and bo
 check_timed "a 2 x 2 x 2 mesh on 3 ranks: exit 2, expected/found/hint" 2 \
   'found: +dp=2 x tp=2 x pp=2 = 8, but the world has 3 ranks' 30 \
   "$MIXPAR" run -n 3 -- "$TESTS/test_comm_fail" bad-mesh
+# mpirun itself crashing at shutdown (OpenMPI/PMIx can fault in PMIx_server_finalize after a rank's failure) must
+# not hide the ranks' own exit codes. A stand-in mpirun runs the real one, then dies of SIGSEGV.
+crash_dir=$(mktemp -d) # also the runs' TMPDIR, where mixpar run keeps the ranks' exit records
+crashing_mpirun=$crash_dir/mpirun
+printf '#!/bin/sh\n%s "$@"\nkill -SEGV $$\n' "$(command -v mpirun)" > "$crashing_mpirun"
+chmod +x "$crashing_mpirun"
+crash_run() { # [VAR=value ...] mixpar-run-arguments
+  local vars=()
+  while [[ "$1" == *=* ]]; do vars+=("$1"); shift; done
+  env "${vars[@]}" TMPDIR="$crash_dir" MIXPAR_MPIRUN="$crashing_mpirun" timeout -k 5 "$(scaled 60)" "$MIXPAR" run "$@"
+}
+check_output "mpirun crashing after every rank exited 2: mixpar run reports 2, and says why" 2 \
+  "mpirun crashed \\(signal 11\\) after the ranks had exited; reporting the ranks' exit code, 2" \
+  crash_run -n 3 -- "$TESTS/test_comm_fail" bad-mesh
+check_output "mpirun crashing after every rank exited 0: mixpar run reports 0" 0 "reporting the ranks' exit code, 0" \
+  crash_run -n 2 -- "$TESTS/test_comm_fail" exit 0
+out=$(crash_run -n 2 -- "$TESTS/test_comm_fail" kill 2>&1); rc=$?
+check "a rank killed by a signal leaves no code: mpirun's crash is reported as it is (139, got $rc)" \
+  bash -c '[ "$1" -eq 139 ] && ! grep -q "reporting the ranks" <<<"$2"' _ "$rc" "$out"
+check_output "the flake this guards against: a peer times out (exit 2) while mpirun ends the stopped rank, then crashes" 2 \
+  "reporting the ranks' exit code, 2" \
+  crash_run MIXPAR_COMM_TIMEOUT=3 -n 2 -- "$TESTS/test_comm_fail" hang
+check "without a crash, mpirun's code stands: every rank returns 3, mixpar run exits 3" bash -c \
+  'timeout -k 5 $1 "$2" run -n 2 -- "$3" exit 3 >/dev/null 2>&1; test $? -eq 3' _ "$(scaled 60)" "$MIXPAR" "$TESTS/test_comm_fail"
+check "the ranks' exit records are removed after each run" bash -c '! ls -d "$1"/mixpar-ranks-* 2>/dev/null | grep -q .' _ "$crash_dir"
+rm -rf "$crash_dir"
 # mpirun may return a moment before the ranks it ended are gone; give them 10 s (scaled).
 check "no rank left running after the failure runs" bash -c \
   'for i in $(seq $1); do pgrep -x test_comm_fail >/dev/null || exit 0; sleep 0.5; done; ps -o pid,stat,etime,args -C test_comm_fail; exit 1' \

@@ -9,12 +9,14 @@
  *              element fewer (MIXPAR_COMM_DEBUG=1): the message names the group and the world ranks
  *   group-hang on 4 ranks, world rank 3 stops itself; world rank 2, its tp partner, must time out naming
  *              the group, its world rank and the awaited peer's world rank
- *   bad-mesh   a 2 x 2 x 2 mesh on a world that is not 8 ranks: exit 2, expected/found/hint */
+ *   bad-mesh   a 2 x 2 x 2 mesh on a world that is not 8 ranks: exit 2, expected/found/hint
+ *   exit CODE  every rank finalizes and returns CODE (the launcher's record of the ranks' own exit codes) */
 #include "comm/comm.h"
 #include "dist/mesh.h"
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv) {
@@ -47,8 +49,13 @@ int main(int argc, char **argv) {
         comm_free(tp);
     } else if (strcmp(mode, "bad-mesh") == 0) {
         mesh_free(mesh_create(world, 2, 2, 2));
+    } else if (strcmp(mode, "exit") == 0 && argc > 2) {
+        /* every rank ends cleanly with this exit code (the launcher's record of the ranks' codes) */
+        comm_barrier(world);
+        comm_finalize(world);
+        return atoi(argv[2]);
     } else {
-        fprintf(stderr, "usage: test_comm_fail mismatch|hang|kill|size|bad-algo|group-mismatch|group-hang|bad-mesh\n");
+        fprintf(stderr, "usage: test_comm_fail mismatch|hang|kill|size|bad-algo|group-mismatch|group-hang|bad-mesh|exit CODE\n");
         return 2;
     }
     printf("rank %d: the call returned\n", rank);
