@@ -49,6 +49,11 @@ static int parse_lab(const char *s) {
     return (int)v;
 }
 
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
 /* ---------------------------------------------------------------- the regions of a tree */
 
 typedef struct {
@@ -139,6 +144,7 @@ static const char *const HANDOUT_SKIP[] = {
     ".git", "build", "dist", "runs", "data", "solutions", "grader/hidden", "tests/unit", "tests/cli", "tests/mpi",
     "tests/reference",
     ".ci", "submit-lab*", "results.json",
+    "catchup", ".catchup-backup", /* released reference regions (make release), a student's first versions */
     "core/cuda/convert.cu", /* its device fp16/bf16 encoders are lab 03's answer, written out for the GPU */
     NULL};
 
@@ -201,15 +207,8 @@ static int cmd_handout(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- submit */
 
-static int cmd_submit(int argc, char **argv) {
-    if (argc < 1) die("usage: mixpar-grade submit NN [-o FILE]");
-    int lab = parse_lab(argv[0]);
-    char out[256];
-    snprintf(out, sizeof out, "submit-lab%02d.tar", lab);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) snprintf(out, sizeof out, "%s", argv[++i]);
-        else die("unknown argument '%s' (usage: mixpar-grade submit NN [-o FILE])", argv[i]);
-    }
+/* The archive of this tree's lab `lab` regions (the files that hold them, whole, and a MANIFEST) at `out`. */
+static void write_regions_archive(int lab, const char *out) {
     lab_info info;
     char err[512];
     if (!lab_load(".", lab, &info, err, sizeof err)) die("%s", err);
@@ -243,7 +242,160 @@ static int cmd_submit(int argc, char **argv) {
     if (!tar_write(out, paths, contents, n + 1, err, sizeof err)) die("%s", err);
     printf("wrote %s: lab %02d, %d region%s in %d file%s%s\n", out, lab, regions, regions == 1 ? "" : "s", n,
            n == 1 ? "" : "s", stubs ? " (some still stubs, see the warnings)" : "");
+    lab_free(&info);
+}
+
+static int cmd_submit(int argc, char **argv) {
+    if (argc < 1) die("usage: mixpar-grade submit NN [-o FILE]");
+    int lab = parse_lab(argv[0]);
+    char out[256];
+    snprintf(out, sizeof out, "submit-lab%02d.tar", lab);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) snprintf(out, sizeof out, "%s", argv[++i]);
+        else die("unknown argument '%s' (usage: mixpar-grade submit NN [-o FILE])", argv[i]);
+    }
+    write_regions_archive(lab, out);
     printf("only the bodies of your LAB %02d regions are graded; everything else comes from a clean copy\n", lab);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- release and catchup */
+
+/* Where released reference regions wait for `make catchup`: catchup/labNN.tar in the student's tree. */
+static const char *const CATCHUP_DIR = "catchup";
+static const char *const CATCHUP_BACKUP = ".catchup-backup";
+static const char *const STUDENT_MARKER = ".student-edition";
+
+/* release NN [-o FILE]: the instructor's lab NN regions as catchup/labNN.tar, for students who fall behind (after
+ * the deadline, say): `make catchup` in a student's tree fills the stubs of required labs from such files. */
+static int cmd_release(int argc, char **argv) {
+    if (argc < 1) die("usage: mixpar-grade release NN [-o FILE]");
+    int lab = parse_lab(argv[0]);
+    char out[256];
+    snprintf(out, sizeof out, "%s/lab%02d.tar", CATCHUP_DIR, lab);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) snprintf(out, sizeof out, "%s", argv[++i]);
+        else die("unknown argument '%s' (usage: mixpar-grade release NN [-o FILE])", argv[i]);
+    }
+    if (exists(STUDENT_MARKER))
+        die("this is the student edition: its lab %02d regions are a student's, not the reference; run 'make release "
+            "LAB=%02d' in the instructor's tree", lab, lab);
+    mkdir(CATCHUP_DIR, 0755);
+    write_regions_archive(lab, out);
+    printf("copy %s into a student's tree as %s/lab%02d.tar; 'make catchup LAB=NN' there fills lab %02d's stubs\n",
+           out, CATCHUP_DIR, lab, lab);
+    return 0;
+}
+
+/* The file `path` (relative) written whole or not at all, its first version kept under .catchup-backup/ once. */
+static bool replace_keeping_backup(const char *path, const char *text, char *err, size_t errlen) {
+    char backup[4096], tmp[4096];
+    snprintf(backup, sizeof backup, "%s/%s", CATCHUP_BACKUP, path);
+    if (!exists(backup)) {
+        char *old = read_text_file(path, NULL);
+        bool saved = old && write_text_file(backup, old);
+        free(old);
+        if (!saved) {
+            snprintf(err, errlen, "cannot keep a copy of %s in %s", path, backup);
+            return false;
+        }
+    }
+    snprintf(tmp, sizeof tmp, "%s.catchup-tmp", path);
+    if (!write_text_file(tmp, text) || rename(tmp, path) != 0) {
+        unlink(tmp);
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* catchup NN [--from DIR]: the labs lab NN requires (lab.json "requires") that are still stubs here get the
+ * instructor's released regions (DIR/labRR.tar, from `make release`), so that lab NN's experiment and tests run.
+ * Only stub regions are filled: whatever the student wrote stays. Every archive is read and checked before any
+ * file changes; each changed file's first version is kept in .catchup-backup/. */
+static int cmd_catchup(int argc, char **argv) {
+    const char *usage = "usage: mixpar-grade catchup NN [--from DIR]";
+    if (argc < 1) die("%s", usage);
+    int lab = parse_lab(argv[0]);
+    const char *from = CATCHUP_DIR;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--from") == 0 && i + 1 < argc) from = argv[++i];
+        else die("unknown argument '%s' (%s)", argv[i], usage);
+    }
+    lab_info info;
+    char err[1024];
+    if (!lab_load(".", lab, &info, err, sizeof err)) die("%s", err);
+    if (info.nrequires == 0) {
+        printf("lab %02d (%s) runs no earlier lab's regions: there is nothing to catch up on\n", lab, info.title);
+        lab_free(&info);
+        return 0;
+    }
+    source_set set = collect_regions(".");
+    enum { MAX_REQ = 16 };
+    tar_archive archives[MAX_REQ];
+    bool needed[MAX_REQ] = {false}, loaded[MAX_REQ] = {false};
+    char missing[1024] = "";
+    size_t mlen = 0;
+    for (int k = 0; k < info.nrequires; k++) {
+        int r = info.requires[k];
+        for (int i = 0; i < set.count && !needed[k]; i++)
+            needed[k] = regions_has_stub(set.files[i].text, &set.files[i].regions, r);
+        if (!needed[k]) {
+            printf("lab %02d: your regions are all written; kept as they are\n", r);
+            continue;
+        }
+        char path[4096], manifest_lab[32];
+        snprintf(path, sizeof path, "%s/lab%02d.tar", from, r);
+        if (!exists(path)) {
+            mlen += (size_t)snprintf(missing + mlen, sizeof missing - mlen, "%s%s", mlen ? ", " : "", path);
+            continue;
+        }
+        if (!tar_read(path, &archives[k], err, sizeof err)) die("%s: %s", path, err);
+        loaded[k] = true;
+        const tar_entry *m = tar_find(&archives[k], "MANIFEST");
+        snprintf(manifest_lab, sizeof manifest_lab, "\nlab: %02d\n", r);
+        if (!m || !strstr(m->data, manifest_lab))
+            die("%s is not lab %02d's release (its MANIFEST has no 'lab: %02d'); the instructor makes it with "
+                "'make release LAB=%02d'", path, r, r, r);
+    }
+    if (mlen)
+        die("lab %02d runs the regions of labs it requires, and these are still stubs here without a released "
+            "reference: %s is missing. Finish them yourself, or ask your instructor for the release "
+            "('make release LAB=NN' in the instructor's edition) and put it there", lab, missing);
+    /* Every file's new text first (any failure leaves the tree as it was), then the writes. */
+    char *texts[256] = {NULL};
+    int filled_total = 0;
+    for (int k = 0; k < info.nrequires; k++) {
+        if (!needed[k]) continue;
+        int r = info.requires[k];
+        for (int i = 0; i < set.count && i < 256; i++) {
+            source_file *f = &set.files[i];
+            if (!regions_has_stub(f->text, &f->regions, r)) continue;
+            const tar_entry *e = tar_find(&archives[k], f->path);
+            if (!e) die("%s/lab%02d.tar has no %s, which holds lab %02d regions", from, r, f->path, r);
+            region_list released;
+            if (!regions_scan(f->path, e->data, &released, err, sizeof err)) die("%s/lab%02d.tar: %s", from, r, err);
+            int filled = 0;
+            char *merged = regions_fill_stubs(f->path, f->text, &f->regions, e->data, &released, r, &filled, err,
+                                              sizeof err);
+            regions_free(&released);
+            if (!merged) die("%s/lab%02d.tar: %s", from, r, err);
+            region_list moved;
+            if (!regions_scan(f->path, merged, &moved, err, sizeof err)) die("%s", err);
+            free(f->text);
+            regions_free(&f->regions);
+            f->text = texts[i] = merged;
+            f->regions = moved;
+            printf("lab %02d: %s: %d stub region%s filled from the release\n", r, f->path, filled, filled == 1 ? "" : "s");
+            filled_total += filled;
+        }
+    }
+    for (int i = 0; i < set.count && i < 256; i++)
+        if (texts[i] && !replace_keeping_backup(set.files[i].path, texts[i], err, sizeof err)) die("%s", err);
+    for (int k = 0; k < info.nrequires; k++)
+        if (loaded[k]) tar_free(&archives[k]);
+    printf("%d region%s filled; your own regions are untouched; the files as they were are in %s/. Now 'make lab%02d'.\n",
+           filled_total, filled_total == 1 ? "" : "s", CATCHUP_BACKUP, lab);
     lab_free(&info);
     return 0;
 }
@@ -254,7 +406,7 @@ static int cmd_submit(int argc, char **argv) {
  * compiled, in a separate binary), nor the core's own tests, nor anything built or run. */
 static const char *const GRADING_SKIP[] = {".git", "build", "dist", "runs", "data", "submit-lab*", "results.json",
                                            "solutions", "grader/hidden", "tests/unit", "tests/cli", "tests/mpi",
-                                           "tests/reference", ".ci", NULL};
+                                           "tests/reference", ".ci", "catchup", ".catchup-backup", NULL};
 /* Of this tree's compiled objects, the grading copy takes the core's (so only spliced files recompile). */
 static const char *const GRADING_OBJ_SKIP[] = {"grader", "tests/unit", "tests/cli", NULL};
 
@@ -636,11 +788,6 @@ static void make_seed(char *seed, size_t cap) {
     if (fd >= 0) close(fd);
     size_t o = 0;
     for (size_t i = 0; i < sizeof raw && o + 3 <= cap; i++) o += (size_t)snprintf(seed + o, cap - o, "%02x", raw[i]);
-}
-
-static bool exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
 }
 
 /* The hidden tests of `lab` in a binary of their own, built against the tree at `root` (abs_root) from objects
@@ -1035,7 +1182,8 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: mixpar-grade regions | handout OUTDIR | submit NN [-o FILE] |\n"
                         "                    grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE] |\n"
-                        "                    splice NN[,MM...] --submission FILE.tar [--submission FILE.tar ...]\n");
+                        "                    splice NN[,MM...] --submission FILE.tar [--submission FILE.tar ...] |\n"
+                        "                    release NN [-o FILE] | catchup NN [--from DIR]\n");
         return EXIT_BAD;
     }
     if (strcmp(argv[1], "regions") == 0) return cmd_regions(argc - 2, argv + 2);
@@ -1043,5 +1191,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "submit") == 0) return cmd_submit(argc - 2, argv + 2);
     if (strcmp(argv[1], "grade") == 0) return cmd_grade(argc - 2, argv + 2);
     if (strcmp(argv[1], "splice") == 0) return cmd_splice(argc - 2, argv + 2);
-    die("unknown command '%s' (regions, handout, submit, grade, splice)", argv[1]);
+    if (strcmp(argv[1], "release") == 0) return cmd_release(argc - 2, argv + 2);
+    if (strcmp(argv[1], "catchup") == 0) return cmd_catchup(argc - 2, argv + 2);
+    die("unknown command '%s' (regions, handout, submit, grade, splice, release, catchup)", argv[1]);
 }

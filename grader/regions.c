@@ -270,8 +270,14 @@ bool body_stays_a_body(const char *text, size_t len, int first_line, char *why, 
     return ok;
 }
 
-char *regions_splice(const char *path, const char *clean, const region_list *clean_regions, const char *submitted,
-                     const region_list *submitted_regions, int lab, char *err, size_t errlen) {
+static bool body_is_stub(const char *text, const region *r) {
+    return memmem(text + r->body_start, r->body_end - r->body_start, "LAB_TODO(", 9) != NULL;
+}
+
+/* regions_splice, or (only_stubs) only where the clean text's region is still a stub; *replaced counts them. */
+static char *splice_regions(const char *path, const char *clean, const region_list *clean_regions, const char *submitted,
+                            const region_list *submitted_regions, int lab, bool only_stubs, int *replaced, char *err,
+                            size_t errlen) {
     int wanted = 0, have = 0;
     for (int i = 0; i < clean_regions->count; i++) wanted += clean_regions->items[i].lab == lab;
     for (int i = 0; i < submitted_regions->count; i++) have += submitted_regions->items[i].lab == lab;
@@ -288,6 +294,7 @@ char *regions_splice(const char *path, const char *clean, const region_list *cle
         if (r->lab != lab) continue;
         while (submitted_regions->items[k].lab != lab) k++;
         const region *s = &submitted_regions->items[k++];
+        if (only_stubs && !body_is_stub(clean, r)) continue;
         char why[256];
         if (!body_stays_a_body(submitted + s->body_start, s->body_end - s->body_start, s->begin_line + 1, why,
                                sizeof why)) {
@@ -298,10 +305,28 @@ char *regions_splice(const char *path, const char *clean, const region_list *cle
         sb_add(&b, clean + copied, r->body_start - copied);
         sb_add(&b, submitted + s->body_start, s->body_end - s->body_start);
         copied = r->body_end;
+        if (replaced) (*replaced)++;
     }
     sb_add(&b, clean + copied, strlen(clean + copied));
     if (!b.s) sb_add(&b, "", 0);
     return b.s;
+}
+
+char *regions_splice(const char *path, const char *clean, const region_list *clean_regions, const char *submitted,
+                     const region_list *submitted_regions, int lab, char *err, size_t errlen) {
+    return splice_regions(path, clean, clean_regions, submitted, submitted_regions, lab, false, NULL, err, errlen);
+}
+
+char *regions_fill_stubs(const char *path, const char *text, const region_list *regions, const char *released,
+                         const region_list *released_regions, int lab, int *filled, char *err, size_t errlen) {
+    *filled = 0;
+    return splice_regions(path, text, regions, released, released_regions, lab, true, filled, err, errlen);
+}
+
+bool regions_has_stub(const char *text, const region_list *regions, int lab) {
+    for (int i = 0; i < regions->count; i++)
+        if (regions->items[i].lab == lab && body_is_stub(text, &regions->items[i])) return true;
+    return false;
 }
 
 char *read_text_file(const char *path, size_t *len) {

@@ -37,6 +37,14 @@ char *regions_stub(const char *text, const region_list *list, int lab, const cha
 char *regions_splice(const char *path, const char *clean, const region_list *clean_regions, const char *submitted,
                      const region_list *submitted_regions, int lab, char *err, size_t errlen);
 
+/* regions_splice for `make catchup`: only the regions of `lab` that are still LAB_TODO stubs in `text` take their
+ * bodies from `released` (the instructor's released regions); the ones a student wrote stay. *filled counts the
+ * regions replaced. NULL with a message as regions_splice. Caller frees. */
+char *regions_fill_stubs(const char *path, const char *text, const region_list *regions, const char *released,
+                         const region_list *released_regions, int lab, int *filled, char *err, size_t errlen);
+/* Is any region of `lab` in `text` still a LAB_TODO stub? */
+bool regions_has_stub(const char *text, const region_list *regions, int lab);
+
 /* A region body (text, len; its first line's number) that is only code inside its function: no preprocessor
  * lines, asm, attributes or _Pragma, balanced braces and parentheses (regions_splice refuses any other). */
 bool body_stays_a_body(const char *text, size_t len, int first_line, char *why, size_t cap);
