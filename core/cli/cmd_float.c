@@ -26,6 +26,8 @@ static const char usage_text[] =
     "  --round MODE      nearest (default, ties to even), zero, stochastic\n"
     "  --seed N          random bits for stochastic rounding (default 1)\n"
     "  --saturate        clamp overflow to +-max instead of inf (or NaN for e4m3)\n"
+    "  --lab03           fp16 and bf16 through fp/half.c (lab 03's regions: fp16_from_float, fp16_to_float,\n"
+    "                    bf16_from_float, bf16_to_float) instead of the generic encoder; nearest rounding only\n"
     "  --formats         each format's bits, bias, max, min normal, min subnormal, epsilon\n"
     "  --table F         every bit pattern of F (at most 16 bits) with its value and class\n"
     "  --spacing F       'value relative_spacing' for every positive finite value of F (at most 19 bits),\n"
@@ -48,7 +50,23 @@ typedef struct {
     fp_round round;
     uint64_t seed;
     int saturate;
+    int lab03; /* fp16 and bf16 through fp/half.c (lab 03's regions) */
 } float_options;
+
+/* The formats lab 03 writes codecs for (fp/half.c): with --lab03 they replace fp_encode/fp_decode, so the
+ * experiment shows the student's bits; the generic encoder is the reference they are tested against. */
+static const struct {
+    const fp_format *format;
+    uint16_t (*encode)(float);
+    float (*decode)(uint16_t);
+} LAB03_CODECS[] = {{&FP_FP16, fp16_from_float, fp16_to_float}, {&FP_BF16, bf16_from_float, bf16_to_float}};
+
+static int lab03_codec(const float_options *o, const fp_format *f) {
+    if (!o->lab03) return -1;
+    for (int i = 0; i < (int)(sizeof LAB03_CODECS / sizeof LAB03_CODECS[0]); i++)
+        if (LAB03_CODECS[i].format == f) return i;
+    return -1;
+}
 
 /* ------------------------------------------------------------------ argument parsing */
 
@@ -169,15 +187,16 @@ static void show_value(const float_options *o, const char *text, double typed, i
     char hex[16], value[32];
     hex_string(&FP_FP32, fp_float_bits(x), hex, sizeof hex);
     value_string(x, value, sizeof value);
-    printf("%s  (fp32 %s = %.17g; rounding: %s%s)\n\n", text, hex, (double)x, fp_round_name(o->round),
-           o->saturate ? ", saturating" : "");
+    printf("%s  (fp32 %s = %.17g; rounding: %s%s%s)\n\n", text, hex, (double)x, fp_round_name(o->round),
+           o->saturate ? ", saturating" : "", o->lab03 ? "; fp16 and bf16 by fp/half.c, lab 03's code" : "");
     printf("%-6s %-35s %-11s %-16s %-10s %-10s %-10s %s\n", "format", "bits (sign|exponent|mantissa)", "hex",
            "value", "abs error", "rel error", "ulp", "note");
     for (int k = 0; k < o->nformats; k++) {
         const fp_format *f = o->formats[k];
         uint32_t random_bits = mp_hash32(o->seed, (uint64_t)value_index * MAX_FORMATS + (uint64_t)k);
-        uint32_t bits = fp_encode(f, x, o->round, o->saturate, random_bits);
-        double decoded = fp_decode(f, bits);
+        int lab03 = lab03_codec(o, f);
+        uint32_t bits = lab03 >= 0 ? LAB03_CODECS[lab03].encode(x) : fp_encode(f, x, o->round, o->saturate, random_bits);
+        double decoded = lab03 >= 0 ? LAB03_CODECS[lab03].decode((uint16_t)bits) : fp_decode(f, bits);
         char bit_text[48], abs_err[24], rel_err[24], ulp[24], note[96];
         bits_string(f, bits, bit_text);
         hex_string(f, bits, hex, sizeof hex);
@@ -244,10 +263,12 @@ static void show_table(const fp_format *f) {
     }
 }
 
-static void show_spacing(const fp_format *f) {
-    printf("# %s: value relative_spacing (ulp(value)/value) for every positive finite value\n", f->name);
+static void show_spacing(const float_options *o, const fp_format *f) {
+    int lab03 = lab03_codec(o, f);
+    printf("# %s: value relative_spacing (ulp(value)/value) for every positive finite value%s\n", f->name,
+           lab03 >= 0 ? " (decoded by fp/half.c)" : "");
     for (uint32_t bits = 1; bits <= fp_max_bits(f); bits++) {
-        double v = fp_decode(f, bits);
+        double v = lab03 >= 0 ? LAB03_CODECS[lab03].decode((uint16_t)bits) : fp_decode(f, bits);
         printf("%.9g %.6g\n", v, fp_ulp(f, (float)v) / v);
     }
 }
@@ -293,6 +314,8 @@ int cmd_float(int argc, char **argv) {
             if (!parse_u64(seed, &o.seed)) MP_FAIL("--seed followed by a non-negative integer", "--seed '%s'", seed);
         } else if (strcmp(arg, "--saturate") == 0) {
             o.saturate = 1;
+        } else if (strcmp(arg, "--lab03") == 0) {
+            o.lab03 = 1;
         } else if (strcmp(arg, "--formats") == 0) {
             want_formats = 1;
         } else if (strcmp(arg, "--table") == 0) {
@@ -303,6 +326,9 @@ int cmd_float(int argc, char **argv) {
             mp_usage_error("float", "unknown option '%s'", arg);
         }
     }
+    if (o.lab03 && (o.round != FP_ROUND_NEAREST_EVEN || o.saturate))
+        MP_FAIL("--lab03 with nearest rounding and no --saturate (lab 03's codecs round to nearest even, overflow to inf)",
+                "--lab03 with --round %s%s", fp_round_name(o.round), o.saturate ? " --saturate" : "");
     if (!want_formats && !table && !spacing && nvalues == 0) {
         fprintf(stderr, usage_text, FP_FORMAT_NAMES_HELP);
         return 2;
@@ -318,7 +344,7 @@ int cmd_float(int argc, char **argv) {
 
     if (want_formats) show_formats(&o);
     if (table) show_table(table);
-    if (spacing) show_spacing(spacing);
+    if (spacing) show_spacing(&o, spacing);
     for (int v = 0; v < nvalues; v++) {
         if (v > 0 || want_formats) printf("\n");
         show_value(&o, values[v], parsed[v], v);

@@ -17,6 +17,12 @@ check_output "float --spacing fp16 starts at the smallest subnormal" 0 "^5\.9604
   "'$MIXPAR' float --spacing fp16 | grep -v '^#' | head -n 1"
 check_output "float stochastic rounding is seeded" 0 "." bash -c \
   "[ \"\$('$MIXPAR' float --round stochastic --seed 3 0.1)\" = \"\$('$MIXPAR' float --round stochastic --seed 3 0.1)\" ] && echo same"
+check "float --lab03 (fp/half.c) gives the generic encoder's fp16 and bf16 rows" bash -c \
+  "diff <('$MIXPAR' float --format fp16 --format bf16 0.1 65520 6e-8 1e-40 nan | grep -E '^(fp16|bf16) ') \
+        <('$MIXPAR' float --lab03 --format fp16 --format bf16 0.1 65520 6e-8 1e-40 nan | grep -E '^(fp16|bf16) ')"
+check "float --lab03 --spacing fp16 decodes as the generic decoder" bash -c \
+  "diff <('$MIXPAR' float --spacing fp16 | grep -v '^#') <('$MIXPAR' float --lab03 --spacing fp16 | grep -v '^#')"
+check_output "float --lab03 refuses a rounding mode lab 03's codecs do not have" 2 "with --round zero" fl --lab03 --round zero 1
 
 check_output "float rejects a non-number" 2 "expected" fl abc
 check_output "float rejects an unknown format" 2 "format" fl --format fp12 1
