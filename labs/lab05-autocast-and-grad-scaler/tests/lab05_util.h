@@ -40,6 +40,14 @@ static inline bool lab05_check_update(const char *file, int line, amp_scaler *s,
     mpt_observe(file, line, (uint64_t)(uint32_t)s->growth_tracker << 1 | u.skipped);
     bool ok = u.skipped == want_skipped && s->scale == want_next && u.next_scale == want_next &&
               s->growth_tracker == want_tracker;
+    /* The hint for the first field that is wrong: the caller's names what this step is about (the scale, or the
+     * tracker when its mistake says so); a wrong skip or a wrong count gets its own. */
+    if (u.skipped != want_skipped)
+        mistake = "skipped must be true exactly on a step with found_inf, and false on every other step";
+    else if (s->scale == want_next && u.next_scale == want_next && s->growth_tracker != want_tracker &&
+             !strstr(mistake, "tracker"))
+        mistake = "the growth tracker counts clean steps in a row: + 1 on a clean step, back to 0 after an overflow "
+                  "and after growing";
     if (!ok)
         mpt_fail(file, line,
                  "%s: update(found_inf=%s) at scale %g with tracker %d\n"

@@ -95,9 +95,18 @@ MPT_TEST(unscale_checks_every_span) {
     for (int i = 0; i < 3; i++) MPT_OBSERVE(float_bits_of(a[i]));
     for (int i = 0; i < 2; i++) MPT_OBSERVE(float_bits_of(b[i]));
     for (int i = 0; i < 4; i++) MPT_OBSERVE(float_bits_of(c[i]));
-    MPT_CHECK(found, "the NaN is in the third span: found_inf should be true\n"
-                     "      likely mistake: looping over grads[0] only, or overwriting found_inf per span "
-                     "(found_inf = bad instead of found_inf |= bad)");
+    if (!found) {
+        /* Which mistake: a NaN alone in one span tells a NaN test that misses from a loop that misses spans. */
+        amp_scaler one = lab05_scaler(AMP_SCALER_PYTORCH);
+        float lone[1] = {NAN};
+        clip_span only = {lone, 1};
+        bool nan_seen = amp_scaler_unscale(&one, &only, 1);
+        MPT_CHECK(found, "the NaN is in the third span: found_inf should be true\n      likely mistake: %s",
+                  nan_seen ? "looping over the first span only, or overwriting found_inf per span "
+                             "(found_inf = bad instead of found_inf |= bad)"
+                           : "the test misses NaN even alone in one span: isinf() is false for NaN, and every "
+                             "comparison with NaN is false (x > max too); isfinite() catches both");
+    }
     MPT_CHECK(a[1] == 2.0f && b[0] == 0.5f && c[0] == 1.0f,
               "every span is unscaled: expected a[1] = 2, b[0] = 0.5, c[0] = 1; got %g, %g, %g", (double)a[1],
               (double)b[0], (double)c[0]);
