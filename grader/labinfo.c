@@ -186,6 +186,13 @@ bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen
         }
         out->requires[out->nrequires++] = (int)r->valuedouble;
     }
+    /* "hours": the time a student should plan for the lab, shown in the student edition's lab table. */
+    const cJSON *hours = cJSON_GetObjectItemCaseSensitive(json, "hours");
+    if (hours && (!cJSON_IsNumber(hours) || hours->valuedouble <= 0 || hours->valuedouble > 40)) {
+        set_err(err, errlen, "%s: 'hours' must be a number of hours from 0.5 to 40", path);
+        goto done;
+    }
+    out->hours = hours ? hours->valuedouble : 0;
     out->time_limit_s = cJSON_IsNumber(limit) && limit->valuedouble > 0 ? limit->valuedouble : 10.0;
     const cJSON *cap = cJSON_GetObjectItemCaseSensitive(json, "submission_limit_s");
     out->submission_limit_s = cJSON_IsNumber(cap) && cap->valuedouble > 0 ? cap->valuedouble : 0;

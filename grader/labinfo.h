@@ -32,6 +32,7 @@ typedef struct {
     double submission_limit_s; /* all of a submission's tests together (lab.json "submission_limit_s") */
     char hidden_visibility[32]; /* Gradescope visibility of hidden tests (lab.json; default "hidden") */
     int requires[16];       /* labs whose regions this lab's tests run too (lab.json "requires") */
+    double hours;           /* hours a student should plan for it (lab.json "hours"); 0 when not given */
     int nrequires;
 } lab_info;
 

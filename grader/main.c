@@ -117,6 +117,8 @@ static int count_lab_regions(const source_file *f, int lab) {
     return n;
 }
 
+static char *labs_table(void); /* the lab table of the student README (below, with `mixpar-grade labs`) */
+
 /* ---------------------------------------------------------------- regions */
 
 static int cmd_regions(int argc, char **argv) {
@@ -196,12 +198,68 @@ static int cmd_handout(int argc, char **argv) {
     /* The student edition's README is its own (how to work the labs), not the instructor's. */
     char *readme = read_text_file("tools/README.student.md", NULL);
     if (readme) {
+        char *table = labs_table();
+        size_t len = strlen(readme) + strlen(table) + 512;
+        char *whole = malloc(len);
+        if (!whole) die("out of memory");
+        snprintf(whole, len, "%s\n## The labs\n\nEach lab's handout is its README.md. \"needs labs\": earlier labs whose code "
+                 "this lab's experiment and tests run (finish those first, or see `make catchup` above); \"points\": "
+                 "visible and hidden tests together.\n\n%s", readme, table);
         snprintf(path, sizeof path, "%s/README.md", out);
-        write_text_file(path, readme);
+        if (!write_text_file(path, whole)) die("cannot write %s", path);
+        free(whole);
+        free(table);
         free(readme);
     }
     printf("student edition written to %s: %d regions in %d files replaced by LAB_TODO stubs; solutions, hidden "
            "tests and the core's own tests left out\n", out, regions, set.count);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the table of labs */
+
+/* The labs as a Markdown table (number, titles, the labs each requires, hours, region files, points), from each
+ * lab.json: `mixpar-grade labs` prints it, and the student edition's README ends with it. Returns malloc'd text. */
+static char *labs_table(void) {
+    int nums[100];
+    int n = lab_numbers(".", nums, 100);
+    size_t cap = 4096 + (size_t)n * 1024, o = 0;
+    char *t = malloc(cap);
+    if (!t) die("out of memory");
+    o += (size_t)snprintf(t + o, cap - o,
+                          "| lab | chapter | 章节 | needs labs | hours | you write in | points |\n"
+                          "|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        lab_info info;
+        char err[512], needs[128] = "", files[1024] = "", hours[16] = "?";
+        if (!lab_load(".", nums[i], &info, err, sizeof err)) die("%s", err);
+        size_t k = 0;
+        for (int r = 0; r < info.nrequires; r++)
+            k += (size_t)snprintf(needs + k, sizeof needs - k, "%s%02d", r ? ", " : "", info.requires[r]);
+        k = 0;
+        for (int f = 0; f < info.nfiles; f++)
+            k += (size_t)snprintf(files + k, sizeof files - k, "%s`%s`", f ? ", " : "", info.files[f]);
+        if (info.hours > 0) snprintf(hours, sizeof hours, "%g", info.hours);
+        double points = 0;
+        for (int j = 0; j < info.ntests; j++) points += info.tests[j].points;
+        if (o + 2048 > cap) {
+            cap *= 2;
+            t = realloc(t, cap);
+            if (!t) die("out of memory");
+        }
+        o += (size_t)snprintf(t + o, cap - o, "| %02d | [%s](%s/README.md) | %s | %s | %s | %s | %g |\n", nums[i],
+                              info.title, info.dir, info.title_zh, needs[0] ? needs : "-", hours, files, points);
+        lab_free(&info);
+    }
+    return t;
+}
+
+static int cmd_labs(int argc, char **argv) {
+    (void)argv;
+    if (argc != 0) die("usage: mixpar-grade labs");
+    char *t = labs_table();
+    fputs(t, stdout);
+    free(t);
     return 0;
 }
 
@@ -1183,7 +1241,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: mixpar-grade regions | handout OUTDIR | submit NN [-o FILE] |\n"
                         "                    grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE] |\n"
                         "                    splice NN[,MM...] --submission FILE.tar [--submission FILE.tar ...] |\n"
-                        "                    release NN [-o FILE] | catchup NN [--from DIR]\n");
+                        "                    release NN [-o FILE] | catchup NN [--from DIR] | labs\n");
         return EXIT_BAD;
     }
     if (strcmp(argv[1], "regions") == 0) return cmd_regions(argc - 2, argv + 2);
@@ -1193,5 +1251,6 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "splice") == 0) return cmd_splice(argc - 2, argv + 2);
     if (strcmp(argv[1], "release") == 0) return cmd_release(argc - 2, argv + 2);
     if (strcmp(argv[1], "catchup") == 0) return cmd_catchup(argc - 2, argv + 2);
-    die("unknown command '%s' (regions, handout, submit, grade, splice, release, catchup)", argv[1]);
+    if (strcmp(argv[1], "labs") == 0) return cmd_labs(argc - 2, argv + 2);
+    die("unknown command '%s' (regions, handout, submit, grade, splice, release, catchup, labs)", argv[1]);
 }

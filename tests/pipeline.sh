@@ -13,6 +13,11 @@ jobs_at_once=${PIPELINE_JOBS:-2}
 check "handout: make handout writes the student edition" "$GRADER" handout "$student"
 check "handout: no solutions, hidden tests or core tests in it" bash -c \
   "[ ! -e '$student/solutions' ] && [ ! -e '$student/grader/hidden' ] && [ ! -e '$student/tests/unit' ] && [ -e '$student/.student-edition' ]"
+nlabs=$(ls -d labs/lab[0-9][0-9]-* | wc -l)
+# Its rows: | NN | [title](labs/...) | 中文 | needs | hours | files | points |; every lab has its Chinese title and hours.
+check "handout: the student README ends with the table of all $nlabs labs (Chinese titles, hours, files)" bash -c \
+  "awk -F' [|] ' '/^[|] [0-9][0-9] [|] \\[/ { rows++; if (\$3 == \"\" || \$5 == \"?\" || \$6 !~ /core/) bad++ }
+       END { exit !(rows == $nlabs && bad == 0) }' '$student/README.md'"
 regions=$("$GRADER" regions | grep -c '^lab ')
 stubs=$(grep -rEo 'LAB_TODO\([0-9]+\);' "$student/core" | wc -l)
 check "handout: every one of the $regions regions is a LAB_TODO stub" test "$stubs" -eq "$regions"
