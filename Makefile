@@ -52,7 +52,7 @@ LAB_DIRS := $(sort $(wildcard labs/lab[0-9][0-9]-*))
 LAB_NUMS := $(foreach d,$(LAB_DIRS),$(patsubst lab%,%,$(firstword $(subst -, ,$(notdir $(d))))))
 
 .DEFAULT_GOAL := all
-.PHONY: all demo plots help deps test unit-tests mpi-tests clean handout grade submit release catchup labtests lab-tests slides bench cuda-check regions \
+.PHONY: all demo plots help deps test unit-tests mpi-tests clean handout grade submit release catchup mutants print-mutant-flags labtests lab-tests slides bench cuda-check regions \
         hidden-objs hidden-tests \
         $(addprefix lab,$(LAB_NUMS))
 
@@ -157,6 +157,14 @@ hidden-tests: $(HIDDEN_OBJS) $(HARNESS) $(LIB)
 	    $(wildcard labs/lab$(LAB)-*/tests/*.c) $(HARNESS) $(LIB) $(LDLIBS)
 
 lab-tests: $(foreach n,$(LAB_NUMS),$(BUILD)/labs/lab$(n)_tests)
+
+# Planted bugs against each lab's tests (tests/mutants/): make mutants [LAB=NN]
+mutants: all lab-tests
+	@tests/mutants/run.sh $(LAB)
+print-mutant-flags:
+	@echo '$(CFLAGS)'
+	@echo '$(LDLIBS)'
+
 labtests: $(BUILD)/labs/lab$(LAB)_tests
 
 grade: all

@@ -24,6 +24,22 @@ MPT_TEST(policy_matmuls_run_low) {
             CHECK_PREC(recipes[r], gemms[g], AMP_PREC_LOW, "ops with info->gemm run in the low format");
     for (int g = 0; g < 3; g++)
         CHECK_PREC(AMP_RECIPE_FP32, gemms[g], AMP_PREC_FP32, "the fp32 recipe has no low format (info->low is NULL)");
+    /* fp8: only the linear layers' matmuls (Transformer Engine's te.Linear); attention's products stay 16-bit. */
+    CHECK_PREC(AMP_RECIPE_FP8, AMP_OP_MATMUL, AMP_PREC_FP8, "in the fp8 recipe (info->fp8_matmul) a linear layer runs in fp8");
+    CHECK_PREC(AMP_RECIPE_FP8, AMP_OP_ATTN_SCORES, AMP_PREC_LOW,
+               "fp8 goes to the linear layers only (op == AMP_OP_MATMUL); attention's products stay in the low format");
+    CHECK_PREC(AMP_RECIPE_FP8, AMP_OP_ATTN_PRODUCT, AMP_PREC_LOW,
+               "fp8 goes to the linear layers only (op == AMP_OP_MATMUL); attention's products stay in the low format");
+}
+
+/* tf32 is a matmul mode: fp32 weights, no autocast. The matmuls run in tf32, everything else in fp32. */
+MPT_TEST(policy_tf32_is_a_matmul_mode) {
+    CHECK_PREC(AMP_RECIPE_TF32, AMP_OP_MATMUL, AMP_PREC_LOW, "tf32's matmuls run in its low format, tf32");
+    static const amp_op rest[] = {AMP_OP_NORM, AMP_OP_ACTIVATION, AMP_OP_RESIDUAL, AMP_OP_EMBEDDING};
+    for (int o = 0; o < 4; o++)
+        CHECK_PREC(AMP_RECIPE_TF32, rest[o], AMP_PREC_FP32,
+                   "tf32 has no autocast (info->autocast is false) and fp32 weights: ops other than matmuls stay "
+                   "fp32, they do not follow their inputs");
 }
 
 /* Softmax, norm statistics, the loss and reductions stay fp32 in every recipe. */

@@ -3,6 +3,8 @@
  * x0.5 and skip on inf/NaN, the tracker reset by an overflow. Expected values are worked out in the comments. */
 #include "lab05_util.h"
 
+#include <math.h>
+
 /* Clean steps 1 .. 1999: tracker 1 .. 1999, scale 2^16. Step 2000: tracker + 1 == 2000, so the scale doubles to
  * 2^17 and the tracker goes back to 0. The step itself ran at 2^16; only the next one uses 2^17. */
 MPT_TEST(scaler_grows_after_growth_interval_clean_steps) {
@@ -13,6 +15,12 @@ MPT_TEST(scaler_grows_after_growth_interval_clean_steps) {
                  "growing one step early or late means comparing before adding, or with >");
     if (!CLEAN_STEPS(&s, 1999, "steps 2001 .. 3999 at scale 2^17")) return;
     CHECK_UPDATE(&s, false, false, 262144.0f, 0, "step 4000", "the tracker must restart from 0 after growing");
+    /* At 2^127 growth would give inf: the scale stays, and the tracker still restarts (PyTorch's update). */
+    amp_scaler top = lab05_scaler(AMP_SCALER_PYTORCH);
+    top.scale = ldexpf(1.0f, 127);
+    top.growth_tracker = top.cfg.growth_interval - 1;
+    CHECK_UPDATE(&top, false, false, ldexpf(1.0f, 127), 0, "the 2000th clean step at scale 2^127",
+                 "2^127 * 2 is inf in fp32: keep the scale, and still reset the tracker to 0 (the handout's part B)");
 }
 
 /* An overflow at scale 2^16: skip, scale 2^15, tracker 0. Then another: 2^14. */

@@ -6,6 +6,36 @@
 #include <float.h>
 #include <math.h>
 
+/* A scale that is not a power of two: the product with inv_scale = (float)(1.0 / S) and the quotient g / S differ in
+ * the last bit for some g. PyTorch multiplies; so must the unscale. */
+MPT_TEST(unscale_multiplies_by_the_rounded_reciprocal) {
+    amp_scaler s = lab05_scaler(AMP_SCALER_PYTORCH);
+    s.scale = 3.0f;
+    const float inv = (float)(1.0 / 3.0);
+    enum { N = 256 };
+    float g[N], want[N];
+    int differs = 0;
+    for (int i = 0; i < N; i++) {
+        g[i] = 1.0f + (float)i / 128.0f;
+        want[i] = g[i] * inv;
+        differs += want[i] != g[i] / 3.0f;
+    }
+    MPT_REQUIRE(differs > 0, "the test's values must tell g * (1/S) from g / S");
+    clip_span span = {g, N};
+    amp_scaler_unscale(&s, &span, 1);
+    for (int i = 0; i < N; i++) MPT_OBSERVE(float_bits_of(g[i]));
+    for (int i = 0; i < N; i++)
+        if (g[i] != want[i]) {
+            mpt_fail(__FILE__, __LINE__, "scale 3, gradient %d\n      expected: %.9g (g * (float)(1.0 / 3))\n"
+                     "      got:      %.9g\n      likely mistake: %s", i, (double)want[i], (double)g[i],
+                     g[i] == (1.0f + (float)i / 128.0f) / 3.0f
+                         ? "dividing by the scale (g / S): multiply by inv_scale = (float)(1.0 / (double)S), once "
+                           "rounded, as PyTorch does (the handout's part A)"
+                         : "inv_scale must be 1/S computed in double and rounded once to float");
+            return;
+        }
+}
+
 /* A scaled gradient drawn from this grade's seed: a multiple of 1/64 in [-64, 64) times 2^16. */
 static float lab05_scaled_gradient(mp_rng *rng) {
     return ldexpf((float)((int)(mp_rng_u32(rng) % 8192) - 4096), 10);
