@@ -91,8 +91,14 @@ one_lab() {
     check "student edition + required labs ($reqs): lab $lab's $total tests all fail on its own stubs" \
       test "$fails" -eq "$total" -a "$total" -gt 0
   fi
-  check_output "splice: lab $lab reference regions in the student edition${reqs:+ (with labs $reqs done)} score full marks" 0 \
-    "^Score: ([0-9.]+)/\\1$" bash -c "cd '$tree' && '$GRADER' grade $lab --submission '$work/reference-lab$lab.tar'"
+  # The visible tests run in a student's own tree, where later labs are still stubs: there the reference regions (and
+  # the labs it requires) must pass every one. Hidden tests run only in the course's grading, around the reference
+  # of every other lab (a hidden LLaMA test of lab 10 runs lab 21's RoPE): the instructor-edition grade checks them.
+  out=$(cd "$tree" && "$GRADER" grade "$lab" --submission "$work/reference-lab$lab.tar" 2>&1)
+  failing=$(grep -E '^== Test .* == FAIL' <<<"$out" | grep -v '\[hidden\]' | awk '{print $3}' | paste -sd' ')
+  tests_run=$(grep -c '^== Test ' <<<"$out")
+  check "splice: lab $lab reference regions in the student edition${reqs:+ (with labs $reqs done)} pass every visible test${failing:+ (failing: $failing)}" \
+    test -z "$failing" -a "$tests_run" -gt 0
 }
 # The labs that take longest first, so the last job does not run alone.
 slow_first=$(for lab in $labs; do
