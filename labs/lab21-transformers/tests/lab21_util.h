@@ -7,7 +7,6 @@
 #include "model/model.h"
 #include "mptest.h"
 #include "ops/crossentropy.h"
-#include "ops/gradcheck.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "ops/swiglu.h"
@@ -56,22 +55,45 @@ static inline bool lab21_check_array(const char *file, int line, const float *go
     return false;
 }
 
-/* A finite-difference check of `analytic` (n, the gradient of loss with respect to x): records the gradient for the
- * grader and fails with the worst element. */
+/* The loss as a function of the inputs a finite-difference check perturbs (read through ctx). */
+typedef double (*lab21_loss_fn)(void *ctx);
+
+/* A finite-difference check of `analytic` (n, the gradient of loss with respect to x): the central difference
+ * (loss(x + h) - loss(x - h)) / (x+h - (x-h) as stored), h = 1e-2 max(1, |x|), against the analytic gradient within
+ * 5e-4 + 1e-2 relative (the kernels run in fp32: the loss, a sum of hundreds of terms, carries rounding noise that
+ * the difference divides by 2h; the double reference is the precise check). Written
+ * out here rather than taken from ops/gradcheck.h, whose central difference is lab 02's region: a lab 21 grade must
+ * not depend on lab 02's code. Records the gradient for the grader and fails with the worst element. */
 #define CHECK_GRADIENT(name, loss, ctx, x, analytic, n, mistake) \
     lab21_check_gradient(__FILE__, __LINE__, (name), (loss), (ctx), (x), (analytic), (n), (mistake))
-static inline void lab21_check_gradient(const char *file, int line, const char *name, ops_loss_fn loss, void *ctx,
+static inline void lab21_check_gradient(const char *file, int line, const char *name, lab21_loss_fn loss, void *ctx,
                                         float *x, const float *analytic, long n, const char *mistake) {
-    ops_gradcheck_options opt = OPS_GRADCHECK_DEFAULTS;
-    opt.seed = mpt_seed();
-    ops_gradcheck_result r = ops_gradcheck(name, loss, ctx, x, analytic, n, &opt);
-    mpt_observe_near(file, line, r.worst_analytic, 1e-2, 1e-4); /* the gradient's worst element, for the grader */
-    if (r.failed == 0) return;
+    long failed = 0, worst = -1;
+    double worst_ratio = -1, worst_numeric = 0;
+    for (long i = 0; i < n; i++) {
+        float keep = x[i];
+        double h = 1e-2 * (fabs(keep) > 1 ? fabs(keep) : 1);
+        float up = (float)(keep + h), down = (float)(keep - h);
+        x[i] = up;
+        double lu = loss(ctx);
+        x[i] = down;
+        double ld = loss(ctx);
+        x[i] = keep;
+        double numeric = (lu - ld) / ((double)up - (double)down);
+        double ratio = fabs(analytic[i] - numeric) / (5e-4 + 1e-2 * fabs(numeric));
+        if (ratio > 1) failed++;
+        if (ratio > worst_ratio) worst_ratio = ratio, worst = i, worst_numeric = numeric;
+    }
+    loss(ctx); /* leave the outputs of the unperturbed inputs */
+    /* for the grader: the gradient at an element drawn from the seed (not the worst one: which is worst depends on
+     * the code under test) */
+    mpt_observe_near(file, line, analytic[mp_hash32(mpt_seed(), (uint64_t)n) % (uint64_t)n], 1e-3, 1e-5);
+    if (failed == 0) return;
     mpt_fail(file, line,
              "%s: %ld of %ld gradient elements disagree with finite differences\n"
              "      expected: d loss / dx[%ld] = %.6g (central difference)\n      got:      %.6g\n"
              "      likely mistake: %s",
-             name, r.failed, r.checked, r.worst_index, r.worst_numeric, r.worst_analytic, mistake);
+             name, failed, n, worst, worst_numeric, (double)analytic[worst], mistake);
 }
 
 /* sum_i w_i * y_i in double: the scalar a gradient check differentiates (its gradient at y is w). */
@@ -224,13 +246,17 @@ static inline void lab21_check_rmsnorm(int N, int C, float mean, uint64_t salt) 
     snprintf(what, sizeof what, "rmsnorm_backward dweight, N=%d C=%d", N, C);
     CHECK_ARRAY(dw, rdw, C, 1e-4, 1e-5, what,
                 "dweight[c] += sum over the rows of dout * x * rstd (xhat, not x), ADDED to what dweight holds");
-    /* the finite differences see only the gradient, so start from zero */
+    /* The finite differences see only the gradient, so start from zero. A row of a few channels is close to
+     * w * sign(x) with a steep middle of width ~sqrt(eps) that a step of 1e-2 cannot resolve: the double reference
+     * above checks those alone. */
+    if (C < 8) goto done;
     memset(dx, 0, sizeof(float) * (size_t)n);
     memset(dw, 0, sizeof(float) * (size_t)C);
     rmsnorm_backward(dx, dw, k.dout, k.x, k.w, k.rstd, N, C);
     CHECK_GRADIENT("rmsnorm dinp", lab21_rms_loss, &k, k.x, dx, n,
                    "the term through rstd: every x of a row moves rstd, so each dx_k has -xhat_k * mean(g * xhat)");
     CHECK_GRADIENT("rmsnorm dweight", lab21_rms_loss, &k, k.w, dw, C, "dweight = sum over rows of dout * xhat");
+done:
     free(k.x), free(k.w), free(k.out), free(k.rstd), free(k.dout), free(dx), free(dw), free(rdx), free(rdw);
 }
 
