@@ -47,3 +47,4 @@ plot "$out/rope_angles.tsv" using 1:(\$2 > 0 ? \$2 : 1e-12) with lines lw 1 lc r
      "" using 1:(\$3 > 0 ? \$3 : 1e-12) with lines lw 1 lc rgb "#009e73" title "bf16", \
      "" using 1:(\$4 > 0 ? \$4 : 1e-12) with lines lw 1 lc rgb "#d55e00" title "fp16", \
      0.1 with lines lw 2 dt 2 lc rgb "#999999" title "0.1 rad"
+EOF
