@@ -489,6 +489,11 @@ int model_freeze(model *m, const char *pattern) {
     return matched;
 }
 
+void model_set_decay(model *m, int i, bool decay) {
+    MP_ASSERT(i >= 0 && i < m->ntensors, "tensor %d of %d", i, m->ntensors);
+    m->tensors[i].decay = decay;
+}
+
 int model_count_frozen(const model *m) {
     int n = 0;
     for (int i = 0; i < m->ntensors; i++) n += m->tensors[i].frozen;

@@ -110,6 +110,9 @@ model_hooks model_get_hooks(const model *m);
  * computes through it: the inputs' gradients need it. Returns the number of tensors matched. */
 int model_freeze(model *m, const char *pattern);
 int model_count_frozen(const model *m);
+/* Sets whether weight decay applies to tensor i of the registry (before the optimizer's spans are laid out;
+ * optim/decay.h chooses by group). model_create sets it for tensors of 2 or more dimensions. */
+void model_set_decay(model *m, int i, bool decay);
 /* What backward calls when a layer's gradients are final: zeroes the frozen ones, then the hook. */
 void model_grads_ready(model *m, int layer);
 

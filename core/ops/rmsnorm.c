@@ -1,6 +1,7 @@
-/* rmsnorm.c: RMS normalisation forward (saving rstd) and backward. */
+/* rmsnorm.c: RMS normalisation forward (saving rstd) and backward (lab 21 writes the backward). */
 #include "ops/rmsnorm.h"
 
+#include "base/lab.h"
 #include "ops/parallel.h"
 
 #include <math.h>
@@ -30,6 +31,7 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
             const float *restrict x = inp + (size_t)n * C;
             const float *restrict dy = dout + (size_t)n * C;
             float *restrict dx = dinp + (size_t)n * C;
+            /* LAB 21 BEGIN RMSNorm backward, one row: dx += rstd * (g - xhat * mean(g * xhat)), g = weight * dy, xhat = x * rstd */
             float s = rstd[n];
             float g_xhat_sum = 0.0f;
 #pragma omp simd reduction(+ : g_xhat_sum)
@@ -37,6 +39,7 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
             float g_xhat_mean = g_xhat_sum / C;
 #pragma omp simd
             for (int c = 0; c < C; c++) dx[c] += s * (weight[c] * dy[c] - x[c] * s * g_xhat_mean);
+            /* LAB 21 END */
         }
     }
     if (dweight) {
@@ -47,9 +50,11 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
             for (int n = 0; n < N; n++) {
                 const float *restrict x = inp + (size_t)n * C;
                 const float *restrict dy = dout + (size_t)n * C;
+                /* LAB 21 BEGIN RMSNorm backward, the gain: dweight[c] += dy * xhat over this row's channels c0..c1-1 */
                 float s = rstd[n];
 #pragma omp simd
                 for (int c = c0; c < c1; c++) dweight[c] += dy[c] * x[c] * s;
+                /* LAB 21 END */
             }
         }
     }

@@ -14,6 +14,10 @@
  * Both functions work in place on the packed (B, T, (NH + 2*KVH)*HS) layout of ops/attention.h; the v
  * heads are left alone. HS must be even. Positions are 0..T-1 in every sequence of the batch. */
 
+/* freq_i = theta^(-2i/HS) for pair i in [0, HS/2), computed in double: the angle of pair i at position t is
+ * t * freq_i (radians). Pair 0 turns by one radian per position, the last pair by about 1/theta. */
+double rope_frequency(int i, int HS, double theta);
+
 /* qkv: rotate the q and k heads in place (call after the qkv projection, before attention). */
 void rope_forward(float *qkv, int B, int T, int NH, int KVH, int HS, float theta);
 

@@ -59,6 +59,11 @@ lr_schedule lr_schedule_constant(double lr);
 /* Warmup from 0 over W steps to peak, then cosine to end at T: the usual GPT recipe. */
 lr_schedule lr_schedule_warmup_cosine(double peak, long warmup_steps, long total_steps, double end);
 
+/* Warmup + cosine on its own (lab 21): lr(t) for the warmup_cosine formula above with the linear ramp,
+ * lr(0) = start, lr(W) = peak, lr(T) = end and after; t < 0 counts as 0. The same values as lr_schedule_at on
+ * lr_schedule{LR_WARMUP_COSINE, peak, start, end, W, T, LR_RAMP_LINEAR}. */
+double lr_warmup_cosine(long t, long W, long T, double start, double peak, double end);
+
 /* A schedule by name with its defaults, the optimizer's lr as peak. Names: ours (above) and DeepSpeed's
  * (WarmupLR, WarmupDecayLR, WarmupCosineLR; case ignored). Unknown names stop with exit 2. */
 lr_schedule lr_schedule_from_name(const char *name, double optimizer_lr);

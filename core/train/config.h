@@ -214,6 +214,9 @@ typedef struct {
     int threads;                             /* OpenMP threads [0: the runtime's default] */
     char freeze[512];                        /* tensors to freeze, comma-separated names or prefixes ending
                                               * in '*' ("wpe,h.0.*"): no gradient, no update [""] */
+    char no_decay[64];                       /* weight-decay groups left undecayed, "norm,bias,embedding"
+                                              * (optim/decay.h) ["": the GPT-2 rule, tensors of 2 or more
+                                              * dimensions decay] */
     int max_consecutive_skips;               /* this many skipped steps in a row stop the run (exit 2) after a
                                               * scan that names the first non-finite weight or activation; a
                                               * non-finite loss stops it at once except under fp16's dynamic

@@ -19,6 +19,7 @@
 #include "fp/hist.h"
 #include "model/model_lowp.h"
 #include "ops/matmul_lowp.h"
+#include "optim/decay.h"
 #include "plan/plan.h"
 #include "train/checkpoint.h"
 #include "train/ranks_agree.h"
@@ -582,6 +583,28 @@ static void freeze_tensors(model *m, const train_config *cfg) {
                 cfg->zero.stage, cfg->fsdp.enabled ? " (FSDP)" : "");
 }
 
+/* train.no_decay: the weight-decay groups left undecayed (optim/decay.h), set on the registry before the optimizer,
+ * ZeRO or FSDP lay out their spans. Unset, the registry keeps model_create's rule (2 or more dimensions decay). */
+static void apply_decay_groups(model *m, const train_config *cfg, bool quiet) {
+    if (!cfg->train.no_decay[0]) return;
+    unsigned no_decay = decay_groups_parse(cfg->train.no_decay);
+    int n, decayed = 0;
+    size_t decayed_params = 0, params = 0;
+    const model_tensor *t = model_tensors(m, &n);
+    for (int i = 0; i < n; i++) {
+        bool decay = decay_applies(t[i].name, t[i].ndim, no_decay);
+        model_set_decay(m, i, decay);
+        decayed += decay;
+        decayed_params += decay ? t[i].size : 0;
+        params += t[i].size;
+    }
+    char groups[64];
+    decay_groups_format(no_decay, groups, sizeof groups);
+    if (!quiet)
+        printf("weight decay: %d of %d tensors (%.1f%% of the parameters); not decayed: %s\n", decayed, n,
+               100.0 * (double)decayed_params / (double)params, groups);
+}
+
 /* ------------------------------------------------------------------ mixed precision */
 
 /* How the matmuls of this run multiply: "fp32 sgemm", "bf16 (avx512-bf16)", "fp16 (rounded, fp32 sgemm)". */
@@ -887,6 +910,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     /* ZeRO-2 on several ranks: whole weights, gradients held only for the shard and the buckets in flight. */
     bool zero2 = world > 1 && !sharded && cfg->zero.stage == 2;
     model *m = sharded ? model_create_reserved(&mc) : zero2 ? model_create_sharded_grads(&mc) : model_create(&mc);
+    apply_decay_groups(m, cfg, quiet);
     fsdp *fs = NULL;
     if (sharded) {
         fsdp_options fo = {.strategy = (fsdp_strategy)cfg->fsdp.sharding_strategy,
