@@ -189,17 +189,26 @@ static bool check_size(const tokfile *f, data_err *err) {
                     f->format == TOKFILE_MIXPAR ? "16" : "8", how);
 }
 
-/* A shard's tokens against the sha256 its header records at byte offset 32. */
+/* A shard against the sha256 its header records at byte offset 32 (of header bytes 0-31, then the tokens). */
 static bool check_shard_sha256(const tokfile *f, const uint8_t *h, data_err *err) {
     char want[65], found[65];
-    for (int i = 0; i < 32; i++) snprintf(want + 2 * i, 3, "%02x", h[32 + i]);
-    sha256_hex(f->tokens, f->token_count * f->token_width, found);
+    uint8_t digest[32];
+    sha256_ctx ctx;
+    sha256_init(&ctx);
+    sha256_update(&ctx, h, 32);
+    sha256_update(&ctx, f->tokens, f->token_count * f->token_width);
+    sha256_final(&ctx, digest);
+    for (int i = 0; i < 32; i++) {
+        snprintf(want + 2 * i, 3, "%02x", h[32 + i]);
+        snprintf(found + 2 * i, 3, "%02x", digest[i]);
+    }
     if (strcmp(want, found) == 0) return true;
-    return DATA_ERR(err, "a shard whose tokens have the sha256 its header records (byte offset 32)",
+    return DATA_ERR(err, "a shard with the sha256 its header records at byte offset 32",
                     "the shard changed after it was written (a flipped bit on disk or in a copy): rebuild it, "
                     "mixpar data build NAME --shards N --force",
-                    "the tokens of '%s' (byte offsets %llu to %llu) have sha256 %s; the header records %s",
-                    f->path, (unsigned long long)f->header_bytes, (unsigned long long)f->file_bytes, found, want);
+                    "'%s': header bytes 0-31 and tokens (byte offsets %llu to %llu) have sha256 %s; the header "
+                    "records %s", f->path, (unsigned long long)f->header_bytes, (unsigned long long)f->file_bytes,
+                    found, want);
 }
 
 tokfile *tokfile_open(const char *path, data_err *err) {
@@ -402,15 +411,16 @@ bool tokfile_write(const char *path, const uint32_t *tokens, uint64_t n, uint32_
 void tokfile_shard_header(uint8_t header[TOKFILE_HEADER_BYTES], uint32_t width, uint32_t vocab_size,
                           uint64_t token_count, uint32_t shard_index, uint32_t shard_count, const uint8_t *payload) {
     memset(header, 0, TOKFILE_HEADER_BYTES);
-    /* LAB 22 BEGIN a shard's header: magic "MXPTOK02", width, vocab, count, index, shard count, sha256 of the payload */
+    /* LAB 22 BEGIN a shard's header: magic "MXPTOK02", width, vocab, count, index, shard count, then the sha256 of bytes 0-31 and the payload */
     memcpy(header, TOKFILE_SHARD_MAGIC, 8);
     put_u32(header + 8, width);
     put_u32(header + 12, vocab_size);
     put_u64(header + 16, token_count);
     put_u32(header + 24, shard_index);
     put_u32(header + 28, shard_count);
-    sha256_ctx ctx;
+    sha256_ctx ctx; /* over the header's fields too, so a changed byte anywhere in the file is caught */
     sha256_init(&ctx);
+    sha256_update(&ctx, header, 32);
     sha256_update(&ctx, payload, token_count * width);
     sha256_final(&ctx, header + 32);
     /* LAB 22 END */

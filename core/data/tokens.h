@@ -23,7 +23,8 @@
  * MXPTOK02 is a shard (分片) of a larger token stream: the same header, with the reserved bytes put to use:
  *       24      4  shard_index  u32: this shard's place, 0 .. shard_count - 1
  *       28      4  shard_count  u32: shards in the set, at least 1
- *       32     32  sha256       of the tokens (bytes 64 to the end), checked on every open
+ *       32     32  sha256       of header bytes 0-31 then the tokens (bytes 64 to the end), checked on every
+ *                               open: a changed byte anywhere in the file is caught
  * A set is named after the file it stands for: train.tokens as N shards is train-00000-of-0000N.tokens ...
  * train-0000{N-1}-of-0000N.tokens (tokfile_shard_name), read back in order as one stream (tokfile_open_set).
  *
@@ -84,7 +85,7 @@ uint32_t tokfile_width_for_vocab(uint32_t vocab_size);
 bool tokfile_write(const char *path, const uint32_t *tokens, uint64_t n, uint32_t vocab_size, data_err *err);
 
 /* The 64-byte MXPTOK02 header of a shard: magic, width, vocab_size, token_count, index, count and the sha256 of
- * the payload (the token_count x width token bytes that follow the header). */
+ * header bytes 0-31 followed by the payload (the token_count x width token bytes that follow the header). */
 void tokfile_shard_header(uint8_t header[TOKFILE_HEADER_BYTES], uint32_t width, uint32_t vocab_size,
                           uint64_t token_count, uint32_t shard_index, uint32_t shard_count, const uint8_t *payload);
 
