@@ -482,8 +482,8 @@ tokfile *tokfile_open_set(const char *path, data_err *err) {
     glob_t g;
     if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
         globfree(&g);
-        DATA_ERR(err, "a token file, or a set of shards of it", HINT_REBUILD, "neither '%s' nor shards (%s) exist",
-                 path, pattern);
+        DATA_ERR(err, "a token file, or a set of shards of it", HINT_REBUILD,
+                 "cannot open '%s': no such file, and no shards of it (%s)", path, pattern);
         return NULL;
     }
     data_err first_err;
