@@ -4,7 +4,8 @@
 #      (mixpar data build poetry --tokenizer bpe --vocab 512 --shards 4); compression against bytes and characters,
 #      the first merges as text, and the round trip of the whole corpus (decoded tokens vs the text's sha256);
 #   2. training on 2 ranks (mpirun), bf16, ZeRO-2, a checkpoint every 30 steps: one run uninterrupted, one killed
-#      with SIGKILL after step 75 and resumed from its step-60 checkpoint; the two loss curves compared bit for bit;
+#      with SIGKILL after step 75 and resumed from its step-60 checkpoint; the two loss curves compared bit for bit
+#      (with LAB22_STEPS=N: a checkpoint every N/4 steps, the kill after 5N/8, the resume from N/2);
 #   3. poems sampled from the final checkpoint, decoded with your BPE.
 # Tables on stdout, figures in runs/lab22/*.png.
 set -euo pipefail
@@ -62,14 +63,18 @@ echo "a copy of shard 2 with byte 1000 overwritten:"
 "$mixpar" data info "$out/flipped.tokens" -n 0 2>&1 | sed 's/^/  /' | head -4 || true
 
 # ------------------------------------------------------------------ 2. training, kill, resume
-section "2. 2 ranks, bf16, ZeRO-2, checkpoint every 30 steps: uninterrupted vs killed after step 75 and resumed"
-steps=120 interval=30 kill_after=75
+section "2. 2 ranks, bf16, ZeRO-2, a checkpoint every quarter of the run: uninterrupted vs killed, then resumed"
+# LAB22_STEPS=600 make lab22 trains longer (about 5x the time) for samples that look more like poems.
+steps=${LAB22_STEPS:-120}
+if ! [[ "$steps" =~ ^[0-9]+$ ]] || [ "$steps" -lt 40 ]; then echo "lab22: LAB22_STEPS must be a number >= 40" >&2; exit 2; fi
+interval=$((steps / 4)) # checkpoints at 1/4, 1/2, 3/4 and the end; the kill comes after 5/8, resumed from 1/2
+resume_from=$((2 * interval)) kill_after=$((2 * interval + interval / 2))
 train_opts=(--config configs/tiny-poetry.json --set data.dir="$data" --set data.dataset=poetry
             --set bf16.enabled=true --set zero_optimization.stage=2 --set model.layers=2 --set model.channels=96
             --set train_micro_batch_size_per_gpu=8 --set optimizer.params.lr=2e-3 --set train.steps=$steps
             --set scheduler.params.warmup_steps=10 --set train.checkpoint_interval=$interval
             --set train.eval_interval=0 --set train.sample_interval=0 --set train.hist_interval=0
-            --set train.log_interval=30)
+            --set train.log_interval=$interval)
 # Every step event carries a hash of the parameters (MIXPAR_PARAM_HASH): equal lines mean equal weights too.
 export MIXPAR_PARAM_HASH=1
 rm -rf "$out/full" "$out/killed"
@@ -80,7 +85,7 @@ grep -E '^(step|trained)' "$out/full.log"
 
 # The same run in a session of its own, so one kill -9 reaches mpirun and both ranks.
 echo
-echo "== killed: the same run, SIGKILL once rank 0 has logged step $kill_after (its last checkpoint: step 60)"
+echo "== killed: the same run, SIGKILL once rank 0 has logged step $kill_after (its last checkpoint: step $resume_from)"
 setsid "$mixpar" run -n 2 -- "$mixpar" train "${train_opts[@]}" --set train.run_dir="$out/killed" \
     --set train.run_name=killed > "$out/killed.log" 2>&1 &
 job=$!
@@ -98,7 +103,7 @@ killed_at=$(grep -c '"kind":"step","rank":0' "$out/killed/events.rank0.jsonl")
 echo "  killed (SIGKILL to mpirun and both ranks) with $killed_at steps logged; checkpoint.sharded/ holds step" \
      "$("$mixpar" checkpoint info "$out/killed/checkpoint.sharded" | awk '$2 == "step" { print $3; exit }')"
 echo
-echo "== resumed: mixpar train ... --resume auto (from the step-60 checkpoint, to step $steps)"
+echo "== resumed: mixpar train ... --resume auto (from the step-$resume_from checkpoint, to step $steps)"
 "$mixpar" run -n 2 -- "$mixpar" train "${train_opts[@]}" --set train.run_dir="$out/killed" --set train.run_name=killed \
     --resume auto > "$out/resumed.log" 2>&1 || { tail -5 "$out/resumed.log"; exit 1; }
 grep -E '^(resum|step|trained)' "$out/resumed.log"
@@ -118,8 +123,8 @@ curve "$out/full" "$out/full.all.tsv" > "$out/full.tsv"
 curve "$out/killed" "$out/killed.all.tsv" > "$out/resumed.tsv"
 echo
 printf "%6s %14s %14s %18s\n" step "loss full" "loss resumed" "param hash"
-join -t $'\t' "$out/full.tsv" "$out/resumed.tsv" | awk -F'\t' -v k="$kill_after" '
-    $1 == 1 || $1 % 30 == 0 || $1 == 61 || $1 == k || $1 == k + 1 { printf "%6d %14s %14s %18s%s\n", $1, $2, $4, $3,
+join -t $'\t' "$out/full.tsv" "$out/resumed.tsv" | awk -F'\t' -v k="$kill_after" -v c="$resume_from" -v i="$interval" '
+    $1 == 1 || $1 % i == 0 || $1 == c + 1 || $1 == k || $1 == k + 1 { printf "%6d %14s %14s %18s%s\n", $1, $2, $4, $3,
         ($2 == $4 && $3 == $5) ? "" : "   DIFFERENT" }'
 echo
 if diff "$out/full.tsv" "$out/resumed.tsv" > "$out/resume.diff"; then
@@ -128,10 +133,10 @@ if diff "$out/full.tsv" "$out/resumed.tsv" > "$out/resume.diff"; then
 else
     echo "the curves DIFFER ($(grep -c '^<' "$out/resume.diff") lines; $out/resume.diff):"; head -6 "$out/resume.diff"; exit 1
 fi
-# Steps 61 .. the kill were computed twice in the killed run's folder: before the kill and after the resume.
-awk '$1 > 60 { if (seen[$1] != "" && seen[$1] != $2) d++; if (seen[$1] != "") twice++; seen[$1] = $2 }
-     END { printf "steps 61-%d ran twice in that folder (before the kill, after the resume): %d pairs, %d differ\n", k, twice, d }' \
-    k="$kill_after" "$out/killed.all.tsv"
+# Steps after the checkpoint up to the kill were computed twice in the killed run's folder: before the kill and after the resume.
+awk '$1 > c { if (seen[$1] != "" && seen[$1] != $2) d++; if (seen[$1] != "") twice++; seen[$1] = $2 }
+     END { printf "steps %d-%d ran twice in that folder (before the kill, after the resume): %d pairs, %d differ\n", c + 1, k,
+           twice, d }' c="$resume_from" k="$kill_after" "$out/killed.all.tsv"
 
 # ------------------------------------------------------------------ 3. samples
 section "3. poems from the final checkpoint (mixpar sample, decoded with your BPE)"
@@ -139,7 +144,7 @@ section "3. poems from the final checkpoint (mixpar sample, decoded with your BP
 for seed in 1 2 3; do
     echo "-- seed $seed"
     "$mixpar" sample --checkpoint "$out/final.safetensors" --prompt "床前明月光，" --tokens 60 --seed "$seed" |
-        tail -n +2 | head -6 | sed 's/^/  /'
+        head -6 | sed 's/^/  /'
 done
 
 # ------------------------------------------------------------------ figure
@@ -154,14 +159,14 @@ awk -F'\t' 'NR > 1 && $1 <= prev { print "\n" } { print; prev = $1 }' "$out/kill
 gnuplot <<EOF
 set terminal $png_terminal size 1100,600
 set output "$out/resume_loss.png"
-set title "Training loss, 2 ranks, bf16, ZeRO-2: uninterrupted, and killed after step $kill_after then resumed from step 60"
+set title "Training loss, 2 ranks, bf16, ZeRO-2: uninterrupted, and killed after step $kill_after then resumed from step $resume_from"
 set xlabel "step"
 set ylabel "training loss"
 set grid
 set key top right
-set arrow from 60, graph 0 to 60, graph 1 nohead dt 3 lc rgb "#999999"
+set arrow from $resume_from, graph 0 to $resume_from, graph 1 nohead dt 3 lc rgb "#999999"
 set arrow from $kill_after, graph 0 to $kill_after, graph 1 nohead dt 2 lc rgb "#d55e00"
-set label "checkpoint (step 60)" at 61, graph 0.95
+set label "checkpoint (step $resume_from)" at $resume_from + 1, graph 0.95
 set label "SIGKILL" at $kill_after + 1, graph 0.88 tc rgb "#d55e00"
 plot "$out/full.tsv" using 1:2 with lines lw 3 lc rgb "#000000" title "uninterrupted", \
      "$out/killed.segments.tsv" index 0 using 1:2 with points pt 7 ps 0.6 lc rgb "#d55e00" title "killed run, before the kill", \
