@@ -136,7 +136,7 @@ fi
 # Steps after the checkpoint up to the kill were computed twice in the killed run's folder: before the kill and after the resume.
 awk '$1 > c { if (seen[$1] != "" && seen[$1] != $2) d++; if (seen[$1] != "") twice++; seen[$1] = $2 }
      END { printf "steps %d-%d ran twice in that folder (before the kill, after the resume): %d pairs, %d differ\n", c + 1, k,
-           twice, d }' c="$resume_from" k="$kill_after" "$out/killed.all.tsv"
+           twice, d }' c="$resume_from" k="$killed_at" "$out/killed.all.tsv"
 
 # ------------------------------------------------------------------ 3. samples
 section "3. poems from the final checkpoint (mixpar sample, decoded with your BPE)"
@@ -159,15 +159,15 @@ awk -F'\t' 'NR > 1 && $1 <= prev { print "\n" } { print; prev = $1 }' "$out/kill
 gnuplot <<EOF
 set terminal $png_terminal size 1100,600
 set output "$out/resume_loss.png"
-set title "Training loss, 2 ranks, bf16, ZeRO-2: uninterrupted, and killed after step $kill_after then resumed from step $resume_from"
+set title "Training loss, 2 ranks, bf16, ZeRO-2: uninterrupted, and killed after step $killed_at then resumed from step $resume_from"
 set xlabel "step"
 set ylabel "training loss"
 set grid
 set key bottom left
 set arrow from $resume_from, graph 0 to $resume_from, graph 1 nohead dt 3 lc rgb "#999999"
-set arrow from $kill_after, graph 0 to $kill_after, graph 1 nohead dt 2 lc rgb "#d55e00"
+set arrow from $killed_at, graph 0 to $killed_at, graph 1 nohead dt 2 lc rgb "#d55e00"
 set label "checkpoint (step $resume_from)" at $resume_from + 1, graph 0.95
-set label "SIGKILL" at $kill_after + 1, graph 0.88 tc rgb "#d55e00"
+set label "SIGKILL" at $killed_at + 1, graph 0.88 tc rgb "#d55e00"
 plot "$out/full.tsv" using 1:2 with lines lw 3 lc rgb "#000000" title "uninterrupted", \
      "$out/killed.segments.tsv" index 0 using 1:2 with points pt 7 ps 0.6 lc rgb "#d55e00" title "killed run, before the kill", \
      "$out/killed.segments.tsv" index 1 using 1:2 with points pt 6 ps 1.0 lc rgb "#0072b2" title "resumed from the checkpoint"
