@@ -23,7 +23,7 @@ set output "$outdir/22-resume-loss.png"
 set xlabel "step"
 set ylabel "training loss"
 set grid
-set key bottom left
+set key at graph 0.45, graph 0.97
 set arrow from $resume_from, graph 0 to $resume_from, graph 1 nohead dt 3 lc rgb "#999999"
 set arrow from $killed_at, graph 0 to $killed_at, graph 1 nohead dt 2 lc rgb "#d55e00"
 set label "checkpoint" at $resume_from + 1, graph 0.95
