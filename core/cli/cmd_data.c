@@ -25,7 +25,11 @@ static void usage(FILE *out) {
             "      --keep-order              corpora: keep the files' order (default: entries shuffled, so the\n"
             "                                held-out tail samples the whole corpus)\n"
             "      --val F                   fraction of tokens held out for validation, the last ones (default 0.1)\n"
-            "      --tokenizer char|byte     characters of the corpus (default) or the 256 byte values\n"
+            "      --tokenizer char|byte|bpe characters of the corpus (default), the 256 byte values, or a byte-level\n"
+            "                                BPE trained on the corpus (core/data/bpe.h)\n"
+            "      --vocab N                 bpe: the vocabulary size, 257 to 4096 (default 512)\n"
+            "      --shards N                write the training tokens as N shards (MXPTOK02: header with index,\n"
+            "                                count and sha256), train-0000i-of-0000N.tokens, instead of train.tokens\n"
             "  info FILE [--vocab V] [-n N]  a token file's header and its first N tokens (default 64), decoded with\n"
             "                                V (default: vocab.json beside FILE, when there is one)\n"
             "  encode VOCAB [TEXT] [--unk] [--out FILE]\n"
@@ -75,7 +79,7 @@ static int data_build(int argc, char **argv) {
     const char *cmd = "data build";
     const char *name = NULL, *out = NULL;
     dataset_options opt = dataset_default_options();
-    bool size_given = false, keep_order_given = false;
+    bool size_given = false, keep_order_given = false, vocab_given = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--out") == 0) out = option_value(cmd, argc, argv, &i);
@@ -94,8 +98,16 @@ static int data_build(int argc, char **argv) {
         } else if (strcmp(a, "--tokenizer") == 0) {
             const char *v = option_value(cmd, argc, argv, &i);
             int k = tokenizer_kind_from_name(v);
-            if (k < 0) mp_usage_error(cmd, "--tokenizer expects char or byte, not '%s'", v);
+            if (k < 0) mp_usage_error(cmd, "--tokenizer expects char, byte or bpe, not '%s'", v);
             opt.tokenizer = (tokenizer_kind)k;
+        } else if (strcmp(a, "--vocab") == 0) {
+            opt.bpe_vocab = (uint32_t)parse_count_arg(cmd, a, option_value(cmd, argc, argv, &i), BPE_BYTES + 1);
+            if (opt.bpe_vocab > BPE_MAX_VOCAB) mp_usage_error(cmd, "--vocab expects 257 to %d, not %u", BPE_MAX_VOCAB, opt.bpe_vocab);
+            vocab_given = true;
+        } else if (strcmp(a, "--shards") == 0) {
+            uint64_t n = parse_count_arg(cmd, a, option_value(cmd, argc, argv, &i), 1);
+            if (n > 99999) mp_usage_error(cmd, "--shards expects 1 to 99999, not %llu", (unsigned long long)n);
+            opt.shards = (uint32_t)n;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -104,6 +116,8 @@ static int data_build(int argc, char **argv) {
         else mp_usage_error(cmd, "one dataset at a time; got '%s' and '%s'", name, a);
     }
     if (!name) mp_usage_error(cmd, "which dataset? (mixpar data list shows them)");
+    if (vocab_given && opt.tokenizer != TOKENIZER_BPE)
+        mp_usage_error(cmd, "--vocab sets the size of a BPE vocabulary: add --tokenizer bpe");
     const dataset_spec *spec = dataset_find(name);
     if (!spec) {
         char names[512] = "";
@@ -179,11 +193,14 @@ static int data_info(int argc, char **argv) {
         else mp_usage_error(cmd, "one file at a time; got '%s' and '%s'", file, a);
     }
     if (!file) mp_usage_error(cmd, "which token file? (such as data/tang/train.tokens)");
-    tokfile *f = tokfile_open(file, NULL);
+    tokfile *f = tokfile_open_set(file, NULL); /* the file, or the shards it was split into */
     char beside[4200];
     if (!vocab_path) vocab_path = vocab_beside(file, beside, sizeof beside);
     printf("file         %s\n", f->path);
     printf("format       %s, header %llu bytes\n", f->format_name, (unsigned long long)f->header_bytes);
+    if (f->joined) printf("shards       %u, joined in order (each one's sha256 checked)\n", f->shard_count);
+    else if (f->shard_count > 0)
+        printf("shard        %u of %u (sha256 of the tokens checked)\n", f->shard_index, f->shard_count);
     printf("tokens       %llu x %u bytes (uint%u) = %llu bytes; file %llu bytes\n", (unsigned long long)f->token_count,
            f->token_width, 8 * f->token_width, (unsigned long long)(f->token_count * f->token_width),
            (unsigned long long)f->file_bytes);
@@ -195,7 +212,7 @@ static int data_info(int argc, char **argv) {
                tok.kind == TOKENIZER_CHAR ? ", the last is <unk>" : "");
     else
         printf("vocabulary   none%s: ids only\n",
-               f->format != TOKFILE_MIXPAR ? " (llm.c shards hold BPE ids; mixpar has no BPE tokenizer)"
+               f->format != TOKFILE_MIXPAR ? " (llm.c shards hold GPT-2 or LLaMA-3 BPE ids, not mixpar's)"
                                            : " (no vocab.json beside the file; --vocab names one)");
     uint64_t n = n_show < f->token_count ? n_show : f->token_count;
     if (n == 0) {
@@ -231,7 +248,7 @@ static int data_decode(int argc, char **argv) {
         else mp_usage_error(cmd, "one file at a time; got '%s' and '%s'", file, a);
     }
     if (!file) mp_usage_error(cmd, "which token file? (such as data/tang/val.tokens)");
-    tokfile *f = tokfile_open(file, NULL);
+    tokfile *f = tokfile_open_set(file, NULL);
     char beside[4200];
     if (!vocab_path) vocab_path = vocab_beside(file, beside, sizeof beside);
     if (!vocab_path)

@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +83,7 @@ const char *dataset_packages(const dataset_spec *spec, char *buf, int buf_len) {
 }
 
 dataset_options dataset_default_options(void) {
-    return (dataset_options){.tokenizer = TOKENIZER_CHAR, .seed = 1, .keep_order = false, .examples = 0,
+    return (dataset_options){.tokenizer = TOKENIZER_CHAR, .bpe_vocab = 512, .shards = 0, .seed = 1, .keep_order = false, .examples = 0,
                              .val_fraction = 0.1, .force = false};
 }
 
@@ -110,6 +111,9 @@ static cJSON *params_json(const dataset_spec *spec, const dataset_options *opt) 
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "dataset", spec->name);
     cJSON_AddStringToObject(p, "tokenizer", tokenizer_kind_name(opt->tokenizer));
+    /* Only when used, so the records of builds made before these options existed still match. */
+    if (opt->tokenizer == TOKENIZER_BPE) cJSON_AddNumberToObject(p, "bpe_vocab", opt->bpe_vocab);
+    if (opt->shards > 0) cJSON_AddNumberToObject(p, "shards", opt->shards);
     cJSON_AddNumberToObject(p, "val_fraction", opt->val_fraction);
     cJSON_AddNumberToObject(p, "seed", (double)opt->seed);
     if (spec->kind == DATASET_SYNTHETIC)
@@ -119,8 +123,21 @@ static cJSON *params_json(const dataset_spec *spec, const dataset_options *opt) 
     return p;
 }
 
-static const char *const output_files[] = {"train.tokens", "val.tokens", "vocab.json"};
-enum { N_OUTPUT_FILES = sizeof output_files / sizeof output_files[0] };
+/* The files a build writes: train.tokens (or its shards), val.tokens, vocab.json. */
+typedef struct {
+    int n;
+    char (*names)[64];
+} output_list;
+
+static output_list output_files(const dataset_options *opt) {
+    output_list o = {0, calloc(opt->shards + 2 + !opt->shards, 64)};
+    MP_ASSERT(o.names != NULL, "out of memory");
+    for (uint32_t i = 0; i < opt->shards; i++) tokfile_shard_name("train.tokens", i, opt->shards, o.names[o.n++], 64);
+    if (!opt->shards) snprintf(o.names[o.n++], 64, "train.tokens");
+    snprintf(o.names[o.n++], 64, "val.tokens");
+    snprintf(o.names[o.n++], 64, "vocab.json");
+    return o;
+}
 
 static long long file_size(const char *path) {
     struct stat st;
@@ -150,13 +167,15 @@ static const char *stale_reason(const dataset_spec *spec, const dataset_options 
     } else if (!cJSON_Compare(cJSON_GetObjectItemCaseSensitive(info, "params"), want, true)) {
         result = (snprintf(why, why_len, "the options differ from the last build's"), why);
     }
-    for (int i = 0; !result && i < N_OUTPUT_FILES; i++) {
-        cJSON *entry = cJSON_GetObjectItemCaseSensitive(files, output_files[i]);
+    output_list outputs = output_files(opt);
+    for (int i = 0; !result && i < outputs.n; i++) {
+        cJSON *entry = cJSON_GetObjectItemCaseSensitive(files, outputs.names[i]);
         cJSON *bytes = cJSON_GetObjectItemCaseSensitive(entry, "bytes");
-        snprintf(path, sizeof path, "%s/%s", out_dir, output_files[i]);
+        snprintf(path, sizeof path, "%s/%s", out_dir, outputs.names[i]);
         if (!cJSON_IsNumber(bytes) || file_size(path) != (long long)bytes->valuedouble)
-            result = (snprintf(why, why_len, "%s is missing or changed since the last build", output_files[i]), why);
+            result = (snprintf(why, why_len, "%s is missing or changed since the last build", outputs.names[i]), why);
     }
+    free(outputs.names);
     /* A corpus is rebuilt when a package update changed a source file. */
     cJSON *sources = info ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(info, "source"), "files")
                           : NULL;
@@ -226,6 +245,29 @@ typedef struct {
     cJSON *info;
 } build_state;
 
+/* The training tokens as one file, or as `shards` shards of about equal size; the other form's files, left by an
+ * earlier build, are removed (the trainer reads train.tokens when it exists, else the shards: tokfile_open_set). */
+static bool write_train_tokens(const char *path, const uint32_t *ids, uint64_t n, uint32_t vocab, uint32_t shards,
+                               data_err *err) {
+    char name[4200], pattern[4200];
+    snprintf(pattern, sizeof pattern, "%.*s-[0-9]*-of-[0-9]*.tokens", (int)(strlen(path) - strlen(".tokens")), path);
+    glob_t old;
+    if (glob(pattern, 0, NULL, &old) == 0)
+        for (size_t i = 0; i < old.gl_pathc; i++) unlink(old.gl_pathv[i]);
+    globfree(&old);
+    if (shards == 0) return tokfile_write(path, ids, n, vocab, err);
+    if (shards > n)
+        return DATA_ERR(err, "at most one shard per training token", "use fewer --shards", "%u shards for %llu tokens",
+                        shards, (unsigned long long)n);
+    unlink(path);
+    for (uint32_t i = 0; i < shards; i++) {
+        uint64_t lo = n * i / shards, hi = n * (i + 1) / shards;
+        tokfile_shard_name(path, i, shards, name, sizeof name);
+        if (!tokfile_write_shard(name, ids + lo, hi - lo, vocab, i, shards, err)) return false;
+    }
+    return true;
+}
+
 static bool build(const dataset_spec *spec, const char *out_dir, const dataset_options *opt, dataset_result *res,
                   build_state *s, data_err *err) {
     char path[4200];
@@ -252,7 +294,9 @@ static bool build(const dataset_spec *spec, const char *out_dir, const dataset_o
         return DATA_ERR(err, "some text to tokenize", NULL, "dataset %s produced no text", spec->name);
 
     if (opt->tokenizer == TOKENIZER_BYTE) tokenizer_init_byte(&s->tok);
-    else if (!tokenizer_build_char(&s->tok, s->text.data, s->text.len, err)) return false;
+    else if (opt->tokenizer == TOKENIZER_BPE) {
+        if (!tokenizer_build_bpe(&s->tok, s->text.data, s->text.len, opt->bpe_vocab, err)) return false;
+    } else if (!tokenizer_build_char(&s->tok, s->text.data, s->text.len, err)) return false;
     s->ids = mem_alloc(s->text.len * sizeof *s->ids, MEM_OTHER, "dataset token ids");
     int64_t n = tokenizer_encode(&s->tok, s->text.data, s->text.len, false, s->ids, NULL, err);
     if (n < 0) return false;
@@ -266,7 +310,7 @@ static bool build(const dataset_spec *spec, const char *out_dir, const dataset_o
                         (unsigned long long)split.n_train, (unsigned long long)split.n_val);
 
     snprintf(path, sizeof path, "%s/train.tokens", out_dir);
-    if (!tokfile_write(path, s->ids, split.n_train, s->tok.vocab_size, err)) return false;
+    if (!write_train_tokens(path, s->ids, split.n_train, s->tok.vocab_size, opt->shards, err)) return false;
     snprintf(path, sizeof path, "%s/val.tokens", out_dir);
     if (!tokfile_write(path, s->ids + split.n_train, split.n_val, s->tok.vocab_size, err)) return false;
     snprintf(path, sizeof path, "%s/vocab.json", out_dir);
@@ -292,15 +336,19 @@ static bool build(const dataset_spec *spec, const char *out_dir, const dataset_o
     cJSON_AddNumberToObject(tokens, "width_bytes", tokfile_width_for_vocab(s->tok.vocab_size));
     /* Hash what is on disk (not what was meant to be written): the same bytes `sha256sum` sees. */
     cJSON *files = cJSON_AddObjectToObject(s->info, "files");
-    for (int i = 0; i < N_OUTPUT_FILES; i++) {
-        snprintf(path, sizeof path, "%s/%s", out_dir, output_files[i]);
-        if (sha256_file_hex(path, hex) != 0)
+    output_list outputs = output_files(opt);
+    for (int i = 0; i < outputs.n; i++) {
+        snprintf(path, sizeof path, "%s/%s", out_dir, outputs.names[i]);
+        if (sha256_file_hex(path, hex) != 0) {
+            free(outputs.names);
             return DATA_ERR(err, "the files just written to be readable", NULL, "cannot read back '%s': %s", path,
                             strerror(errno));
-        cJSON *entry = cJSON_AddObjectToObject(files, output_files[i]);
+        }
+        cJSON *entry = cJSON_AddObjectToObject(files, outputs.names[i]);
         cJSON_AddNumberToObject(entry, "bytes", (double)file_size(path));
         cJSON_AddStringToObject(entry, "sha256", hex);
     }
+    free(outputs.names);
     char *json = cJSON_Print(s->info);
     MP_ASSERT(json != NULL, "out of memory");
     textbuf with_newline = {0};

@@ -29,7 +29,9 @@ const dataset_spec *dataset_find(const char *name); /* NULL when there is no suc
 const char *dataset_packages(const dataset_spec *spec, char *buf, int buf_len); /* "fortunes-zh", ... */
 
 typedef struct {
-    tokenizer_kind tokenizer; /* TOKENIZER_CHAR (default) or TOKENIZER_BYTE */
+    tokenizer_kind tokenizer; /* TOKENIZER_CHAR (default), TOKENIZER_BYTE or TOKENIZER_BPE */
+    uint32_t bpe_vocab;       /* bpe: the vocabulary to train, 257 .. 4096 (default 512) */
+    uint32_t shards;          /* 0: one train.tokens; N >= 1: the training tokens as N MXPTOK02 shards */
     uint64_t seed;            /* synthetic: the generator's seed; corpus: the seed of the entry shuffle */
     bool keep_order;          /* corpus: keep the files' entry order (default: entries shuffled by seed) */
     uint64_t examples;        /* synthetic only; 0 means the dataset's default */
@@ -37,7 +39,7 @@ typedef struct {
     bool force;               /* rebuild even when the output is up to date */
 } dataset_options;
 
-/* Defaults: char tokenizer, seed 1, entries shuffled, default examples, 10% validation, no force. */
+/* Defaults: char tokenizer (bpe vocabulary 512 when bpe is chosen), no shards, seed 1, entries shuffled, default examples, 10% validation, no force. */
 dataset_options dataset_default_options(void);
 
 typedef struct {
@@ -48,6 +50,8 @@ typedef struct {
 
 /* Builds a dataset into out_dir (made when missing):
  *     train.tokens, val.tokens   MXPTOK01 token files: the first and last (val_fraction) parts of the text
+ *                                (with opt->shards N: train-0000i-of-0000N.tokens, N MXPTOK02 shards of about equal
+ *                                size, data/tokens.h, instead of train.tokens)
  *     vocab.json                 the tokenizer (tokenizer.h)
  *     info.json                  source, options, sizes, cleaning statistics and the sha256 of each file
  * Cached: when info.json records the same options (and, for a corpus, the same source file sizes) and

@@ -108,7 +108,7 @@ static bool invalid_utf8(const char *text, size_t len, size_t at, data_err *err)
 static const struct {
     tokenizer_kind kind;
     const char *name;
-} kinds[] = {{TOKENIZER_BYTE, "byte"}, {TOKENIZER_CHAR, "char"}};
+} kinds[] = {{TOKENIZER_BYTE, "byte"}, {TOKENIZER_CHAR, "char"}, {TOKENIZER_BPE, "bpe"}};
 
 const char *tokenizer_kind_name(tokenizer_kind kind) {
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
@@ -166,7 +166,27 @@ bool tokenizer_build_char(tokenizer *t, const char *text, size_t len, data_err *
     return true;
 }
 
+/* A BPE tokenizer over a model (adopted, not copied). */
+static void init_bpe(tokenizer *t, bpe_model *model) {
+    memset(t, 0, sizeof *t);
+    t->kind = TOKENIZER_BPE;
+    t->bpe = malloc(sizeof *t->bpe);
+    MP_ASSERT(t->bpe != NULL, "out of memory");
+    *t->bpe = *model;
+    t->vocab_size = model->vocab_size;
+    t->unk_id = UINT32_MAX;
+}
+
+bool tokenizer_build_bpe(tokenizer *t, const char *text, size_t len, uint32_t vocab_size, data_err *err) {
+    bpe_model model;
+    if (!bpe_train(&model, (const uint8_t *)text, len, vocab_size, err)) return false;
+    init_bpe(t, &model);
+    return true;
+}
+
 void tokenizer_free(tokenizer *t) {
+    if (t->bpe) bpe_free(t->bpe);
+    free(t->bpe);
     free(t->chars);
     memset(t, 0, sizeof *t);
 }
@@ -188,6 +208,7 @@ int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool 
         for (size_t i = 0; i < len; i++) ids[i] = (unsigned char)text[i];
         return (int64_t)len;
     }
+    if (t->kind == TOKENIZER_BPE) return (int64_t)bpe_encode(t->bpe, (const uint8_t *)text, len, ids);
     size_t at = 0;
     uint64_t n_ids = 0, line = 1, column = 1;
     uint32_t cp;
@@ -228,6 +249,7 @@ bool tokenizer_decode_token(const tokenizer *t, uint32_t id, textbuf *out) {
         textbuf_putc(out, (char)id);
         return true;
     }
+    if (t->kind == TOKENIZER_BPE) return bpe_decode(t->bpe, &id, 1, out);
     char utf8[4];
     int n = utf8_encode(id == t->unk_id ? REPLACEMENT_CHAR : t->chars[id], utf8);
     textbuf_append(out, utf8, (size_t)n);
@@ -248,6 +270,13 @@ char *tokenizer_to_json(const tokenizer *t) {
             char utf8[5] = {0};
             utf8_encode(t->chars[i], utf8);
             cJSON_AddItemToArray(tokens, cJSON_CreateString(utf8));
+        }
+    }
+    if (t->kind == TOKENIZER_BPE) {
+        cJSON *merges = cJSON_AddArrayToObject(root, "merges");
+        for (uint32_t r = 0; r < t->bpe->n_merges; r++) {
+            int pair[2] = {(int)t->bpe->merges[r].left, (int)t->bpe->merges[r].right};
+            cJSON_AddItemToArray(merges, cJSON_CreateIntArray(pair, 2));
         }
     }
     char *text = cJSON_Print(root);
@@ -286,6 +315,45 @@ static char *read_small_file(const char *path, size_t limit, size_t *len) {
     return b.data;
 }
 
+/* "merges": [[left, right], ...], V - 256 of them, each id made before its rank (bpe_init checks that). */
+static bool load_bpe(tokenizer *t, const char *path, cJSON *root, uint32_t vocab_size, data_err *err) {
+    const char *hint = "rebuild it: mixpar data build NAME --tokenizer bpe --force";
+    if (vocab_size <= BPE_BYTES || vocab_size > BPE_MAX_VOCAB)
+        return DATA_ERR(err, "\"vocab_size\" from 257 to 4096 for a BPE tokenizer", hint,
+                        "key \"vocab_size\" of '%s' is %u", path, vocab_size);
+    cJSON *merges = cJSON_GetObjectItemCaseSensitive(root, "merges");
+    if (!cJSON_IsArray(merges))
+        return DATA_ERR(err, "\"merges\": an array of [left, right] id pairs", hint,
+                        "key \"merges\" of '%s' is missing or not an array", path);
+    uint32_t n = (uint32_t)cJSON_GetArraySize(merges);
+    if (n != vocab_size - BPE_BYTES)
+        return DATA_ERR(err, "\"vocab_size\" = 256 + the number of \"merges\"", hint,
+                        "\"vocab_size\" %u with %u merges in '%s'", vocab_size, n, path);
+    bpe_pair *pairs = malloc(n * sizeof *pairs);
+    MP_ASSERT(pairs != NULL, "out of memory");
+    uint32_t r = 0;
+    cJSON *item;
+    cJSON_ArrayForEach(item, merges) {
+        cJSON *l = cJSON_GetArrayItem(item, 0), *rt = cJSON_GetArrayItem(item, 1);
+        bool ok = cJSON_IsArray(item) && cJSON_GetArraySize(item) == 2 && cJSON_IsNumber(l) && cJSON_IsNumber(rt) &&
+                  l->valuedouble >= 0 && rt->valuedouble >= 0 && l->valuedouble == (double)(uint32_t)l->valuedouble &&
+                  rt->valuedouble == (double)(uint32_t)rt->valuedouble;
+        if (!ok) {
+            free(pairs);
+            return DATA_ERR(err, "each of \"merges\" is [left, right], two whole numbers >= 0", hint,
+                            "\"merges\"[%u] of '%s' is not", r, path);
+        }
+        pairs[r++] = (bpe_pair){(uint32_t)l->valuedouble, (uint32_t)rt->valuedouble};
+    }
+    bpe_model model;
+    data_err why;
+    bool ok = bpe_init(&model, pairs, n, &why);
+    free(pairs);
+    if (!ok) return DATA_ERR(err, why.expected, hint, "\"merges\" of '%s': %s", path, why.found);
+    init_bpe(t, &model);
+    return true;
+}
+
 static bool load_json(tokenizer *t, const char *path, cJSON *root, data_err *err) {
     const char *hint = "rebuild it: mixpar data build NAME --force";
     if (!cJSON_IsObject(root)) return DATA_ERR(err, "a JSON object", hint, "'%s' is not a JSON object", path);
@@ -296,7 +364,7 @@ static bool load_json(tokenizer *t, const char *path, cJSON *root, data_err *err
     cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
     int k = cJSON_IsString(kind) ? tokenizer_kind_from_name(kind->valuestring) : -1;
     if (k < 0)
-        return DATA_ERR(err, "\"kind\": \"byte\" or \"char\"", hint, "key \"kind\" of '%s' is %s", path,
+        return DATA_ERR(err, "\"kind\": \"byte\", \"char\" or \"bpe\"", hint, "key \"kind\" of '%s' is %s", path,
                         cJSON_IsString(kind) ? kind->valuestring : "missing or not a string");
     cJSON *vocab = cJSON_GetObjectItemCaseSensitive(root, "vocab_size");
     if (!cJSON_IsNumber(vocab) || vocab->valuedouble < 1 || vocab->valuedouble > 0x110001 ||
@@ -311,6 +379,7 @@ static bool load_json(tokenizer *t, const char *path, cJSON *root, data_err *err
         tokenizer_init_byte(t);
         return true;
     }
+    if (k == TOKENIZER_BPE) return load_bpe(t, path, root, vocab_size, err);
     cJSON *tokens = cJSON_GetObjectItemCaseSensitive(root, "tokens");
     if (!cJSON_IsArray(tokens))
         return DATA_ERR(err, "\"tokens\": an array of characters", hint, "key \"tokens\" of '%s' is missing or not an array",

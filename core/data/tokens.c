@@ -2,9 +2,12 @@
 #include "data/tokens.h"
 
 #include "base/error.h"
+#include "base/lab.h"
+#include "data/sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,12 +83,13 @@ static uint32_t max_token(const tokfile *f) {
 
 /* The header of an MXPTOK01 file; the mapping holds at least TOKFILE_HEADER_BYTES. */
 static bool parse_mixpar_header(tokfile *f, const uint8_t *h, data_err *err) {
-    if (memcmp(h + 6, "01", 2) != 0)
-        return DATA_ERR(err, "token file format version 01 (magic \"MXPTOK01\")", HINT_REBUILD,
-                        "version \"%.2s\" at byte offset 6 of '%s'; this mixpar reads version 01", (const char *)h + 6,
-                        f->path);
+    bool shard = memcmp(h + 6, "02", 2) == 0;
+    if (memcmp(h + 6, "01", 2) != 0 && !shard)
+        return DATA_ERR(err, "token file format version 01 or 02 (magic \"MXPTOK01\", or \"MXPTOK02\" for a shard)",
+                        HINT_REBUILD, "version \"%.2s\" at byte offset 6 of '%s'; this mixpar reads versions 01 and 02",
+                        (const char *)h + 6, f->path);
     f->format = TOKFILE_MIXPAR;
-    f->format_name = "mixpar MXPTOK01";
+    f->format_name = shard ? "mixpar MXPTOK02 shard" : "mixpar MXPTOK01";
     f->header_bytes = TOKFILE_HEADER_BYTES;
     f->token_width = read_u32(h + 8);
     f->vocab_size = read_u32(h + 12);
@@ -97,7 +101,15 @@ static bool parse_mixpar_header(tokfile *f, const uint8_t *h, data_err *err) {
         return DATA_ERR(err, "vocab_size from 1 to 65536 for 2-byte tokens (any >= 1 for 4-byte tokens)", HINT_REBUILD,
                         "vocab_size %u at byte offset 12 of '%s' (token_width %u)", f->vocab_size, f->path,
                         f->token_width);
-    for (int i = 24; i < TOKFILE_HEADER_BYTES; i++)
+    if (shard) {
+        f->shard_index = read_u32(h + 24);
+        f->shard_count = read_u32(h + 28);
+        if (f->shard_count == 0 || f->shard_index >= f->shard_count)
+            return DATA_ERR(err, "shard_index < shard_count, shard_count >= 1 (byte offsets 24 and 28)", HINT_REBUILD,
+                            "shard_index %u at byte offset 24, shard_count %u at byte offset 28 of '%s'",
+                            f->shard_index, f->shard_count, f->path);
+    }
+    for (int i = 24; !shard && i < TOKFILE_HEADER_BYTES; i++)
         if (h[i] != 0)
             return DATA_ERR(err, "zero bytes in the reserved header space (offsets 24 to 63)", HINT_REBUILD,
                             "byte 0x%02x at byte offset %d of '%s'", h[i], i, f->path);
@@ -177,6 +189,28 @@ static bool check_size(const tokfile *f, data_err *err) {
                     f->format == TOKFILE_MIXPAR ? "16" : "8", how);
 }
 
+/* A shard against the sha256 its header records at byte offset 32 (of header bytes 0-31, then the tokens). */
+static bool check_shard_sha256(const tokfile *f, const uint8_t *h, data_err *err) {
+    char want[65], found[65];
+    uint8_t digest[32];
+    sha256_ctx ctx;
+    sha256_init(&ctx);
+    sha256_update(&ctx, h, 32);
+    sha256_update(&ctx, f->tokens, f->token_count * f->token_width);
+    sha256_final(&ctx, digest);
+    for (int i = 0; i < 32; i++) {
+        snprintf(want + 2 * i, 3, "%02x", h[32 + i]);
+        snprintf(found + 2 * i, 3, "%02x", digest[i]);
+    }
+    if (strcmp(want, found) == 0) return true;
+    return DATA_ERR(err, "a shard with the sha256 its header records at byte offset 32",
+                    "the shard changed after it was written (a flipped bit on disk or in a copy): rebuild it, "
+                    "mixpar data build NAME --shards N --force",
+                    "'%s': header bytes 0-31 and tokens (byte offsets %llu to %llu) have sha256 %s; the header "
+                    "records %s", f->path, (unsigned long long)f->header_bytes, (unsigned long long)f->file_bytes,
+                    found, want);
+}
+
 tokfile *tokfile_open(const char *path, data_err *err) {
     tokfile *f = calloc(1, sizeof *f);
     MP_ASSERT(f != NULL, "out of memory");
@@ -220,6 +254,10 @@ tokfile *tokfile_open(const char *path, data_err *err) {
         return NULL;
     }
     f->tokens = h + f->header_bytes;
+    if (f->shard_count > 0 && !check_shard_sha256(f, h, err)) {
+        tokfile_close(f);
+        return NULL;
+    }
     /* Tokens are scanned in order: tell the kernel so it reads ahead. */
     madvise(f->map, f->file_bytes, MADV_SEQUENTIAL);
     f->max_token = max_token(f);
@@ -235,6 +273,7 @@ tokfile *tokfile_open(const char *path, data_err *err) {
 void tokfile_close(tokfile *f) {
     if (!f) return;
     if (f->map && f->map != MAP_FAILED) munmap(f->map, f->file_bytes);
+    free(f->joined);
     free(f);
 }
 
@@ -322,13 +361,25 @@ bool data_write_file_atomic(const char *path, const void *bytes, size_t n, data_
     return atomic_commit(&a, err);
 }
 
-bool tokfile_write(const char *path, const uint32_t *tokens, uint64_t n, uint32_t vocab_size, data_err *err) {
+/* Every token < vocab_size, and at least one: what a token file may hold. */
+static bool check_tokens(const char *path, const uint32_t *tokens, uint64_t n, uint32_t vocab_size, data_err *err) {
     if (n == 0) return DATA_ERR(err, "at least one token to write", NULL, "0 tokens for '%s'", path);
     if (vocab_size == 0) return DATA_ERR(err, "a vocabulary of at least 1", NULL, "vocab_size 0 for '%s'", path);
     for (uint64_t i = 0; i < n; i++)
         if (tokens[i] >= vocab_size)
             return DATA_ERR(err, "every token < vocab_size", NULL, "token %u at index %llu for '%s'; vocab_size is %u",
                             tokens[i], (unsigned long long)i, path, vocab_size);
+    return true;
+}
+
+/* tokens[0..n) narrowed to width bytes each, little-endian. */
+static void narrow_tokens(const uint32_t *tokens, uint64_t n, uint32_t width, uint8_t *out) {
+    for (uint64_t i = 0; i < n; i++)
+        for (uint32_t b = 0; b < width; b++) out[i * width + b] = (uint8_t)(tokens[i] >> (8 * b));
+}
+
+bool tokfile_write(const char *path, const uint32_t *tokens, uint64_t n, uint32_t vocab_size, data_err *err) {
+    if (!check_tokens(path, tokens, n, vocab_size, err)) return false;
     uint32_t width = tokfile_width_for_vocab(vocab_size);
     uint8_t header[TOKFILE_HEADER_BYTES] = {0};
     memcpy(header, TOKFILE_MAGIC, 8);
@@ -345,10 +396,7 @@ bool tokfile_write(const char *path, const uint32_t *tokens, uint64_t n, uint32_
     MP_ASSERT(chunk != NULL, "out of memory");
     for (uint64_t at = 0; at < n; at += CHUNK) {
         uint64_t m = n - at < CHUNK ? n - at : CHUNK;
-        for (uint64_t i = 0; i < m; i++) {
-            uint32_t t = tokens[at + i];
-            for (uint32_t b = 0; b < width; b++) chunk[i * width + b] = (uint8_t)(t >> (8 * b));
-        }
+        narrow_tokens(tokens + at, m, width, chunk);
         if (!write_all(a.fd, chunk, m * width)) {
             free(chunk);
             return atomic_fail(&a, err, errno ? errno : EIO);
@@ -356,4 +404,131 @@ bool tokfile_write(const char *path, const uint32_t *tokens, uint64_t n, uint32_
     }
     free(chunk);
     return atomic_commit(&a, err);
+}
+
+/* ---------------------------------------------------------------- shards */
+
+void tokfile_shard_header(uint8_t header[TOKFILE_HEADER_BYTES], uint32_t width, uint32_t vocab_size,
+                          uint64_t token_count, uint32_t shard_index, uint32_t shard_count, const uint8_t *payload) {
+    memset(header, 0, TOKFILE_HEADER_BYTES);
+    /* LAB 22 BEGIN a shard's header: magic "MXPTOK02", width, vocab, count, index, shard count, then the sha256 of bytes 0-31 and the payload */
+    memcpy(header, TOKFILE_SHARD_MAGIC, 8);
+    put_u32(header + 8, width);
+    put_u32(header + 12, vocab_size);
+    put_u64(header + 16, token_count);
+    put_u32(header + 24, shard_index);
+    put_u32(header + 28, shard_count);
+    sha256_ctx ctx; /* over the header's fields too, so a changed byte anywhere in the file is caught */
+    sha256_init(&ctx);
+    sha256_update(&ctx, header, 32);
+    sha256_update(&ctx, payload, token_count * width);
+    sha256_final(&ctx, header + 32);
+    /* LAB 22 END */
+}
+
+/* The length of path without its extension ("DIR/train.tokens" -> "DIR/train"). */
+static size_t stem_length(const char *path) {
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    return dot && (!slash || dot > slash) ? (size_t)(dot - path) : strlen(path);
+}
+
+void tokfile_shard_name(const char *path, uint32_t index, uint32_t count, char *out, size_t out_len) {
+    size_t stem = stem_length(path);
+    snprintf(out, out_len, "%.*s-%05u-of-%05u%s", (int)stem, path, index, count, path + stem);
+}
+
+bool tokfile_write_shard(const char *path, const uint32_t *tokens, uint64_t n, uint32_t vocab_size, uint32_t index,
+                         uint32_t count, data_err *err) {
+    if (!check_tokens(path, tokens, n, vocab_size, err)) return false;
+    if (count == 0 || index >= count)
+        return DATA_ERR(err, "a shard index below the shard count", NULL, "shard %u of %u for '%s'", index, count, path);
+    uint32_t width = tokfile_width_for_vocab(vocab_size);
+    uint8_t *file = malloc(TOKFILE_HEADER_BYTES + n * width);
+    MP_ASSERT(file != NULL, "out of memory (a shard of %llu tokens)", (unsigned long long)n);
+    narrow_tokens(tokens, n, width, file + TOKFILE_HEADER_BYTES);
+    tokfile_shard_header(file, width, vocab_size, n, index, count, file + TOKFILE_HEADER_BYTES);
+    bool ok = data_write_file_atomic(path, file, TOKFILE_HEADER_BYTES + n * width, err);
+    free(file);
+    return ok;
+}
+
+/* Shard i of the set, opened, checked and in its place (index i of count, the first one's width and vocabulary). */
+static tokfile *open_shard(const char *path, uint32_t i, uint32_t count, const tokfile *first, data_err *err) {
+    char name[4200];
+    tokfile_shard_name(path, i, count, name, sizeof name);
+    tokfile *s = tokfile_open(name, err);
+    if (!s) return NULL;
+    const char *wrong = s->shard_count == 0                  ? "an MXPTOK01 file, not a shard (MXPTOK02)"
+                        : s->shard_index != i                 ? "another shard index (byte offset 24)"
+                        : s->shard_count != count             ? "another shard count (byte offset 28)"
+                        : first && s->vocab_size != first->vocab_size ? "another vocab_size (byte offset 12)"
+                        : first && s->token_width != first->token_width ? "another token_width (byte offset 8)"
+                                                                : NULL;
+    if (!wrong) return s;
+    DATA_ERR(err, "each shard in its place: index i of n, the vocabulary and width of shard 0",
+             "rebuild the set: mixpar data build NAME --shards N --force",
+             "'%s' has %s: shard %u of %u, vocab_size %u, width %u", name, wrong, s->shard_index, s->shard_count,
+             s->vocab_size, s->token_width);
+    tokfile_close(s);
+    return NULL;
+}
+
+tokfile *tokfile_open_set(const char *path, data_err *err) {
+    if (access(path, F_OK) == 0) return tokfile_open(path, err);
+    /* Shard 0's name depends on the count, which only shard 0 knows: find it by pattern. */
+    char pattern[4200];
+    size_t stem = stem_length(path);
+    snprintf(pattern, sizeof pattern, "%.*s-00000-of-[0-9][0-9][0-9][0-9][0-9]%s", (int)stem, path, path + stem);
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
+        globfree(&g);
+        DATA_ERR(err, "a token file, or a set of shards of it", HINT_REBUILD,
+                 "cannot open '%s': no such file, and no shards of it (%s)", path, pattern);
+        return NULL;
+    }
+    data_err first_err;
+    tokfile *first = tokfile_open(g.gl_pathv[0], &first_err);
+    globfree(&g);
+    if (!first) {
+        if (!err) data_err_exit(&first_err);
+        *err = first_err;
+        return NULL;
+    }
+    uint32_t count = first->shard_count;
+    tokfile_close(first);
+    first = open_shard(path, 0, count, NULL, err);
+    if (!first) return NULL;
+    tokfile *set = calloc(1, sizeof *set);
+    MP_ASSERT(set != NULL, "out of memory");
+    *set = *first;
+    set->map = NULL;
+    snprintf(set->path, sizeof set->path, "%s", path);
+    set->format_name = "mixpar MXPTOK02 shards, joined";
+    set->header_bytes = 0;
+    set->token_count = 0;
+    set->file_bytes = 0;
+    set->max_token = 0;
+    size_t cap = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        tokfile *s = i == 0 ? first : open_shard(path, i, count, first, err);
+        if (!s) {
+            tokfile_close(first);
+            tokfile_close(set);
+            return NULL;
+        }
+        size_t bytes = s->token_count * s->token_width, at = set->token_count * set->token_width;
+        if (at + bytes > cap) {
+            cap = 2 * (at + bytes);
+            set->joined = realloc(set->joined, cap);
+            MP_ASSERT(set->joined != NULL, "out of memory joining shards");
+        }
+        memcpy((uint8_t *)set->joined + at, s->tokens, bytes);
+        set->token_count += s->token_count;
+        set->file_bytes += s->file_bytes;
+        if (s->max_token > set->max_token) set->max_token = s->max_token;
+        if (i > 0) tokfile_close(s);
+    }
+    tokfile_close(first);
+    set->tokens = set->joined;
+    return set;
 }

@@ -20,12 +20,21 @@
  *
  * So the file size is exactly 64 + token_count * token_width, and tokens start 64-byte aligned for mmap.
  *
+ * MXPTOK02 is a shard (分片) of a larger token stream: the same header, with the reserved bytes put to use:
+ *       24      4  shard_index  u32: this shard's place, 0 .. shard_count - 1
+ *       28      4  shard_count  u32: shards in the set, at least 1
+ *       32     32  sha256       of header bytes 0-31 then the tokens (bytes 64 to the end), checked on every
+ *                               open: a changed byte anywhere in the file is caught
+ * A set is named after the file it stands for: train.tokens as N shards is train-00000-of-0000N.tokens ...
+ * train-0000{N-1}-of-0000N.tokens (tokfile_shard_name), read back in order as one stream (tokfile_open_set).
+ *
  * llm.c's shards (dev/data/data_common.py) are read too: a header of 256 little-endian int32 (1024 bytes),
  * [0] magic, [1] version, [2] token count, then the tokens:
  *   magic 20240520 version 1: GPT-2, uint16 tokens, vocabulary 50257
  *   magic 20240801 version 7: LLaMA-3, uint32 tokens, vocabulary 128256
  */
 #define TOKFILE_MAGIC "MXPTOK01"
+#define TOKFILE_SHARD_MAGIC "MXPTOK02"
 enum { TOKFILE_HEADER_BYTES = 64, TOKFILE_LLMC_HEADER_BYTES = 1024 };
 
 typedef enum { TOKFILE_MIXPAR, TOKFILE_LLMC_GPT2, TOKFILE_LLMC_LLAMA3 } tokfile_format;
@@ -43,6 +52,8 @@ typedef struct {
     uint32_t max_token;       /* the largest token in the file (found while validating) */
     const uint8_t *tokens;    /* (N * token_width) bytes, little-endian */
     void *map;                /* the whole file, mmap'ed read-only */
+    uint32_t shard_index, shard_count; /* MXPTOK02: this shard of how many; else 0 of 0 */
+    void *joined;             /* a set of shards read as one (tokfile_open_set): the tokens, on the heap */
 } tokfile;
 
 /* Opens, maps and validates a token file: the header, the size (must be exactly header + N * width) and
@@ -72,6 +83,23 @@ uint32_t tokfile_width_for_vocab(uint32_t vocab_size);
  * whole new one under the final name, never half of one. Every token must be < vocab_size, n >= 1.
  * Returns false with *err filled (or exits 2 when err == NULL). */
 bool tokfile_write(const char *path, const uint32_t *tokens, uint64_t n, uint32_t vocab_size, data_err *err);
+
+/* The 64-byte MXPTOK02 header of a shard: magic, width, vocab_size, token_count, index, count and the sha256 of
+ * header bytes 0-31 followed by the payload (the token_count x width token bytes that follow the header). */
+void tokfile_shard_header(uint8_t header[TOKFILE_HEADER_BYTES], uint32_t width, uint32_t vocab_size,
+                          uint64_t token_count, uint32_t shard_index, uint32_t shard_count, const uint8_t *payload);
+
+/* The name of shard i of n of the stream `path` stands for: "DIR/train.tokens" -> "DIR/train-00001-of-00004.tokens". */
+void tokfile_shard_name(const char *path, uint32_t index, uint32_t count, char *out, size_t out_len);
+
+/* Writes tokens[0..n) as shard `index` of `count` (MXPTOK02) at path, atomically as tokfile_write does. */
+bool tokfile_write_shard(const char *path, const uint32_t *tokens, uint64_t n, uint32_t vocab_size, uint32_t index,
+                         uint32_t count, data_err *err);
+
+/* Opens the stream `path` stands for: the file itself when it exists, else its set of shards (shard 0 says how
+ * many; each is opened and checked, and must be in its place with the same vocabulary), joined in order. NULL
+ * with *err (or exit 2 when err is NULL) when neither is there or a shard is bad. */
+tokfile *tokfile_open_set(const char *path, data_err *err);
 
 /* Writes a whole file atomically the same way (used for vocab.json and info.json too). */
 bool data_write_file_atomic(const char *path, const void *bytes, size_t n, data_err *err);

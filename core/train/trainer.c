@@ -48,7 +48,9 @@ static void ensure_dataset(const train_config *cfg, bool quiet) {
     char train_path[4096];
     if (!config_data_path(cfg, "train.tokens", train_path, sizeof train_path))
         MP_FAIL("a data path shorter than 4096 bytes", "data.dir '%s'", cfg->data.dir);
-    if (file_exists(train_path)) return;
+    char info_path[4096]; /* a built dataset whose training tokens are shards has no train.tokens */
+    config_data_path(cfg, "info.json", info_path, sizeof info_path);
+    if (file_exists(train_path) || file_exists(info_path)) return;
     const dataset_spec *spec = dataset_find(cfg->data.dataset);
     if (!spec)
         MP_FAIL_HINT("a dataset that exists or that mixpar can build", "'mixpar data list' shows what it can build",
@@ -64,6 +66,8 @@ static void ensure_dataset(const train_config *cfg, bool quiet) {
 static tokfile *open_tokens(const train_config *cfg, const char *name) {
     char path[4096];
     config_data_path(cfg, name, path, sizeof path);
+    /* A dataset built with --shards has train-0000i-of-0000N.tokens instead: each shard checks its own sha256. */
+    if (!file_exists(path)) return tokfile_open_set(path, NULL);
     return tokfile_open_checked(path, NULL); /* and against the sha256 info.json records */
 }
 

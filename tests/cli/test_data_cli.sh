@@ -16,7 +16,7 @@ check_output "data build: no name" 2 "which dataset" "$MIXPAR" data build
 check_output "data build: --size must be a count" 2 "--size expects a whole number" "$MIXPAR" data build copy --size abc --out "$w/x"
 check_output "data build: --size 0 is refused" 2 "--size expects a whole number >= 1" "$MIXPAR" data build copy --size 0 --out "$w/x"
 check_output "data build: --val must be in (0, 1)" 2 "--val expects a fraction" "$MIXPAR" data build copy --val 1.5 --out "$w/x"
-check_output "data build: --tokenizer must be char or byte" 2 "char or byte, not 'bpe'" "$MIXPAR" data build copy --tokenizer bpe
+check_output "data build: --tokenizer must be char, byte or bpe" 2 "char, byte or bpe, not 'wordpiece'" "$MIXPAR" data build copy --tokenizer wordpiece
 check_output "data build: --size does not apply to a corpus" 2 "tang is a corpus" "$MIXPAR" data build tang --size 10
 check_output "data build: an option without its value" 2 "--out needs a value" "$MIXPAR" data build copy --out
 check_output "data build: unknown option" 2 "unknown option '--colour'" "$MIXPAR" data build copy --colour

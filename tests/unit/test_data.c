@@ -241,7 +241,7 @@ Test(vocab, every_broken_field_is_named) {
         {"{\"format\": \"mixpar-vocab-1\", \"kind\": ", "not valid JSON"},
         {"[1, 2]", "not a JSON object"},
         {"{\"format\": \"other\", \"kind\": \"char\"}", "\"format\""},
-        {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"bpe\", \"vocab_size\": 3}", "\"kind\""},
+        {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"wordpiece\", \"vocab_size\": 3}", "\"kind\""},
         {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"byte\", \"vocab_size\": 255}", "256"},
         {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"char\", \"vocab_size\": 3, \"unk_id\": 2, \"tokens\": [\"a\"]}",
          "\"vocab_size\" 3 with 1 tokens"},
@@ -253,6 +253,15 @@ Test(vocab, every_broken_field_is_named) {
          "longer than one character"},
         {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"char\", \"vocab_size\": 2, \"unk_id\": 1, \"tokens\": [7]}",
          "not a string"},
+        {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"bpe\", \"vocab_size\": 3}", "from 257 to 4096"},
+        {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"bpe\", \"vocab_size\": 258, \"merges\": [[1, 2]]}",
+         "256 + the number of \"merges\""},
+        {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"bpe\", \"vocab_size\": 257, \"merges\": [[256, 2]]}",
+         "merge 0 joins (256, 2)"},
+        {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"bpe\", \"vocab_size\": 258, \"merges\": [[1, 2], [1, 2]]}",
+         "as merge 0 does"},
+        {"{\"format\": \"mixpar-vocab-1\", \"kind\": \"bpe\", \"vocab_size\": 257, \"merges\": [[1]]}",
+         "\"merges\"[0]"},
     };
     char *dir = unit_tmpdir("data");
     char path[600];
@@ -372,7 +381,7 @@ static const corruption corruptions[] = {
     {"5 bytes", -1, NULL, 0, 5, 0, {"only 5 bytes", "truncated at byte offset 5"}},
     {"header cut at 40", -1, NULL, 0, 40, 0, {"inside the header", "byte offset 40"}},
     {"wrong magic", 0, "GARBAGE!", 8, -1, 0, {"magic", "at byte offset 0", "47 41 52 42"}},
-    {"newer version", 6, "02", 2, -1, 0, {"version \"02\" at byte offset 6"}},
+    {"newer version", 6, "03", 2, -1, 0, {"version \"03\" at byte offset 6"}},
     {"token width 3", 8, "\x03\0\0\0", 4, -1, 0, {"token_width 3 at byte offset 8"}},
     {"vocab 0", 12, "\0\0\0\0", 4, -1, 0, {"vocab_size 0 at byte offset 12"}},
     {"vocab too big for uint16", 12, "\x70\x11\x01\0", 4, -1, 0, {"vocab_size 70000 at byte offset 12"}},
