@@ -181,6 +181,17 @@ static void read_bench(const char *path, bench_file *b) {
                        "--min 4K --max 4M > FILE)", path);
 }
 
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The middle of n values (sorted in place): one noisy size on a busy machine cannot move it, as it moves a mean. */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static int calibrate(const char *path) {
     bench_file b;
     read_bench(path, &b);
@@ -199,7 +210,7 @@ static int calibrate(const char *path) {
            p % k ? " (the model assumes full nodes; this run has a smaller last node)" : "");
     printf("# ring: the fit's own residual; hierarchical: a prediction from the ring's fit alone\n#\n");
     printf("# %-12s %12s %14s %14s %9s\n", "algo", "size(B)", "measured(us)", "model(us)", "error(%)");
-    double sum_err[2] = {0, 0};
+    double sum_err[2] = {0, 0}, errs[2][MAX_POINTS];
     int count[2] = {0, 0};
     for (int i = 0; i < b.n; i++) {
         int which = strcmp(b.algo[i], "ring") == 0 ? 0 : strcmp(b.algo[i], "hierarchical") == 0 ? 1 : -1;
@@ -207,12 +218,13 @@ static int calibrate(const char *path) {
         double model = which == 0 ? sim_ring_allreduce_s(p, b.bytes[i], alpha, bw) : sim_allreduce_s(&local, p, b.bytes[i]);
         double err = (model - b.seconds[i]) / b.seconds[i] * 100;
         printf("  %-12s %12.0f %14.2f %14.2f %+9.1f\n", b.algo[i], b.bytes[i], b.seconds[i] * 1e6, model * 1e6, err);
-        sum_err[which] += fabs(err), count[which]++;
+        sum_err[which] += fabs(err), errs[which][count[which]++] = fabs(err);
     }
     static const char *const NAMES[2] = {"ring", "hierarchical"};
     for (int w = 0; w < 2; w++)
         if (count[w])
-            printf("# %s: mean |error| %.1f%% over %d sizes\n", NAMES[w], sum_err[w] / count[w], count[w]);
+            printf("# %s: median |error| %.1f%%, mean %.1f%% over %d sizes\n", NAMES[w], median(errs[w], count[w]),
+                   sum_err[w] / count[w], count[w]);
     if (!count[1]) printf("# no hierarchical rows: add --algo ring,hierarchical --ranks-per-node K to comm-bench\n");
     return 0;
 }
