@@ -56,6 +56,14 @@ static inline void lab26_check(int ranks, int k, const char *dtype, const char *
     lab12_check(ranks, &c, counts, ncounts, true, bytes_hier_allreduce);
 }
 
+/* The study's models and their parameter counts (Hugging Face's for GPT-2 XL, Meta's for LLaMA-7B and Llama-2-70B; the
+ * planner's plan_model_params gives the same), written out so that these tests do not run lab 01's region. */
+static const struct {
+    const char *name;
+    double params;
+} LAB26_MODELS[] = {{"gpt2-1.5b", 1557611200.0}, {"llama-7b", 6738415616.0}, {"llama-70b", 68976648192.0}};
+enum { LAB26_NMODELS = sizeof LAB26_MODELS / sizeof LAB26_MODELS[0] };
+
 /* A cluster with round numbers: 4 GPUs per node; inside 1 us and 100 GB/s, between nodes 10 us and 10 GB/s;
  * 100 TFLOP/s per GPU, 80 GB. */
 static inline sim_cluster lab26_round_cluster(void) {

@@ -41,17 +41,16 @@ MPT_TEST(hierarchical_cost_is_ring_in_node_plus_ring_across) {
 /* Every strategy, model and GPU count of the course's study, each link's bandwidth doubled step by step: the step
  * time may only fall or stay. */
 MPT_TEST(simulator_more_bandwidth_is_never_slower) {
-    static const char *const MODELS[] = {"gpt2-1.5b", "llama-7b", "llama-70b"};
     int worse = 0;
-    for (int mi = 0; mi < 3; mi++) {
+    for (int mi = 0; mi < LAB26_NMODELS; mi++) {
         plan_model m;
-        MPT_REQUIRE(sim_model_find(MODELS[mi], &m), "model %s", MODELS[mi]);
+        MPT_REQUIRE(sim_model_find(LAB26_MODELS[mi].name, &m), "model %s", LAB26_MODELS[mi].name);
         for (int s = 0; s < SIM_NSTRATEGIES; s++)
             for (int g = 8; g <= 1024; g *= 4)
                 for (int link = 0; link < 2; link++) {
                     sim_cluster c = lab26_round_cluster();
                     sim_job j = sim_job_defaults();
-                    j.params = (double)plan_model_params(&m), j.strategy = (sim_strategy)s, j.gpus = g, j.tp = 4;
+                    j.params = LAB26_MODELS[mi].params, j.strategy = (sim_strategy)s, j.gpus = g, j.tp = 4;
                     j.pp = 2;
                     double prev = INFINITY;
                     for (double bw = 0.5e9; bw <= 1e12; bw *= 2) {
@@ -72,19 +71,19 @@ MPT_TEST(simulator_more_bandwidth_is_never_slower) {
 }
 
 MPT_TEST(simulator_efficiency_at_most_one) {
-    static const char *const MODELS[] = {"gpt2-1.5b", "llama-7b", "llama-70b"};
     static const char *const CLUSTERS[] = {"dgx-h100-ib", "eth-100g"};
     int bad = 0;
-    for (int mi = 0; mi < 3; mi++)
+    for (int mi = 0; mi < LAB26_NMODELS; mi++)
         for (int ci = 0; ci < 2; ci++)
             for (int s = 0; s < SIM_NSTRATEGIES; s++)
                 for (int g = 8; g <= 1024; g *= 2)
                     for (int overlap = 0; overlap < 2; overlap++) {
                         plan_model m;
                         sim_cluster c;
-                        MPT_REQUIRE(sim_model_find(MODELS[mi], &m) && sim_cluster_find(CLUSTERS[ci], &c), "presets");
+                        MPT_REQUIRE(sim_model_find(LAB26_MODELS[mi].name, &m) && sim_cluster_find(CLUSTERS[ci], &c),
+                                    "presets");
                         sim_job j = sim_job_defaults();
-                        j.params = (double)plan_model_params(&m), j.strategy = (sim_strategy)s, j.gpus = g;
+                        j.params = LAB26_MODELS[mi].params, j.strategy = (sim_strategy)s, j.gpus = g;
                         j.overlap = overlap;
                         sim_result r;
                         sim_step(&c, &m, &j, &r);
