@@ -351,7 +351,9 @@ int cmd_comm_bench(int argc, char **argv) {
                "%d warm-up\n", p, p == 1 ? "" : "s", comm_backend_name(c), comm_dtype_name(a.dt), a.iters, a.budget_s,
                a.warmup);
         int k = comm_ranks_per_node(c);
-        if (a.algo_on[NALGOS - 1])
+        bool hier_on = false;
+        for (int j = 0; j < NALGOS; j++) hier_on |= a.algo_on[j] && ALGOS[j] == COMM_ALGO_HIER;
+        if (hier_on)
             printf("# hierarchical: %d ranks per node, %d node%s\n", k > 0 && k < p ? k : p, k > 0 && k < p ? (p + k - 1) / k : 1,
                    k > 0 && k < p && (p + k - 1) / k > 1 ? "s" : "");
         if (p == 1) printf("# one rank: nothing crosses a link, busbw is 0 (launch with: mixpar run -n 4 -- mixpar comm-bench ...)\n");

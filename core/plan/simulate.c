@@ -191,7 +191,7 @@ static void step_3d(const sim_cluster *c, const plan_model *m, const sim_job *j,
     /* each of the tp GPUs of a stage sends its 1/tp slice (Megatron's scatter-gather, Narayanan et al. 2021) */
     double pp_s = pp > 1 ? 2.0 * mb * (c->inter_alpha + act / tp / c->inter_bw) : 0;
     r->bubble_s = r->compute_s * (pp - 1) / mb;
-    sim_cluster across = *c; /* the dp group: one GPU per node, so every hop crosses the network */
+    sim_cluster across = *c; /* the dp group taken as one GPU per node (exact when tp fills the node): all network */
     across.gpus_per_node = 1;
     double last = 0;
     double grads = bucketed(&across, dp, j->params / (tp * pp) * j->grad_bytes, j, false, &last, &r->buckets);
