@@ -34,7 +34,8 @@ static const bench_op OPS[] = {
     {COMM_OP_BROADCAST, "1", factor_one},
 };
 enum { NOPS = sizeof OPS / sizeof OPS[0] };
-static const comm_algo ALGOS[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_RHD, COMM_ALGO_CHAIN, COMM_ALGO_NATIVE};
+static const comm_algo ALGOS[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_RHD, COMM_ALGO_CHAIN, COMM_ALGO_NATIVE,
+                                  COMM_ALGO_HIER};
 enum { NALGOS = sizeof ALGOS / sizeof ALGOS[0], MAX_SIZES = 64 };
 
 typedef struct {
@@ -44,6 +45,7 @@ typedef struct {
     int iters, warmup;
     double budget_s; /* at most about this long timing one size */
     comm_dtype dt;
+    int ranks_per_node; /* the hierarchical allreduce's nodes; 0: not asked for (then "all" leaves it out) */
 } bench_args;
 
 /* One (op, algo) series: the measured points, for the fit. */
@@ -57,6 +59,7 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: mixpar comm-bench [--op OP] [--algo ALGO] [--min BYTES] [--max BYTES] [--iters N]\n"
             "                         [--warmup N] [--budget SECONDS] [--dtype fp32|fp16|bf16|int32]\n"
+            "                         [--ranks-per-node K]\n"
             "\n"
             "Times collectives on every rank of the job (start it with mixpar run -n N -- mixpar comm-bench ...)\n"
             "for message sizes from --min to --max, doubling, and prints an nccl-tests-style table:\n"
@@ -70,8 +73,10 @@ static void usage(FILE *out) {
             "ring allreduce overtakes tree.\n"
             "\n"
             "  --op OP        allreduce, allgather, reduce_scatter, broadcast or all (default allreduce)\n"
-            "  --algo ALGOS   ring, tree, rhd, chain, native, all, or a list: ring,native (default all); ops skip\n"
-            "                 algorithms they lack\n"
+            "  --algo ALGOS   ring, tree, rhd, chain, native, hierarchical, all, or a list: ring,native (default\n"
+            "                 all; hierarchical is in all only with --ranks-per-node); ops skip algorithms they lack\n"
+            "  --ranks-per-node K  the hierarchical allreduce's nodes: K consecutive ranks each, the last one\n"
+            "                 maybe fewer (lab 26; default: MIXPAR_RANKS_PER_NODE, else one node)\n"
             "  --min, --max   sizes such as 8, 64K, 16M (K/M/G are 1024-based; default 8 and 64M)\n"
             "  --iters N      timed calls per size (default 20), fewer for large sizes when --budget says so\n"
             "  --warmup N     untimed calls first (default 3, at least 1)\n"
@@ -111,6 +116,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
         else if (strcmp(f, "--max") == 0) a->max_bytes = parse_size_arg(f, v);
         else if (strcmp(f, "--iters") == 0) a->iters = parse_int_arg(f, v, 1, 1000000);
         else if (strcmp(f, "--warmup") == 0) a->warmup = parse_int_arg(f, v, 1, 1000000);
+        else if (strcmp(f, "--ranks-per-node") == 0) a->ranks_per_node = parse_int_arg(f, v, 1, 1 << 20);
         else if (strcmp(f, "--budget") == 0) {
             if (!parse_double(v, &a->budget_s) || !(a->budget_s > 0) || a->budget_s > 3600)
                 mp_usage_error("comm-bench", "--budget takes seconds (0 < S <= 3600), not '%s'", v);
@@ -135,18 +141,20 @@ static void parse_args(int argc, char **argv, bench_args *a) {
         bool all = n == 3 && strncmp(p, "all", 3) == 0, known = all;
         for (int k = 0; k < NALGOS; k++) {
             const char *name = comm_algo_name(ALGOS[k]);
-            bool match = all || (strlen(name) == n && strncmp(p, name, n) == 0);
+            bool in_all = ALGOS[k] != COMM_ALGO_HIER || a->ranks_per_node > 0;
+            bool match = (all && in_all) || (strlen(name) == n && strncmp(p, name, n) == 0);
             a->algo_on[k] |= match;
             known |= match;
         }
         if (!known)
-            mp_usage_error("comm-bench", "--algo takes ring, tree, rhd, native, all or a list such as ring,native; "
+            mp_usage_error("comm-bench", "--algo takes ring, tree, rhd, chain, native, hierarchical, all or a list such as ring,native; "
                                          "not '%.*s'", (int)n, p);
         p += n + (p[n] == ',');
     }
     any = false;
     for (int k = 0; k < NALGOS; k++) any |= a->algo_on[k];
-    if (!any) mp_usage_error("comm-bench", "--algo takes ring, tree, rhd, native, all or a list such as ring,native");
+    if (!any) mp_usage_error("comm-bench", "--algo takes ring, tree, rhd, chain, native, hierarchical, all or a list such "
+                                              "as ring,native");
 }
 
 /* ---------------------------------------------------------------- the data and its check */
@@ -273,7 +281,7 @@ static void format_bytes(double b, char *out, size_t cap) {
 
 static void report_fits(const series *all, int nseries, int p) {
     printf("#\n# alpha-beta fit per algorithm: t = alpha + size / beta (weighted least squares over the sizes)\n");
-    printf("# %-15s %-7s %12s %12s %6s\n", "op", "algo", "alpha(us)", "beta(GB/s)", "sizes");
+    printf("# %-15s %-12s %12s %12s %6s\n", "op", "algo", "alpha(us)", "beta(GB/s)", "sizes");
     const series *ring = NULL, *tree = NULL;
     double a_ring = 0, b_ring = 0, a_tree = 0, b_tree = 0;
     bool any_bounded = false;
@@ -282,7 +290,7 @@ static void report_fits(const series *all, int nseries, int p) {
         double alpha, inv_beta;
         bool bounded;
         if (!fit_alpha_beta(s, &alpha, &inv_beta, &bounded)) {
-            printf("  %-15s %-7s %12s %12s %6d\n", comm_op_name(OPS[s->op].op), comm_algo_name(ALGOS[s->algo]), "n/a", "n/a",
+            printf("  %-15s %-12s %12s %12s %6d\n", comm_op_name(OPS[s->op].op), comm_algo_name(ALGOS[s->algo]), "n/a", "n/a",
                    s->n);
             continue;
         }
@@ -292,7 +300,7 @@ static void report_fits(const series *all, int nseries, int p) {
         char lat[32];
         snprintf(lat, sizeof lat, bounded ? "%.2f*" : "%.2f", alpha * 1e6);
         any_bounded |= bounded;
-        printf("  %-15s %-7s %12s %12s %6d\n", comm_op_name(OPS[s->op].op), comm_algo_name(ALGOS[s->algo]), lat, beta,
+        printf("  %-15s %-12s %12s %12s %6d\n", comm_op_name(OPS[s->op].op), comm_algo_name(ALGOS[s->algo]), lat, beta,
                s->n);
         if (OPS[s->op].op == COMM_OP_ALLREDUCE && ALGOS[s->algo] == COMM_ALGO_RING) ring = s, a_ring = alpha, b_ring = inv_beta;
         if (OPS[s->op].op == COMM_OP_ALLREDUCE && ALGOS[s->algo] == COMM_ALGO_TREE) tree = s, a_tree = alpha, b_tree = inv_beta;
@@ -331,6 +339,7 @@ int cmd_comm_bench(int argc, char **argv) {
     bench_args a;
     parse_args(argc, argv, &a);
     comm_t *c = comm_init(NULL, NULL);
+    if (a.ranks_per_node > 0) comm_set_ranks_per_node(c, a.ranks_per_node);
     const int p = comm_size(c), rank = comm_rank(c);
     const size_t elem = comm_dtype_size(a.dt);
     size_t max_count = (size_t)(a.max_bytes / (double)elem);
@@ -341,11 +350,17 @@ int cmd_comm_bench(int argc, char **argv) {
         printf("# mixpar comm-bench: %d rank%s (%s backend), %s, %d timed calls per size (fewer past --budget %.2g s), "
                "%d warm-up\n", p, p == 1 ? "" : "s", comm_backend_name(c), comm_dtype_name(a.dt), a.iters, a.budget_s,
                a.warmup);
+        int k = comm_ranks_per_node(c);
+        bool hier_on = false;
+        for (int j = 0; j < NALGOS; j++) hier_on |= a.algo_on[j] && ALGOS[j] == COMM_ALGO_HIER;
+        if (hier_on)
+            printf("# hierarchical: %d ranks per node, %d node%s\n", k > 0 && k < p ? k : p, k > 0 && k < p ? (p + k - 1) / k : 1,
+                   k > 0 && k < p && (p + k - 1) / k > 1 ? "s" : "");
         if (p == 1) printf("# one rank: nothing crosses a link, busbw is 0 (launch with: mixpar run -n 4 -- mixpar comm-bench ...)\n");
         printf("# busbw factors for p = %d:", p);
         for (int k = 0; k < NOPS; k++)
             if (a.op_on[k]) printf(" %s %s = %.3g;", comm_op_name(OPS[k].op), OPS[k].factor_text, OPS[k].factor(p));
-        printf("\n#\n# %-15s %-7s %12s %12s %6s %11s %12s %12s %7s\n", "op", "algo", "size(B)", "count", "type",
+        printf("\n#\n# %-15s %-12s %12s %12s %6s %11s %12s %12s %7s\n", "op", "algo", "size(B)", "count", "type",
                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
         fflush(stdout);
     }
@@ -383,7 +398,7 @@ int cmd_comm_bench(int argc, char **argv) {
                 s->seconds[s->n] = seconds;
                 s->n++;
                 if (rank == 0) {
-                    printf("  %-15s %-7s %12.0f %12zu %6s %11.2f %12.3f %12.3f %7lld\n", comm_op_name(OPS[k].op),
+                    printf("  %-15s %-12s %12.0f %12zu %6s %11.2f %12.3f %12.3f %7lld\n", comm_op_name(OPS[k].op),
                            comm_algo_name(ALGOS[j]), size_b, count, comm_dtype_name(a.dt), seconds * 1e6, algbw,
                            algbw * OPS[k].factor(p), wrong);
                     fflush(stdout);

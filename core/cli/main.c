@@ -22,6 +22,7 @@ static const struct {
     {"precision", cmd_precision, "running-sum error per format, range probe, fp16 flushes of runs, a static loss scale"},
     {"run", cmd_run, "start a program on N ranks (mpirun underneath): mixpar run -n 4 -- PROGRAM ARGS"},
     {"comm-bench", cmd_comm_bench, "time collectives per algorithm and size: algbw, busbw, alpha-beta fit"},
+    {"simulate", cmd_simulate, "scaling to 1,024 GPUs: alpha-beta model of DP, ZeRO and 3D steps; calibrate on comm-bench"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

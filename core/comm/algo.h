@@ -84,4 +84,11 @@ void algo_rhd_allreduce(comm_t *c, void *buf, size_t count, comm_dtype dt, comm_
 void algo_rhd_exchange(comm_t *c, void *buf, size_t count, comm_dtype dt, comm_redop op, int vrank, int pow2,
                        const int *vreal);
 
+/* Hierarchical allreduce (algo_hier.c, lab 26): ring reduce-scatter inside each node, ring allreduce of
+ * each rank's chunk across the nodes (ranks with the same local rank), ring allgather inside the node.
+ * Nodes: c->ranks_per_node consecutive ranks; a smaller last node first folds its buffers into node 0. */
+void algo_hier_allreduce(comm_t *c, void *buf, size_t count, comm_dtype dt, comm_redop op);
+/* Frees the groups algo_hier_allreduce made for c (comm_free and comm_finalize call it). */
+void algo_hier_release(comm_t *c);
+
 #endif

@@ -35,7 +35,8 @@ static const struct {
     [COMM_INT64] = {"int64", 8, true, false},
 };
 static const char *const REDOP_NAMES[COMM_NREDOPS] = {"sum", "avg", "max", "min"};
-static const char *const ALGO_NAMES[COMM_NALGOS] = {"default", "ring", "tree", "rhd", "native", "chain"};
+static const char *const ALGO_NAMES[COMM_NALGOS] = {"default", "ring", "tree", "rhd", "native", "chain",
+                                                        "hierarchical"};
 static const char *const OP_NAMES[COMM_NOPS] = {"send",      "recv",           "broadcast", "reduce", "allreduce",
                                                "allgather", "reduce_scatter", "scatter",   "gather", "barrier"};
 
@@ -44,7 +45,7 @@ static const bool ALGO_SUPPORTED[COMM_NOPS][COMM_NALGOS] = {
     [COMM_OP_BROADCAST] = {[COMM_ALGO_TREE] = true},
     [COMM_OP_REDUCE] = {[COMM_ALGO_TREE] = true},
     [COMM_OP_ALLREDUCE] = {[COMM_ALGO_RING] = true, [COMM_ALGO_TREE] = true, [COMM_ALGO_RHD] = true,
-                           [COMM_ALGO_CHAIN] = true},
+                           [COMM_ALGO_CHAIN] = true, [COMM_ALGO_HIER] = true},
     [COMM_OP_ALLGATHER] = {[COMM_ALGO_RING] = true},
     [COMM_OP_REDUCE_SCATTER] = {[COMM_ALGO_RING] = true},
 };
@@ -198,6 +199,16 @@ static bool env_flag(const char *name) {
     MP_FAIL("0 or 1", "%s='%s'", name, s);
 }
 
+static int env_ranks_per_node(void) {
+    const char *s = getenv("MIXPAR_RANKS_PER_NODE");
+    int64_t v;
+    if (!s || !*s) return 0;
+    if (!parse_i64(s, &v) || v < 1 || v > 1 << 20)
+        MP_FAIL_HINT("MIXPAR_RANKS_PER_NODE, a whole number >= 1", "unset it: the whole job is one node",
+                     "MIXPAR_RANKS_PER_NODE='%s'", s);
+    return (int)v;
+}
+
 static void init_defaults(comm_t *c) {
     for (int op = 0; op < COMM_NOPS; op++) c->defaults[op] = COMM_ALGO_NATIVE;
     const char *s = getenv("MIXPAR_ALLREDUCE");
@@ -249,6 +260,7 @@ comm_t *comm_init(int *argc, char ***argv) {
     c->is_world = true;
     c->timeout_s = env_seconds("MIXPAR_COMM_TIMEOUT", 300.0);
     c->debug = env_flag("MIXPAR_COMM_DEBUG");
+    c->ranks_per_node = env_ranks_per_node();
     init_defaults(c);
     mp_elapsed(); /* start the event clock */
     c->backend->init_world(c, argc, argv);
@@ -270,6 +282,7 @@ static void comm_release(comm_t *c) {
 void comm_finalize(comm_t *world) {
     if (!world) return;
     MP_ASSERT(world->is_world, "comm_finalize takes the world communicator; free sub-communicators with comm_free");
+    algo_hier_release(world);
     const comm_backend *b = world->backend;
     b->finalize(world);
     comm_release(world);
@@ -322,6 +335,7 @@ comm_t *comm_split(comm_t *c, int color, int key) {
     child->debug = c->debug;
     child->events = c->events;
     child->serialized_threads = c->serialized_threads;
+    child->ranks_per_node = c->ranks_per_node;
     memcpy(child->defaults, c->defaults, sizeof child->defaults);
     if (!c->backend->split(c, child, color, key)) {
         free(members);
@@ -340,6 +354,7 @@ comm_t *comm_split(comm_t *c, int color, int key) {
 void comm_free(comm_t *c) {
     if (!c) return;
     MP_ASSERT(!c->is_world, "comm_free of the world communicator; use comm_finalize");
+    algo_hier_release(c);
     c->backend->free(c);
     comm_release(c);
 }
@@ -368,6 +383,12 @@ void comm_set_default_algo(comm_t *c, comm_op op, comm_algo algo) {
                   comm_op_name(op));
     c->defaults[op] = algo;
 }
+void comm_set_ranks_per_node(comm_t *c, int k) {
+    if (k < 0) comm_fail(c, "comm_set_ranks_per_node: ranks per node must be >= 1 (or 0: one node), got %d", k);
+    c->ranks_per_node = k;
+}
+int comm_ranks_per_node(const comm_t *c) { return c->ranks_per_node; }
+
 comm_algo comm_default_algo(const comm_t *c, comm_op op) {
     return (unsigned)op < COMM_NOPS ? c->defaults[op] : COMM_ALGO_NATIVE;
 }
@@ -661,6 +682,7 @@ void comm_allreduce(comm_t *c, const void *send, void *recv, size_t count, comm_
         case COMM_ALGO_TREE: algo_tree_allreduce(c, work, count, wt, rop); break;
         case COMM_ALGO_RHD: algo_rhd_allreduce(c, work, count, wt, rop); break;
         case COMM_ALGO_CHAIN: algo_chain_allreduce(c, work, count, wt, rop); break;
+        case COMM_ALGO_HIER: algo_hier_allreduce(c, work, count, wt, rop); break;
         default:
             native_wait(c, c->backend->iallreduce(c, work == recv ? send : work, work, count, wt, rop));
             break;

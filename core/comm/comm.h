@@ -18,7 +18,8 @@
  *
  * Algorithms. Every collective takes a comm_algo: the backend's own collective (NATIVE: MPI_Allreduce and
  * friends) or one of mixpar's, written on top of send/recv in core/comm/algo_*.c (lab 12):
- *   allreduce       ring (reduce-scatter + allgather), tree (pipelined binary tree), rhd (Rabenseifner)
+ *   allreduce       ring (reduce-scatter + allgather), tree (pipelined binary tree), rhd (Rabenseifner),
+ *                   chain (deterministic), hierarchical (ring inside each node, ring across nodes; lab 26)
  *   allgather       ring
  *   reduce_scatter  ring
  *   broadcast       tree (binomial)
@@ -70,6 +71,7 @@ typedef enum {
     COMM_ALGO_RHD,     /* recursive halving-doubling (Rabenseifner) */
     COMM_ALGO_NATIVE,  /* the backend's own collective */
     COMM_ALGO_CHAIN,   /* allreduce only: the ranks' buffers added in rank order (deterministic, algo_chain.c) */
+    COMM_ALGO_HIER,    /* allreduce only: "hierarchical", inside nodes then across them (algo_hier.c, lab 26) */
     COMM_NALGOS
 } comm_algo;
 
@@ -133,6 +135,12 @@ void comm_set_default_algo(comm_t *c, comm_op op, comm_algo algo);
 comm_algo comm_default_algo(const comm_t *c, comm_op op);
 void comm_set_timeout(comm_t *c, double seconds);   /* blocking waits give up after this (> 0) */
 void comm_set_debug(comm_t *c, bool check_collectives);
+/* The hierarchical allreduce's nodes: ranks 0..k-1 are node 0, k..2k-1 node 1, ...; the last node may be
+ * smaller. k >= 1; k >= size (or 0, the default) makes the whole communicator one node. The default comes
+ * from MIXPAR_RANKS_PER_NODE when the world is made; sub-communicators copy their parent's. Every rank
+ * must set the same k. */
+void comm_set_ranks_per_node(comm_t *c, int k);
+int comm_ranks_per_node(const comm_t *c); /* 0: one node */
 /* Emit one "comm" event per call (core/base/EVENTS.md) into w; NULL stops. The writer is not owned.
  * Events carry "group" (comm_name) and, on a sub-communicator, "group_rank" and "members" (the world
  * ranks of the group, in group order) so a trace shows which group each collective ran on. */
@@ -206,7 +214,7 @@ void comm_stats_reset(comm_t *c);
 size_t comm_dtype_size(comm_dtype dt);
 const char *comm_dtype_name(comm_dtype dt);   /* "fp32", "fp16", "bf16", "int32", "int64" */
 const char *comm_redop_name(comm_redop op);   /* "sum", "avg", "max", "min" */
-const char *comm_algo_name(comm_algo algo);   /* "default", "ring", "tree", "rhd", "native", "chain" */
+const char *comm_algo_name(comm_algo algo);   /* "default", "ring", "tree", "rhd", "native", "chain", "hierarchical" */
 const char *comm_op_name(comm_op op);         /* "send", ..., "reduce_scatter", ... */
 /* Parsers: -1 when the name is unknown. */
 int comm_dtype_from_name(const char *name);

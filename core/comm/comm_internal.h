@@ -73,6 +73,11 @@ struct comm {
     double event_queued;     /* written as "queued" when event_bucket >= 0: when backward handed the bucket over */
     bool serialized_threads; /* another thread may make the calls, one thread at a time (MPI_THREAD_SERIALIZED) */
     comm_stats_t stats;
+    /* The hierarchical allreduce (algo_hier.c): nodes of ranks_per_node ranks (0: one node), and the two
+     * groups it made for them, kept until c is freed or ranks_per_node changes (hier_k: the k they are for). */
+    int ranks_per_node;
+    int hier_k;
+    struct comm *hier_intra, *hier_inter;
     comm_context ctx;
     uint64_t ctx_bytes_sent; /* bytes the running collective has sent so far */
     /* Scratch for the algorithms: received segments waiting to be reduced, widened fp16/bf16 data. */

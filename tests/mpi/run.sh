@@ -159,6 +159,10 @@ check_output "MIXPAR_COMM_TIMEOUT=-1: exit 2" 2 "a positive number of seconds" e
 check_output "comm-bench: every op and algorithm on 3 ranks, no wrong element, fits printed" 0 \
   "ring allreduce (beats tree at every size from|is not faster than tree).*fit" \
   "$MIXPAR" run -n 3 -- "$MIXPAR" comm-bench --op all --algo all --min 4 --max 64K --iters 3 --warmup 1
+check "comm-bench: hierarchical allreduce on 5 ranks as nodes of 2 (a smaller last node), no wrong element" bash -c \
+  "out=\$('$MIXPAR' run -n 5 -- '$MIXPAR' comm-bench --algo ring,hierarchical --ranks-per-node 2 --min 4 --max 64K --iters 3 --warmup 1) &&
+   grep -q '^# hierarchical: 2 ranks per node, 3 nodes' <<<\"\$out\" && grep -q '^  allreduce *hierarchical ' <<<\"\$out\" &&
+   grep -q '^# 0 wrong elements in all' <<<\"\$out\""
 check_output "comm-bench: bf16 on 4 ranks, no wrong element" 0 "# 0 wrong elements in all" \
   "$MIXPAR" run -n 4 -- "$MIXPAR" comm-bench --op all --dtype bf16 --min 8 --max 16K --iters 2 --warmup 1
 check_output "comm-bench: busbw = algbw x 2(p-1)/p for allreduce on 4 ranks" 0 "factors for p = 4: allreduce 2\(p-1\)/p = 1.5" \

@@ -35,7 +35,11 @@ static bool same_everywhere(const void *buf, size_t bytes) {
     return lo == hi;
 }
 
-static const comm_algo ALLREDUCE_ALGOS[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_RHD, COMM_ALGO_CHAIN, COMM_ALGO_NATIVE};
+static const comm_algo ALLREDUCE_ALGOS[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_RHD, COMM_ALGO_CHAIN, COMM_ALGO_NATIVE,
+                                            COMM_ALGO_HIER};
+/* The hierarchical allreduce's node sizes tried: 0 (one node), 1 (every rank a node), 2 and 3 (with a smaller
+ * last node on odd rank counts), 4. */
+static const int RANKS_PER_NODE[] = {0, 1, 2, 3, 4};
 
 /* ---------------------------------------------------------------- allreduce */
 
@@ -381,9 +385,15 @@ static void events_check(void) {
 int main(int argc, char **argv) {
     start_under_mpirun(&argc, &argv, "test_comm_mpi");
     char name[128];
-    for (size_t a = 0; a < sizeof ALLREDUCE_ALGOS / sizeof ALLREDUCE_ALGOS[0]; a++) {
+    for (size_t a = 0, kk = 0; a < sizeof ALLREDUCE_ALGOS / sizeof ALLREDUCE_ALGOS[0]; a++) {
         comm_algo algo = ALLREDUCE_ALGOS[a];
-        const char *an = comm_algo_name(algo);
+        char an[48];
+        snprintf(an, sizeof an, "%s", comm_algo_name(algo));
+        if (algo == COMM_ALGO_HIER) {
+            comm_set_ranks_per_node(world, RANKS_PER_NODE[kk]);
+            snprintf(an, sizeof an, "hierarchical (%d per node)", RANKS_PER_NODE[kk]);
+            if (++kk < sizeof RANKS_PER_NODE / sizeof RANKS_PER_NODE[0]) a--; /* the next node size */
+        }
         static const struct { comm_dtype dt; comm_redop op; } EXACT[] = {
             {COMM_FP32, COMM_SUM}, {COMM_FP32, COMM_MAX}, {COMM_FP32, COMM_MIN}, {COMM_INT32, COMM_SUM},
             {COMM_INT32, COMM_MAX}, {COMM_INT32, COMM_MIN}, {COMM_INT64, COMM_SUM}};
