@@ -393,7 +393,7 @@ int cmd_float(int argc, char **argv) {
     if (file && !block) mp_usage_error("float", "--file goes with --block MXFORMAT");
     if (file && nvalues > 0) mp_usage_error("float", "--block takes VALUEs or --file, not both");
     if (block && !file && nvalues == 0) mp_usage_error("float", "--block %s needs VALUEs or --file PATH", block->name);
-    if (!want_formats && !table && !spacing && nvalues == 0) {
+    if (!want_formats && !table && !spacing && !block && nvalues == 0) {
         fprintf(stderr, usage_text, MX_FORMAT_NAMES_HELP, FP_FORMAT_NAMES_HELP);
         return 2;
     }
