@@ -93,6 +93,7 @@ typedef struct {
     int fp8_history;                         /* amax history length [16] */
     int fp8_margin;                          /* binades of headroom [0] */
     bool fp8_scaling;                        /* per-tensor delayed scaling; false casts with scale 1 [true] */
+    bool fp8_mx;                             /* MXFP8 blocks of 32 with E8M0 scales instead (lab 30) [false] */
 } config_precision;
 
 typedef enum { OFFLOAD_NONE, OFFLOAD_CPU, OFFLOAD_NVME, OFFLOAD_NDEVICES } config_offload_device;
