@@ -738,7 +738,7 @@ static void head_backward(model *m, float *dinp) {
         if (g) fake_quant(lp, fp8_meta(lp, site, FP8_X), lp->fq_in, lp->fq_in, (size_t)N * C, false);
         x = lp->fq_in;
     }
-    if (g) {
+    if (g && !lp->prec.fp8_mx) { /* MX blocks keep no amax history */
         amp_fp8_record_amax(g, amax);
         g->saturated = g->underflowed = 0;
     }
@@ -959,7 +959,7 @@ void model_lowp_backward(model *m, float loss_scale) {
     model_grads_ready(m, -1);
     m->have_targets = false;
     /* Delayed scaling: this step's amaxes set the next step's scales. */
-    for (int i = 0; lp->fp8 && !lp->prec.fp8_unscaled && i < lp->nsites * FP8_PER_SITE; i++)
+    for (int i = 0; lp->fp8 && !lp->prec.fp8_unscaled && !lp->prec.fp8_mx && i < lp->nsites * FP8_PER_SITE; i++)
         amp_fp8_update_scale(&lp->fp8[i]);
 }
 
