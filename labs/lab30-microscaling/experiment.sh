@@ -54,15 +54,22 @@ common=(--config configs/tiny-poetry.json --set train.steps=40 --set train_micro
         --set train.eval_interval=40 --set train.eval_batches=4 --set train.sample_interval=0
         --set train.log_interval=10 --set train.hist_interval=0)
 section "2. the tiny GPT, 40 steps in bf16; its tensors in every format ($driver)"
-"$mixpar" train "${common[@]}" --set precision.recipe=bf16 --set train.checkpoint_interval=40 \
-    --set train.run_name=bf16 --set train.run_dir="$out/bf16" > "$out/bf16.log" 2>&1 ||
-    { tail -5 "$out/bf16.log"; exit 1; }
-grep -E '^(trained)' "$out/bf16.log" || true
-echo
+# (training runs the whole core: in the student edition it needs the earlier labs' regions too)
 rc=0
-needs_lab "$driver" "$out/bf16/checkpoint.safetensors" data/poetry/val.tokens "$out/snr.tsv" || rc=$?
-ok_or_todo "$rc"
-table_ok=$([ "$rc" -eq 0 ] && echo 1 || echo 0)
+needs_lab "$mixpar" train "${common[@]}" --set precision.recipe=bf16 --set train.checkpoint_interval=40 \
+    --set train.run_name=bf16 --set train.run_dir="$out/bf16" > "$out/bf16.log" 2>&1 || rc=$?
+grep -E '^(trained)' "$out/bf16.log" || true
+if [ "$rc" -ne 0 ]; then grep -E "not done|error|expected|found" "$out/bf16.log" | head -3; ok_or_todo "$rc"; fi
+[ "$rc" -ne 86 ] || echo "  (training runs the whole core: this part runs once the regions named above are written)"
+bf16_ok=$([ "$rc" -eq 0 ] && echo 1 || echo 0)
+echo
+table_ok=0
+if [ "$bf16_ok" -eq 1 ]; then
+    rc=0
+    needs_lab "$driver" "$out/bf16/checkpoint.safetensors" data/poetry/val.tokens "$out/snr.tsv" || rc=$?
+    ok_or_todo "$rc"
+    table_ok=$([ "$rc" -eq 0 ] && echo 1 || echo 0)
+fi
 
 # ------------------------------------------------------------------ 3. MXFP8 training
 section "3. fp8 matmuls: MXFP8 blocks (precision.fp8_mx) and per-tensor delayed scaling, against bf16"
@@ -77,7 +84,8 @@ for spec in "${runs[@]}"; do
     needs_lab "$mixpar" train "${common[@]}" "${opts[@]}" --set train.checkpoint_interval=0 --set train.run_name="$name" \
         --set train.run_dir="$out/$name" > "$out/$name.log" 2>&1 || rc=$?
     grep -E '^(step|eval|trained)' "$out/$name.log" | tail -3 || true
-    if [ "$rc" -ne 0 ]; then tail -3 "$out/$name.log"; train_ok=0; ok_or_todo "$rc"; fi
+    if [ "$rc" -ne 0 ]; then grep -E "not done|error|expected|found" "$out/$name.log" | head -3; train_ok=0; ok_or_todo "$rc"; fi
+    [ "$rc" -ne 86 ] || echo "  (this part runs once the regions named above are written)"
     echo
 done
 # Per run: the loss per step (for the figure), the first loss, the mean of steps 31-40 and the validation loss.
@@ -90,6 +98,7 @@ summarise() {
         /"kind":"eval"/ { match($0, /"val_loss":[-0-9.e+naif]+/); val = substr($0, RSTART + 11, RLENGTH - 11) }
         END { printf "%-11s %8.4f %12.4f %9.4f\n", name, first, tail / ntail, val }' "$out/$1/events.rank0.jsonl"
 }
+[ "$bf16_ok" -eq 1 ] || train_ok=0
 if [ "$train_ok" -eq 1 ]; then
     printf "%-11s %8s %12s %9s\n" run "loss@1" "loss@31-40" "val loss"
     for name in bf16 mxfp8 fp8-tensor; do summarise "$name"; done
