@@ -26,12 +26,12 @@
  *                                                           beyond the element's max: saturate to +-max
  * The largest |V_i| / X lies in [2^emax, 2^(emax+1)), so it can pass the element's max (e4m3: a block
  * whose largest value is 1.9 * 2^k maps it to 486.4 > 448): such values are clamped (the spec lets an
- * implementation saturate; this one always does, as the spec's reference code and Microsoft's
- * microxcaling library do). Our rules for the cases the formula does not cover:
+ * implementation saturate; this one always does: an e4m3 element past 448 would otherwise be NaN).
+ * Our rules for the cases the formula does not cover:
  *   - a block of zeros (max 0): scale byte 0 (2^-127), every element code 0;
  *   - a block with an inf or a NaN: scale byte 0xFF (NaN), every element code 0: the whole block
  *     decodes to NaN (the spec: a NaN scale makes every value of the block NaN);
- *   - MXINT8 encodes round(V/X * 64) clamped to [-127, 127], symmetric like the reference library;
+ *   - MXINT8 encodes round(V/X * 64) clamped to [-127, 127], symmetric so that q(-x) = -q(x);
  *     the code 0x80 (-128, the value -2) is never produced but decodes to -2, as the spec's range says.
  *
  * NVFP4 (NVIDIA Blackwell): blocks of 16 e2m1 values, each block's scale an e4m3 number (not a power of
