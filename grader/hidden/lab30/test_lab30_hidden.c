@@ -116,6 +116,9 @@ static void grade_chapters(int from, int to) {
     }
 }
 
-MPT_TEST(quiz_precision_chapters_01_10) { grade_chapters(1, 10); }
-MPT_TEST(quiz_data_parallel_chapters_11_20) { grade_chapters(11, 20); }
-MPT_TEST(quiz_large_models_chapters_21_30) { grade_chapters(21, 30); }
+MPT_TEST(quiz_chapters_01_05) { grade_chapters(1, 5); }
+MPT_TEST(quiz_chapters_06_10) { grade_chapters(6, 10); }
+MPT_TEST(quiz_chapters_11_15) { grade_chapters(11, 15); }
+MPT_TEST(quiz_chapters_16_20) { grade_chapters(16, 20); }
+MPT_TEST(quiz_chapters_21_25) { grade_chapters(21, 25); }
+MPT_TEST(quiz_chapters_26_30) { grade_chapters(26, 30); }
