@@ -218,7 +218,8 @@ int main(int argc, char **argv) {
     }
     fclose(tsv);
     printf("\n(SNR in dB over all tensors of the kind, the worst single tensor in brackets; each 6 dB is one bit of\n"
-           " precision. acts+outlier: %s, SNR of the other channels.)\n", KIND_NAMES[3]);
+           " precision; the relative error ||q(x) - x|| / ||x|| is 10^(-SNR/20): 55 dB is 0.18%%, 31 dB 2.8%%, 19 dB 11%%.\n"
+           " acts+outlier: %s, SNR of the other channels.)\n", KIND_NAMES[3]);
     for (int i = 0; i < ntensors; i++) free(tensors[i].x);
     free(out);
     free(codes);
