@@ -135,6 +135,10 @@ bool amp_recipe_from_config(const train_config *cfg, amp_setup *out, data_err *e
     out->fp8_history = p->fp8_history > 0 ? p->fp8_history : 16;
     out->fp8_margin = p->fp8_margin;
     out->fp8_unscaled = !p->fp8_scaling;
+    out->fp8_mx = p->fp8_mx;
+    if (p->fp8_mx && out->recipe != AMP_RECIPE_FP8)
+        return DATA_ERR(err, "precision.fp8_mx with precision.recipe fp8", "MXFP8 blocks replace fp8's per-tensor scales",
+                        "precision.fp8_mx true with recipe %s", amp_recipe_get(out->recipe)->name);
     return true;
 }
 
@@ -288,5 +292,6 @@ model_precision amp_model_precision(const amp_setup *setup) {
         [AMP_RECIPE_BF16] = MODEL_COMPUTE_BF16, [AMP_RECIPE_BF16_PURE] = MODEL_COMPUTE_BF16,
         [AMP_RECIPE_FP8] = MODEL_COMPUTE_FP8};
     return (model_precision){.compute = compute[setup->recipe], .fp8_history = setup->fp8_history,
-                             .fp8_margin = setup->fp8_margin, .fp8_unscaled = setup->fp8_unscaled};
+                             .fp8_margin = setup->fp8_margin, .fp8_unscaled = setup->fp8_unscaled,
+                             .fp8_mx = setup->fp8_mx};
 }

@@ -40,6 +40,7 @@ typedef struct {
     bool stochastic_rounding; /* bf16-pure: updates rounded stochastically into the bf16 weights */
     int fp8_history, fp8_margin;
     bool fp8_unscaled;        /* precision.fp8_scaling false */
+    bool fp8_mx;              /* precision.fp8_mx: MXFP8 blocks instead of per-tensor scales (lab 30) */
 } amp_setup;
 
 /* From a parsed config: DeepSpeed's "fp16" / "bf16" sections, or mixpar's "precision" section (a recipe

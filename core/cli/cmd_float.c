@@ -5,14 +5,18 @@
 #include "cli/commands.h"
 #include "fp/format.h"
 #include "fp/half.h"
+#include "fp/mx.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char usage_text[] =
     "usage: mixpar float [options] VALUE...\n"
     "       mixpar float --formats | --table FORMAT | --spacing FORMAT\n"
+    "       mixpar float --block MXFORMAT VALUE... | --block MXFORMAT --file PATH\n"
     "\n"
     "For each VALUE and each format: the bits (sign|exponent|mantissa), the hex pattern, the value it\n"
     "rounds to, the absolute and relative error, the spacing (ulp) of the format there, and a note on\n"
@@ -32,6 +36,10 @@ static const char usage_text[] =
     "  --table F         every bit pattern of F (at most 16 bits) with its value and class\n"
     "  --spacing F       'value relative_spacing' for every positive finite value of F (at most 19 bits),\n"
     "                    for plotting: relative spacing = ulp(value) / value\n"
+    "  --block MX        quantize the VALUEs (or the numbers in --file) as one tensor in the block format MX\n"
+    "                    (lab 30): each block's scale, the element codes, the values they decode to, and the\n"
+    "                    error (relative error, SNR in dB) against fp32. MX: %s\n"
+    "  --file PATH       with --block: whitespace-separated numbers read from PATH (at most 1,000,000)\n"
     "  --help            this text\n"
     "\n"
     "formats: %s\n"
@@ -40,7 +48,8 @@ static const char usage_text[] =
     "  mixpar float 0.1 65504 1e-8 nan\n"
     "  mixpar float --format fp16 --format bf16 --round stochastic --seed 7 0.1\n"
     "  mixpar float --table e4m3\n"
-    "  mixpar float --spacing fp16 > fp16.dat\n";
+    "  mixpar float --spacing fp16 > fp16.dat\n"
+    "  mixpar float --block mxfp8-e4m3 1 0.3 -500 1e-4\n";
 
 enum { MAX_FORMATS = 32, TABLE_MAX_BITS = 16, SPACING_MAX_BITS = 19 };
 
@@ -273,6 +282,76 @@ static void show_spacing(const float_options *o, const fp_format *f) {
     }
 }
 
+/* ------------------------------------------------------------------ MX block formats (lab 30) */
+
+static void show_mx_formats(void) {
+    printf("\n%-11s %-8s %4s %5s %5s  %-12s %s\n", "MX format", "element", "bits", "emax", "block", "scale", "about");
+    for (int k = 0; k < MX_NFORMATS; k++) {
+        const mx_format *f = &MX_FORMATS[k];
+        printf("%-11s %-8s %4d %5d %5d  %-12s %s\n", f->name, f->element, f->bits, f->emax, f->block,
+               f->scale == MX_SCALE_E8M0 ? "E8M0" : "E4M3 x fp32", f->about);
+    }
+}
+
+/* The values quantized as one tensor in f: per block its scale, then each value, its code and what it decodes to. */
+static void show_block(const mx_format *f, const float *x, size_t n) {
+    size_t nb = mx_nblocks(f, n);
+    uint8_t *scales = malloc(nb), *codes = malloc(n);
+    float *back = malloc(n * sizeof(float)), tensor_scale = 1;
+    MP_ASSERT(scales && codes && back, "out of memory for %zu values", n);
+    mx_quantize(f, x, n, scales, codes, &tensor_scale);
+    mx_dequantize(f, scales, codes, n, tensor_scale, back);
+    printf("%s: %zu values in %zu block(s) of %d; element %s (%d bits), emax %d\n", f->name, n, nb, f->block,
+           f->element, f->bits, f->emax);
+    if (f->scale == MX_SCALE_E4M3_TENSOR) printf("tensor scale (fp32): %.9g\n", (double)tensor_scale);
+    for (size_t b = 0; b < nb; b++) {
+        if (f->scale == MX_SCALE_E8M0)
+            if (scales[b] == MX_E8M0_NAN) printf("block %zu: scale 0xff = NaN (the block held inf or NaN)\n", b);
+            else printf("block %zu: scale 0x%02x = 2^%d\n", b, scales[b], (int)scales[b] - MX_E8M0_BIAS);
+        else
+            printf("block %zu: scale 0x%02x = e4m3 %.9g (x tensor scale = %.9g)\n", b, scales[b],
+                   (double)fp_decode(&FP_E4M3, scales[b]), (double)(fp_decode(&FP_E4M3, scales[b]) * tensor_scale));
+        size_t end = (b + 1) * (size_t)f->block < n ? (b + 1) * (size_t)f->block : n;
+        printf("  %5s %16s %6s %16s %12s\n", "i", "value", "code", "decoded", "rel error");
+        for (size_t i = b * (size_t)f->block; i < end; i++)
+            printf("  %5zu %16.9g   0x%02x %16.9g %12.3g\n", i, (double)x[i], codes[i], (double)back[i],
+                   x[i] != 0 ? fabs(((double)back[i] - x[i]) / x[i]) : fabs((double)back[i]));
+    }
+    mx_error e = mx_error_of(x, back, n);
+    printf("relative error %.4g   SNR %.2f dB   max |error| %.4g   flushed to zero %.2f%%\n", e.rel_error, e.snr_db,
+           e.max_abs_error, 100 * e.flushed_share);
+    free(scales), free(codes), free(back);
+}
+
+/* Whitespace-separated numbers of a file, for --block --file. */
+static float *read_numbers(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) MP_FAIL_HINT("a readable file of numbers", "check the path", "--file '%s': %s", path, strerror(errno));
+    size_t cap = 1024, count = 0;
+    float *x = malloc(cap * sizeof(float));
+    MP_ASSERT(x, "out of memory");
+    char word[128];
+    while (fscanf(fp, "%127s", word) == 1) {
+        double v;
+        if (!parse_double(word, &v)) {
+            fclose(fp);
+            MP_FAIL("numbers separated by spaces or newlines", "--file '%s': '%s' (number %zu)", path, word, count + 1);
+        }
+        if (count == 1000000) {
+            fclose(fp);
+            MP_FAIL("at most 1,000,000 numbers", "--file '%s' has more", path);
+        }
+        if (count == cap) {
+            x = realloc(x, (cap *= 2) * sizeof(float));
+            MP_ASSERT(x, "out of memory");
+        }
+        x[count++] = (float)v;
+    }
+    fclose(fp);
+    *n = count;
+    return x;
+}
+
 /* ------------------------------------------------------------------ entry point */
 
 int cmd_float(int argc, char **argv) {
@@ -280,6 +359,8 @@ int cmd_float(int argc, char **argv) {
     const char *values[256];
     int nvalues = 0, want_formats = 0, options_done = 0;
     const fp_format *table = NULL, *spacing = NULL;
+    const mx_format *block = NULL;
+    const char *file = NULL;
     static const struct {
         const char *name;
         fp_round mode;
@@ -294,7 +375,7 @@ int cmd_float(int argc, char **argv) {
         } else if (strcmp(arg, "--") == 0) {
             options_done = 1;
         } else if (strcmp(arg, "--help") == 0) {
-            printf(usage_text, FP_FORMAT_NAMES_HELP);
+            printf(usage_text, MX_FORMAT_NAMES_HELP, FP_FORMAT_NAMES_HELP);
             return 0;
         } else if (strcmp(arg, "--format") == 0) {
             const fp_format *f = format_arg(arg, option_value(argc, argv, &i));
@@ -318,6 +399,12 @@ int cmd_float(int argc, char **argv) {
             o.lab03 = 1;
         } else if (strcmp(arg, "--formats") == 0) {
             want_formats = 1;
+        } else if (strcmp(arg, "--block") == 0) {
+            const char *name = option_value(argc, argv, &i);
+            block = mx_format_by_name(name);
+            if (!block) MP_FAIL_HINT("an MX format name", MX_FORMAT_NAMES_HELP, "--block '%s'", name);
+        } else if (strcmp(arg, "--file") == 0) {
+            file = option_value(argc, argv, &i);
         } else if (strcmp(arg, "--table") == 0) {
             table = small_format(arg, option_value(argc, argv, &i), TABLE_MAX_BITS);
         } else if (strcmp(arg, "--spacing") == 0) {
@@ -329,8 +416,11 @@ int cmd_float(int argc, char **argv) {
     if (o.lab03 && (o.round != FP_ROUND_NEAREST_EVEN || o.saturate))
         MP_FAIL("--lab03 with nearest rounding and no --saturate (lab 03's codecs round to nearest even, overflow to inf)",
                 "--lab03 with --round %s%s", fp_round_name(o.round), o.saturate ? " --saturate" : "");
-    if (!want_formats && !table && !spacing && nvalues == 0) {
-        fprintf(stderr, usage_text, FP_FORMAT_NAMES_HELP);
+    if (file && !block) mp_usage_error("float", "--file goes with --block MXFORMAT");
+    if (file && nvalues > 0) mp_usage_error("float", "--block takes VALUEs or --file, not both");
+    if (block && !file && nvalues == 0) mp_usage_error("float", "--block %s needs VALUEs or --file PATH", block->name);
+    if (!want_formats && !table && !spacing && !block && nvalues == 0) {
+        fprintf(stderr, usage_text, MX_FORMAT_NAMES_HELP, FP_FORMAT_NAMES_HELP);
         return 2;
     }
     /* Check every value before printing anything, so a typo does not leave half a report. */
@@ -343,6 +433,17 @@ int cmd_float(int argc, char **argv) {
         for (int k = 0; k < FP_NSTANDARD_FORMATS; k++) o.formats[o.nformats++] = FP_STANDARD_FORMATS[k];
 
     if (want_formats) show_formats(&o);
+    if (want_formats) show_mx_formats();
+    if (block) {
+        size_t n = (size_t)nvalues;
+        float *x = file ? read_numbers(file, &n) : malloc(n * sizeof(float));
+        MP_ASSERT(x, "out of memory");
+        for (int v = 0; !file && v < nvalues; v++) x[v] = (float)parsed[v];
+        if (n == 0) mp_usage_error("float", "--file '%s' holds no numbers", file);
+        show_block(block, x, n);
+        free(x);
+        return 0;
+    }
     if (table) show_table(table);
     if (spacing) show_spacing(&o, spacing);
     for (int v = 0; v < nvalues; v++) {

@@ -6,6 +6,7 @@
 #include "base/mem.h"
 #include "fp/convert.h"
 #include "fp/format.h"
+#include "fp/mx.h"
 #include "ops/attention.h"
 #include "ops/crossentropy.h"
 #include "ops/encoder.h"
@@ -88,6 +89,7 @@ const char *model_compute_name(model_compute c) {
 }
 
 model_compute model_get_compute(const model *m) { return m->lowp ? m->lowp->prec.compute : MODEL_COMPUTE_FP32; }
+bool model_get_fp8_mx(const model *m) { return m->lowp && m->lowp->prec.fp8_mx; }
 
 /* ------------------------------------------------------------------ rounding */
 
@@ -217,6 +219,16 @@ static amp_fp8_meta *fp8_meta(model_lowp *lp, int site, int which) {
 static void fake_quant(model_lowp *lp, amp_fp8_meta *meta, const float *src, float *dst, size_t n, bool record) {
     MP_ASSERT(n <= lp->q8_bytes, "fp8 scratch too small: %zu > %zu", n, lp->q8_bytes);
     bool e4m3 = meta->format == &FP_E4M3;
+    if (lp->prec.fp8_mx) { /* every row length is a multiple of 32 (model_set_precision), so flat blocks are row blocks */
+        const mx_format *f = mx_format_by_name(e4m3 ? "mxfp8-e4m3" : "mxfp8-e5m2");
+        long chunks = (long)((n + CONVERT_BLOCK - 1) / CONVERT_BLOCK);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+        for (long k = 0; k < chunks; k++) {
+            size_t i = (size_t)k * CONVERT_BLOCK, len = n - i < CONVERT_BLOCK ? n - i : CONVERT_BLOCK;
+            mx_round_trip(f, src + i, dst + i, len, 0);
+        }
+        return;
+    }
     if (record) {
         amp_fp8_quantize(meta, src, lp->q8, n);
     } else {
@@ -614,6 +626,14 @@ void model_set_precision(model *m, const model_precision *p) {
         lp->w32 = m->params;
     else
         lp->w32 = get(m->nparams * 4, MEM_OTHER, "autocast weight cache (rounded values in fp32)");
+    if (p->fp8_mx) {
+        const model_config *c = &m->cfg;
+        if (p->compute != MODEL_COMPUTE_FP8 || c->C % 32 || model_dim_size(c, DIM_QKV) % 32 ||
+            model_dim_size(c, DIM_FC_IN) % 32 || c->F % 32 || c->Vp % 32)
+            MP_FAIL_HINT("compute fp8 and channels, heads' width, MLP width and padded vocabulary all multiples of 32",
+                         "MXFP8 blocks of 32 run along each matmul operand's rows", "fp8_mx with compute %s, C %d, "
+                         "F %d, Vp %d", model_compute_name(p->compute), c->C, c->F, c->Vp);
+    }
     if (p->compute == MODEL_COMPUTE_FP8) {
         lp->fp8 = calloc((size_t)lp->nsites * FP8_PER_SITE, sizeof *lp->fp8);
         MP_ASSERT(lp->fp8, "out of memory");
@@ -718,7 +738,7 @@ static void head_backward(model *m, float *dinp) {
         if (g) fake_quant(lp, fp8_meta(lp, site, FP8_X), lp->fq_in, lp->fq_in, (size_t)N * C, false);
         x = lp->fq_in;
     }
-    if (g) {
+    if (g && !lp->prec.fp8_mx) { /* MX blocks keep no amax history */
         amp_fp8_record_amax(g, amax);
         g->saturated = g->underflowed = 0;
     }
@@ -939,7 +959,7 @@ void model_lowp_backward(model *m, float loss_scale) {
     model_grads_ready(m, -1);
     m->have_targets = false;
     /* Delayed scaling: this step's amaxes set the next step's scales. */
-    for (int i = 0; lp->fp8 && !lp->prec.fp8_unscaled && i < lp->nsites * FP8_PER_SITE; i++)
+    for (int i = 0; lp->fp8 && !lp->prec.fp8_unscaled && !lp->prec.fp8_mx && i < lp->nsites * FP8_PER_SITE; i++)
         amp_fp8_update_scale(&lp->fp8[i]);
 }
 

@@ -49,6 +49,11 @@ typedef struct {
     int fp8_history;          /* amax history length of each fp8 tensor [0: amp/fp8.h's default, 16] */
     int fp8_margin;           /* binades of headroom in the fp8 scales [0] */
     bool fp8_unscaled;        /* fp8 casts with scale 1 always (no delayed scaling): what fp8 does without it */
+    bool fp8_mx;              /* fp8 casts in MXFP8 blocks instead (fp/mx.h, lab 30): every 32 values along a
+                               * row share an E8M0 scale (e4m3 forward operands, e5m2 gradients); rows are the
+                               * forward GEMM's reduction dimension for inputs and weights, the output channels
+                               * for gradients; backward reuses forward's blocks (hardware re-blocks the
+                               * transposed copies). The rounding counters stay 0 in this mode. */
 } model_precision;
 
 const char *model_compute_name(model_compute c); /* "fp32", "tf32", "bf16", "fp16", "fp8" */
@@ -56,6 +61,7 @@ const char *model_compute_name(model_compute c); /* "fp32", "tf32", "bf16", "fp1
 /* Switches the compute mode; the activations of a previous mode are freed (call between steps). */
 void model_set_precision(model *m, const model_precision *p);
 model_compute model_get_compute(const model *m);
+bool model_get_fp8_mx(const model *m); /* fp8 compute in MXFP8 blocks (model_precision.fp8_mx) */
 
 /* Values rounded into a low format, and what happened to them. */
 typedef struct {

@@ -111,6 +111,7 @@ static const field_spec precision_fields[] = {
     {.key = "fp8_history", .kind = FK_INT, .offset = OFF(precision.fp8_history), .lo = 1, .hi = 4096},
     {.key = "fp8_margin", .kind = FK_INT, .offset = OFF(precision.fp8_margin), .lo = 0, .hi = 32},
     {.key = "fp8_scaling", .kind = FK_BOOL, .offset = OFF(precision.fp8_scaling)},
+    {.key = "fp8_mx", .kind = FK_BOOL, .offset = OFF(precision.fp8_mx)},
 };
 static const field_spec offload_fields[] = {
     {.key = "device", .kind = FK_ENUM, .offset = OFF(zero.offload_optimizer), .names = offload_names},

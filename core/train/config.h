@@ -80,7 +80,8 @@ typedef struct {
  *     "precision": {"keras_policy": "mixed_float16"}
  *     "precision": {"torch_autocast": "float16", "torch_grad_scaler": true, "loss_scaler": "pytorch",
  *                   "init_scale": 65536, "growth_interval": 2000}
- *     "precision": {"recipe": "fp8", "fp8_history": 16, "fp8_margin": 0, "fp8_scaling": true} */
+ *     "precision": {"recipe": "fp8", "fp8_history": 16, "fp8_margin": 0, "fp8_scaling": true,
+ *                   "fp8_mx": false}   (fp8_mx: MXFP8 blocks of 32 instead of per-tensor scales, lab 30) */
 typedef struct {
     char recipe[16];                         /* fp32, tf32, fp16, fp16-o2, bf16, bf16-pure, fp8 */
     char keras_policy[24];                   /* float32, mixed_float16, mixed_bfloat16, bfloat16 */
@@ -93,6 +94,7 @@ typedef struct {
     int fp8_history;                         /* amax history length [16] */
     int fp8_margin;                          /* binades of headroom [0] */
     bool fp8_scaling;                        /* per-tensor delayed scaling; false casts with scale 1 [true] */
+    bool fp8_mx;                             /* MXFP8 blocks of 32 with E8M0 scales instead (lab 30) [false] */
 } config_precision;
 
 typedef enum { OFFLOAD_NONE, OFFLOAD_CPU, OFFLOAD_NVME, OFFLOAD_NDEVICES } config_offload_device;

@@ -616,7 +616,9 @@ static const char *precision_matmul_path(const model *m) {
     switch (model_get_compute(m)) {
     case MODEL_COMPUTE_FP32: return "fp32 sgemm";
     case MODEL_COMPUTE_TF32: return "tf32 (rounded inputs, fp32 sgemm)";
-    case MODEL_COMPUTE_FP8: return "fp8 e4m3/e5m2, delayed scaling (exact products on the fp32 sgemm)";
+    case MODEL_COMPUTE_FP8:
+        return model_get_fp8_mx(m) ? "MXFP8 e4m3/e5m2, blocks of 32 with E8M0 scales (exact products on the fp32 sgemm)"
+                                   : "fp8 e4m3/e5m2, delayed scaling (exact products on the fp32 sgemm)";
     case MODEL_COMPUTE_FP16: return "fp16 (exact products on the fp32 sgemm)";
     default: {
         static char path[64];
