@@ -22,6 +22,7 @@ static const struct {
     {"precision", cmd_precision, "running-sum error per format, range probe, fp16 flushes of runs, a static loss scale"},
     {"run", cmd_run, "start a program on N ranks (mpirun underneath): mixpar run -n 4 -- PROGRAM ARGS"},
     {"comm-bench", cmd_comm_bench, "time collectives per algorithm and size: algbw, busbw, alpha-beta fit"},
+    {"profile", cmd_profile, "a profiled run (train.profile=true): top kernels on the roofline, exposed comm, MFU"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

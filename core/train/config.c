@@ -198,6 +198,8 @@ static const field_spec train_fields[] = {
     {.key = "threads", .kind = FK_INT, .offset = OFF(train.threads), .lo = 0, .hi = 4096, .about = "0 leaves it to OpenMP"},
     {.key = "freeze", .kind = FK_STRING, .offset = OFF(train.freeze), .size = SIZE(train.freeze),
      .about = "comma-separated tensor names or prefixes ending in '*'"},
+    {.key = "profile", .kind = FK_BOOL, .offset = OFF(train.profile),
+     .about = "spans, kernels and a Chrome trace per rank in the run folder (lab 23)"},
     {.key = "max_consecutive_skips", .kind = FK_INT, .offset = OFF(train.max_consecutive_skips), .lo = 0,
      .hi = NO_LIMIT, .about = "skipped steps in a row that stop the run; 0 turns it off"},
 };
