@@ -30,6 +30,7 @@ struct prof {
     prof_clock_fn clock;
     void *clock_ctx;
     pthread_mutex_t lock;
+    prof_listener listener;
     prof_stack stacks[PROF_MAX_THREADS];
     int nthreads;
     prof_span *spans; /* finished since the last flush */
@@ -99,6 +100,7 @@ static void push(prof *p, const char *name, prof_cost cost, prof_kind kind) {
         MP_FAIL("spans nested at most 64 deep", "'%s' opened inside 64 open spans (is a prof_end missing?)", name);
     s->open[s->depth++] = (prof_open){.name = name, .t0 = t0, .cost = cost, .kind = kind};
     pthread_mutex_unlock(&p->lock);
+    if (p->listener.begin) p->listener.begin(p->listener.ctx, name, kind);
 }
 
 void prof_begin(prof *p, const char *name) { push(p, name, (prof_cost){0, 0}, PROF_KIND_SPAN); }
@@ -157,6 +159,7 @@ void prof_end(prof *p, const char *name) {
     sp.tid = s->tid;
     record(p, &sp);
     pthread_mutex_unlock(&p->lock);
+    if (p->listener.end) p->listener.end(p->listener.ctx, name);
 }
 
 void prof_complete(prof *p, const char *name, prof_kind kind, double t0, double t1, prof_cost cost) {
@@ -168,6 +171,12 @@ void prof_complete(prof *p, const char *name, prof_kind kind, double t0, double 
     prof_span_close(&done, s->depth > 0 ? &s->open[s->depth - 1] : NULL, s->depth, t1, &sp);
     sp.tid = s->tid;
     record(p, &sp);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void prof_set_listener(prof *p, const prof_listener *l) {
+    pthread_mutex_lock(&p->lock);
+    p->listener = l ? *l : (prof_listener){0};
     pthread_mutex_unlock(&p->lock);
 }
 

@@ -104,6 +104,16 @@ const prof_stat *prof_stat_find(const prof *p, const char *name);
 void prof_reset_stats(prof *p);
 int prof_rank(const prof *p);
 
+/* Someone told of every span as it begins and ends on its thread, to mirror the spans into another tool: the CUDA
+ * build's NVTX ranges (core/cuda/nvtx_spans.h), which Nsight Systems shows beside the GPU's kernels. Called outside
+ * the profiler's lock, on the span's own thread. */
+typedef struct {
+    void (*begin)(void *ctx, const char *name, prof_kind kind);
+    void (*end)(void *ctx, const char *name);
+    void *ctx;
+} prof_listener;
+void prof_set_listener(prof *p, const prof_listener *l); /* NULL: none */
+
 /* ------------------------------------------------------------------ Chrome trace (Perfetto) */
 
 /* Starts the trace at `path` (a JSON object {"traceEvents": [...]}, metadata naming the process "rank R").

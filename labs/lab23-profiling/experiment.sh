@@ -38,7 +38,7 @@ section "1. the tiny GPT-2 (L=4, C=128, B=16, T=64, fp32), 3 steps profiled on o
 rm -rf "$out/gpt2"
 rc=0
 needs_lab "$mixpar" "${train[@]}" --set train.run_dir="$out/gpt2" > "$out/gpt2.log" 2>&1 || rc=$?
-if [ "$rc" -ne 0 ]; then tail -4 "$out/gpt2.log"; ok_or_todo "$rc"; fi
+if [ "$rc" -ne 0 ]; then grep -m2 -A1 "not done" "$out/gpt2.log" || tail -4 "$out/gpt2.log"; ok_or_todo "$rc"; fi
 single_ok=0
 if [ "$rc" -eq 0 ]; then
     rc=0
@@ -56,7 +56,7 @@ section "2. the same model on 2 ranks with DDP (mixpar run -n 2): communication 
 rm -rf "$out/ddp"
 rc=0
 needs_lab "$mixpar" run -n 2 -- "$mixpar" "${train[@]}" --set train.run_dir="$out/ddp" > "$out/ddp.log" 2>&1 || rc=$?
-if [ "$rc" -ne 0 ]; then tail -4 "$out/ddp.log"; ok_or_todo "$rc"; fi
+if [ "$rc" -ne 0 ]; then grep -m1 -A1 "not done" "$out/ddp.log" || tail -4 "$out/ddp.log"; ok_or_todo "$rc"; fi
 if [ "$rc" -eq 0 ]; then
     rc=0
     needs_lab "$mixpar" profile "$out/ddp" --top 6 --trace "$out/ddp_trace.json" || rc=$?
