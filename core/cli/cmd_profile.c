@@ -20,7 +20,7 @@ static const char USAGE[] =
     "Reads a run trained with train.profile=true (profile.rank<R>.tsv, trace.rank<R>.json, events.rank<R>.jsonl)\n"
     "and prints, per step after the first: the top kernels by time with their roofline position against the sgemm\n"
     "peak and triad bandwidth measured in the run (memory- or compute-bound, fraction of the roof), the exposed\n"
-    "communication (comm calls not overlapped by forward, backward or optimizer, from the events), the bottleneck\n"
+    "communication (comm calls' time with no kernel running on the rank, from the trace), the bottleneck\n"
     "in one line, and MFU (lab 10's model FLOPs).\n"
     "\n"
     "options:\n"
@@ -107,65 +107,97 @@ static const table_row *row_named(const profile_table *t, const char *name) {
     return NULL;
 }
 
-/* Comm calls and compute spans of the profiled steps (after the first) from events.rank<R>.jsonl: exposed
- * seconds (prof_exposed_seconds), comm seconds and the rank's clock origin (the run header's wall). */
+/* The communication of the profiled steps (after the first) from the rank's trace: comm seconds, and exposed
+ * seconds: comm time during which no kernel ran on any of the rank's threads (prof_exposed_seconds). A call made
+ * on the compute thread inside backward is exposed (backward waits for it); one on DDP's communication thread
+ * while kernels run is hidden. Also the rank's clock origin (the run header's wall, from the events). */
 typedef struct {
     double comm_s, exposed_s, wall;
     long comm_calls;
 } comm_summary;
 
-static int read_events(const char *dir, int rank, comm_summary *out) {
+static cJSON *read_json(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    MP_ASSERT(text, "out of memory");
+    size_t got = fread(text, 1, (size_t)n, f);
+    text[got] = 0;
+    fclose(f);
+    cJSON *doc = cJSON_Parse(text);
+    free(text);
+    return doc;
+}
+
+static double run_wall(const char *dir, int rank) {
     char path[4200];
     snprintf(path, sizeof path, "%s/events.rank%d.jsonl", dir, rank);
     FILE *f = fopen(path, "r");
-    if (!f) return fail("%s: %s (the run's events are needed for communication)", path, strerror(errno));
-    size_t nc = 0, ns = 0, capc = 64, caps = 64;
-    prof_interval *comm = malloc(capc * sizeof *comm), *spans = malloc(caps * sizeof *spans);
-    MP_ASSERT(comm && spans, "out of memory");
-    double after = -INFINITY; /* the end of the first step: its warm-up is left out, as in the table */
+    if (!f) return NAN;
     char *line = NULL;
     size_t cap = 0;
-    memset(out, 0, sizeof *out);
-    out->wall = NAN;
-    while (getline(&line, &cap, f) > 0) {
+    double wall = NAN;
+    while (isnan(wall) && getline(&line, &cap, f) > 0) {
         cJSON *ev = cJSON_Parse(line);
-        if (!ev) continue; /* a truncated last line */
         const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "kind"));
-        cJSON *t0 = cJSON_GetObjectItem(ev, "t0"), *t1 = cJSON_GetObjectItem(ev, "t1");
         if (kind && strcmp(kind, "run") == 0 && cJSON_IsNumber(cJSON_GetObjectItem(ev, "wall")))
-            out->wall = cJSON_GetObjectItem(ev, "wall")->valuedouble;
-        if (kind && cJSON_IsNumber(t0) && cJSON_IsNumber(t1)) {
-            prof_interval iv = {t0->valuedouble, t1->valuedouble};
-            if (strcmp(kind, "comm") == 0) {
-                if (nc == capc) comm = realloc(comm, (capc *= 2) * sizeof *comm);
-                MP_ASSERT(comm, "out of memory");
-                comm[nc++] = iv;
-            } else if (strcmp(kind, "span") == 0) {
-                const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "name"));
-                cJSON *step = cJSON_GetObjectItem(ev, "step");
-                if (cJSON_IsNumber(step) && step->valuedouble == 1 && iv.t1 > after) after = iv.t1;
-                if (name && (strcmp(name, "forward") == 0 || strcmp(name, "backward") == 0 ||
-                             strcmp(name, "optimizer") == 0)) {
-                    if (ns == caps) spans = realloc(spans, (caps *= 2) * sizeof *spans);
-                    MP_ASSERT(spans, "out of memory");
-                    spans[ns++] = iv;
-                }
-            }
-        }
+            wall = cJSON_GetObjectItem(ev, "wall")->valuedouble;
         cJSON_Delete(ev);
     }
     free(line);
     fclose(f);
+    return wall;
+}
+
+static int read_comm(const char *dir, int rank, comm_summary *out) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/trace.rank%d.json", dir, rank);
+    cJSON *doc = read_json(path);
+    cJSON *events = cJSON_GetObjectItem(doc, "traceEvents");
+    if (!cJSON_IsArray(events)) {
+        cJSON_Delete(doc);
+        return fail("%s: %s", path, "missing or not a Chrome trace (no traceEvents array)");
+    }
+    int n = cJSON_GetArraySize(events);
+    prof_interval *comm = malloc(((size_t)n + 1) * sizeof *comm), *kernels = malloc(((size_t)n + 1) * sizeof *kernels);
+    MP_ASSERT(comm && kernels, "out of memory");
+    size_t nc = 0, nk = 0;
+    double after = INFINITY; /* the end of the first step: its warm-up is left out, as in the table */
+    cJSON *ev;
+    cJSON_ArrayForEach(ev, events) {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "name"));
+        cJSON *ts = cJSON_GetObjectItem(ev, "ts"), *dur = cJSON_GetObjectItem(ev, "dur");
+        if (name && strcmp(name, "step") == 0 && cJSON_IsNumber(ts) && cJSON_IsNumber(dur) &&
+            (ts->valuedouble + dur->valuedouble) * 1e-6 < after)
+            after = (ts->valuedouble + dur->valuedouble) * 1e-6;
+    }
+    int steps_seen = 0;
+    cJSON_ArrayForEach(ev, events) {
+        const char *cat = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "cat"));
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(ev, "name"));
+        cJSON *ts = cJSON_GetObjectItem(ev, "ts"), *dur = cJSON_GetObjectItem(ev, "dur");
+        if (!cat || !cJSON_IsNumber(ts) || !cJSON_IsNumber(dur)) continue;
+        if (name && strcmp(name, "step") == 0) steps_seen++;
+        prof_interval iv = {ts->valuedouble * 1e-6, (ts->valuedouble + dur->valuedouble) * 1e-6};
+        if (strcmp(cat, "kernel") == 0) kernels[nk++] = iv;
+        else if (strcmp(cat, "comm") == 0 && (steps_seen < 2 || iv.t0 >= after)) comm[nc++] = iv;
+    }
+    cJSON_Delete(doc);
+    memset(out, 0, sizeof *out);
     size_t kept = 0;
     for (size_t i = 0; i < nc; i++)
-        if (comm[i].t0 >= after) {
+        if (steps_seen < 2 || comm[i].t0 >= after) {
             comm[kept++] = comm[i];
             out->comm_s += comm[i].t1 - comm[i].t0;
         }
     out->comm_calls = (long)kept;
-    out->exposed_s = prof_exposed_seconds(comm, kept, spans, ns);
+    out->exposed_s = prof_exposed_seconds(comm, kept, kernels, nk);
+    out->wall = run_wall(dir, rank);
     free(comm);
-    free(spans);
+    free(kernels);
     return 0;
 }
 
@@ -176,18 +208,7 @@ static int merge_traces(const char *dir, int world, const double *wall, const ch
     for (int r = 0; r < world; r++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/trace.rank%d.json", dir, r);
-        FILE *f = fopen(path, "r");
-        if (!f) return fail("%s: %s", path, strerror(errno));
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        rewind(f);
-        char *text = malloc((size_t)n + 1);
-        MP_ASSERT(text, "out of memory");
-        size_t got = fread(text, 1, (size_t)n, f);
-        text[got] = 0;
-        fclose(f);
-        cJSON *doc = cJSON_Parse(text);
-        free(text);
+        cJSON *doc = read_json(path);
         cJSON *list = cJSON_GetObjectItem(doc, "traceEvents");
         if (!cJSON_IsArray(list)) {
             cJSON_Delete(doc);
@@ -275,6 +296,7 @@ int cmd_profile(int argc, char **argv) {
     const table_row *kernels[MAX_ROWS];
     int nk = 0;
     double kernel_s = 0, bound_s[2] = {0, 0};
+    int above_roof = 0;
     for (int i = 0; i < t.nrows; i++)
         if (strcmp(t.rows[i].kind, "kernel") == 0) {
             kernels[nk++] = &t.rows[i];
@@ -300,10 +322,14 @@ int cmd_profile(int argc, char **argv) {
             fprintf(rf, "%s\t%.6g\t%.6g\t%s\t%.6g\n", r->name, pt.intensity, pt.achieved / 1e9, prof_bound_name(pt.bound),
                     r->total / steps * 1e3);
         if (k >= top) continue;
-        printf("%-20s %6.0f %8.3f %5.1f%% %9.2f %8.2f %10.2f %7.1f%%  %s\n", r->name, (double)r->calls / steps,
+        above_roof += pt.fraction > 1;
+        printf("%-20s %6.0f %8.3f %5.1f%% %9.2f %8.2f %10.2f %7.1f%%  %s%s\n", r->name, (double)r->calls / steps,
                r->total / steps * 1e3, 100 * r->total / step->total, pt.achieved / 1e9, pt.intensity,
-               pt.attainable / 1e9, 100 * pt.fraction, prof_bound_name(pt.bound));
+               pt.attainable / 1e9, 100 * pt.fraction, prof_bound_name(pt.bound), pt.fraction > 1 ? " *" : "");
     }
+    if (above_roof)
+        printf("* above the roof: the roof is DRAM bandwidth and the best sgemm seen in the run, so a kernel whose data\n"
+               "  stays in cache, or a run whose roof was measured while the machine was busy, can pass it\n");
     if (rf) fclose(rf);
     printf("kernels: %.1f%% of the step (memory-bound %.1f%%, compute-bound %.1f%%)\n\n", 100 * kernel_s / step->total,
            100 * bound_s[PROF_MEMORY_BOUND] / step->total, 100 * bound_s[PROF_COMPUTE_BOUND] / step->total);
@@ -312,12 +338,12 @@ int cmd_profile(int argc, char **argv) {
     double wall[MAX_RANKS], exposed0 = 0;
     for (int r = 0; r < t.world; r++) {
         comm_summary cs;
-        if ((rc = read_events(dir, r, &cs))) return rc;
+        if ((rc = read_comm(dir, r, &cs))) return rc;
         wall[r] = cs.wall;
         if (r == 0) exposed0 = cs.exposed_s / steps;
         if (t.world > 1)
-            printf("rank %d communication: %ld calls, %.2f ms per step, exposed (not under forward, backward or "
-                   "optimizer) %.2f ms = %.1f%% of the step\n",
+            printf("rank %d communication: %ld calls, %.2f ms per step, exposed (no kernel running) %.2f ms = %.1f%% "
+                   "of the step\n",
                    r, cs.comm_calls, cs.comm_s / steps * 1e3, cs.exposed_s / steps * 1e3,
                    100 * cs.exposed_s / steps / step_s);
     }
@@ -328,7 +354,7 @@ int cmd_profile(int argc, char **argv) {
         {"memory-bound kernels", bound_s[PROF_MEMORY_BOUND] / steps},
         {"compute-bound kernels", bound_s[PROF_COMPUTE_BOUND] / steps},
         {"exposed communication", exposed0},
-        {"outside the kernels (optimizer, framework)", step_s - kernel_s / steps - exposed0},
+        {"outside the kernels (optimizer, framework)", fmax(0, step_s - kernel_s / steps - exposed0)},
     };
     int worst = 0;
     for (int i = 1; i < 4; i++)

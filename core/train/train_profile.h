@@ -5,7 +5,8 @@
 #include "model/model.h"
 
 /* With "train": {"profile": true} (or --set train.profile=true) the trainer measures the machine's roof (sgemm
- * peak and triad bandwidth, prof/roofline.h), then profiles every step: the spans step > forward/backward >
+ * peak and triad bandwidth, prof/roofline.h) before the first step and after the last, keeping the better of
+ * each, and profiles every step: the spans step > forward/backward >
  * block_fwd/block_bwd > kernels, plus the communication calls on their own thread. It writes, in the run folder:
  *
  *     trace.rank<R>.json     a Chrome trace of every step, valid JSON after each step (open it in Perfetto)
