@@ -7,10 +7,10 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "prof/prof.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "fp/convert.h"
+#include "prof/prof.h"
 
 #include <limits.h>
 #include <math.h>

@@ -3,11 +3,11 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "prof/prof.h"
 #include "base/lab.h"
 #include "base/mem.h"
 #include "base/rng.h"
 #include "fp/convert.h"
+#include "prof/prof.h"
 
 #include <math.h>
 #include <stdlib.h>
