@@ -6,6 +6,7 @@
 #include "base/mem.h"
 #include "base/rng.h"
 #include "ops/matmul.h"
+#include "prof/roofline.h"
 
 #include <stdbool.h>
 
@@ -24,21 +25,6 @@ static inline float *bench_buffer(long n, const char *what, float scale, uint64_
 
 /* A large square sgemm, split over the threads as the model's matmuls are: the machine's practical fp32
  * peak in GFLOP/s. Measure it in the same run as what it is compared with: this machine is shared. */
-static inline double bench_sgemm_peak_gflops(void) {
-    const int n = 1536;
-    float *a = bench_buffer((long)n * n, "peak a", 1, 1), *b = bench_buffer((long)n * n, "peak b", 1, 2);
-    float *c = bench_buffer((long)n * n, "peak c", 0, 3);
-    double best = 1e30;
-    for (int r = 0; r < 4; r++) {
-        double t0 = mp_now();
-        matmul_sgemm(false, true, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        double t = mp_now() - t0;
-        if (r > 0 && t < best) best = t;
-    }
-    mem_free(a);
-    mem_free(b);
-    mem_free(c);
-    return 2.0 * n * n * n / best / 1e9;
-}
+static inline double bench_sgemm_peak_gflops(void) { return prof_measure_gemm_flops(1536) / 1e9; }
 
 #endif

@@ -17,5 +17,6 @@ int cmd_precision(int argc, char **argv); /* running sums, range probe, flush co
 int cmd_run(int argc, char **argv);   /* launcher: mpirun with what this machine needs */
 int cmd_comm_bench(int argc, char **argv); /* collective timing per algorithm and size (lab 12) */
 int cmd_simulate(int argc, char **argv);   /* scaling simulator: step time and efficiency on a cluster (lab 26) */
+int cmd_profile(int argc, char **argv); /* a profiled run: top kernels on the roofline, exposed comm (lab 23) */
 
 #endif

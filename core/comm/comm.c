@@ -10,6 +10,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "fp/convert.h"
+#include "prof/prof.h"
 
 #include <limits.h>
 #include <math.h>
@@ -414,6 +415,7 @@ static void emit_event(comm_t *c, comm_op op, comm_algo algo, size_t bytes, uint
     c->stats.calls[op]++;
     c->stats.bytes_sent[op] += sent;
     c->stats.seconds[op] += t1 - t0;
+    if (prof_active) prof_comm_call(prof_active, comm_op_name(op), t0, t1, (double)bytes);
     if (!c->events) return;
     ev_begin(c->events, "comm");
     ev_str(c->events, "op", comm_op_name(op));

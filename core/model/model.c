@@ -13,6 +13,7 @@
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
+#include "prof/kernel_costs.h"
 #include "ops/residual.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
@@ -643,27 +644,32 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
     layer_acts *a = &m->acts[l];
     float *proj = m->ga.proj;
     size_t NC = (size_t)N * C;
-    model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N);
+    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
+                model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N));
     report(m, l, "ln1", a->ln1, NC);
-    matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, QKV);
+    PROF_KERNEL("matmul_fwd:qkv", prof_cost_matmul_forward(N, C, QKV), matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, QKV));
     if (c->arch == MODEL_LLAMA) rope_forward(a->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
     report(m, l, "qkv", a->qkv, (size_t)N * QKV);
-    attention_forward(a->atty, a->att, a->qkv, B, T, c->NH, c->KVH, HS);
+    PROF_KERNEL("attention_fwd", prof_cost_attention_forward(B, T, c->NH, HS),
+                attention_forward(a->atty, a->att, a->qkv, B, T, c->NH, c->KVH, HS));
     report(m, l, "att", a->att, (size_t)N * c->NH * T);
     report(m, l, "atty", a->atty, NC);
-    matmul_forward(proj, a->atty, w->attprojw, w->attprojb, N, C, C);
-    residual_forward(a->res2, residual, proj, (long)N * C);
+    PROF_KERNEL("matmul_fwd:attproj", prof_cost_matmul_forward(N, C, C), matmul_forward(proj, a->atty, w->attprojw, w->attprojb, N, C, C));
+    PROF_KERNEL("residual_fwd", prof_cost_elementwise(NC, 1, 2, 1), residual_forward(a->res2, residual, proj, (long)N * C));
     report(m, l, "res2", a->res2, NC);
-    model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N);
+    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
+                model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N));
     report(m, l, "ln2", a->ln2, NC);
-    matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, FC);
+    PROF_KERNEL("matmul_fwd:fc", prof_cost_matmul_forward(N, C, FC), matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, FC));
     report(m, l, "fch", a->fch, (size_t)N * FC);
-    if (c->arch == MODEL_GPT2) gelu_forward(a->fch_act, a->fch, (long)N * c->F);
+    if (c->arch == MODEL_GPT2)
+        PROF_KERNEL("gelu_fwd", prof_cost_elementwise((double)N * c->F, 9, 1, 1), gelu_forward(a->fch_act, a->fch, (long)N * c->F));
     else swiglu_forward(a->fch_act, a->fch, N, c->F);
     report(m, l, "fch_act", a->fch_act, (size_t)N * c->F);
     if (!to_output) return;
-    matmul_forward(proj, a->fch_act, w->fcprojw, w->fcprojb, N, c->F, C);
-    residual_forward(a->res3, a->res2, proj, (long)N * C);
+    PROF_KERNEL("matmul_fwd:fcproj", prof_cost_matmul_forward(N, c->F, C),
+                matmul_forward(proj, a->fch_act, w->fcprojw, w->fcprojb, N, c->F, C));
+    PROF_KERNEL("residual_fwd", prof_cost_elementwise(NC, 1, 2, 1), residual_forward(a->res3, a->res2, proj, (long)N * C));
     report(m, l, "res3", a->res3, NC);
 }
 
@@ -676,23 +682,27 @@ float model_forward(model *m, const int *inputs, const int *targets, int B, int 
     global_acts *g = &m->ga;
 
     model_hook(m->hooks.before_forward, m->hooks.ctx, -1);
-    encoder_forward(g->encoded, inputs, m->w.wte, m->w.wpe, B, T, C, c->V);
+    PROF_KERNEL("encoder_fwd", prof_cost_encoder_forward(N, C), encoder_forward(g->encoded, inputs, m->w.wte, m->w.wpe, B, T, C, c->V));
     model_act_computed(m, -1, "encoded", g->encoded, (size_t)N * C);
     const float *residual = g->encoded;
     for (int l = 0; l < c->L; l++) {
         model_hook(m->hooks.before_forward, m->hooks.ctx, l);
+        PROF_BEGIN("block_fwd");
         block_forward(m, l, residual, true);
+        PROF_END("block_fwd");
         residual = m->acts[l].res3;
     }
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
-    model_norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N);
+    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
+                model_norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N));
     model_act_computed(m, c->L, "lnf", g->lnf, (size_t)N * C);
-    matmul_forward(g->logits, g->lnf, m->w.head, NULL, N, C, c->Vp);
+    PROF_KERNEL("matmul_fwd:head", prof_cost_matmul_forward(N, C, c->Vp), matmul_forward(g->logits, g->lnf, m->w.head, NULL, N, C, c->Vp));
     model_act_computed(m, c->L, "logits", g->logits, (size_t)N * c->Vp);
 
     m->have_targets = targets != NULL;
     if (!targets) return 0.0f;
-    crossentropy_forward(g->losses, g->lse, g->logits, targets, N, c->V, c->Vp);
+    PROF_KERNEL("crossentropy_fwd", prof_cost_crossentropy_forward(N, c->V, c->Vp),
+                crossentropy_forward(g->losses, g->lse, g->logits, targets, N, c->V, c->Vp));
     double sum = 0;
     m->counted = 0;
     for (int i = 0; i < N; i++)
@@ -749,16 +759,20 @@ void model_backward(model *m, float loss_scale) {
 
     model_hook(m->hooks.before_backward, m->hooks.ctx, c->L);
     float *dlogits = g->logits; /* the logits are not needed again: overwrite them in place */
-    crossentropy_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, c->V, c->Vp);
+    PROF_KERNEL("crossentropy_bwd", prof_cost_crossentropy_backward(N, c->V, c->Vp),
+                crossentropy_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, c->V, c->Vp));
     memset(g->dln, 0, NC * sizeof(float));
-    matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, m->w.head, N, C, c->Vp);
+    PROF_KERNEL("matmul_bwd:head", prof_cost_matmul_backward(N, C, c->Vp),
+                matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, m->w.head, N, C, c->Vp));
     const float *last = c->L ? m->acts[c->L - 1].res3 : g->encoded;
     memset(g->dres, 0, NC * sizeof(float));
-    model_norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, last, m->w.lnfw, g->lnf_mean, g->lnf_rstd, N);
+    PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
+                model_norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, last, m->w.lnfw, g->lnf_mean, g->lnf_rstd, N));
     model_grads_ready(m, c->L);
 
     /* dres holds dLoss/d(residual stream) at the block's output; each block adds its branches' share. */
     for (int l = c->L - 1; l >= 0; l--) {
+        PROF_BEGIN("block_bwd");
         model_hook(m->hooks.before_backward, m->hooks.ctx, l);
         model_recompute_block(m, l); /* after the hook: a ZeRO-3 gather there brings the weights it reads */
         const layer_params *w = &m->layer_w[l];
@@ -767,26 +781,36 @@ void model_backward(model *m, float loss_scale) {
         const float *residual = l ? m->acts[l - 1].res3 : g->encoded;
         /* MLP branch: res3 = res2 + fcproj(act(fc(norm2(res2)))) */
         memset(g->dfch_act, 0, (size_t)N * c->F * sizeof(float));
-        matmul_backward(g->dfch_act, dw->fcprojw, dw->fcprojb, g->dres, a->fch_act, w->fcprojw, N, c->F, C);
+        PROF_KERNEL("matmul_bwd:fcproj", prof_cost_matmul_backward(N, c->F, C),
+                    matmul_backward(g->dfch_act, dw->fcprojw, dw->fcprojb, g->dres, a->fch_act, w->fcprojw, N, c->F, C));
         memset(g->dfch, 0, (size_t)N * FC * sizeof(float));
-        if (c->arch == MODEL_GPT2) gelu_backward(g->dfch, a->fch, g->dfch_act, (long)N * c->F);
+        if (c->arch == MODEL_GPT2)
+            PROF_KERNEL("gelu_bwd", prof_cost_elementwise((double)N * c->F, 14, 2, 2),
+                        gelu_backward(g->dfch, a->fch, g->dfch_act, (long)N * c->F));
         else swiglu_backward(g->dfch, g->dfch_act, a->fch, N, c->F);
         memset(g->dln, 0, NC * sizeof(float));
-        matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, a->ln2, w->fcw, N, C, FC);
-        model_norm_backward(m, g->dres, dw->ln2w, dw->ln2b, g->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N);
+        PROF_KERNEL("matmul_bwd:fc", prof_cost_matmul_backward(N, C, FC),
+                    matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, a->ln2, w->fcw, N, C, FC));
+        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
+                    model_norm_backward(m, g->dres, dw->ln2w, dw->ln2b, g->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N));
         /* attention branch: res2 = res + attproj(attention(qkv(norm1(res)))) */
         memset(g->datty, 0, NC * sizeof(float));
-        matmul_backward(g->datty, dw->attprojw, dw->attprojb, g->dres, a->atty, w->attprojw, N, C, C);
+        PROF_KERNEL("matmul_bwd:attproj", prof_cost_matmul_backward(N, C, C),
+                    matmul_backward(g->datty, dw->attprojw, dw->attprojb, g->dres, a->atty, w->attprojw, N, C, C));
         memset(g->dqkv, 0, (size_t)N * QKV * sizeof(float));
-        attention_backward(g->dqkv, g->datty, a->qkv, a->att, B, T, c->NH, c->KVH, HS);
+        PROF_KERNEL("attention_bwd", prof_cost_attention_backward(B, T, c->NH, HS),
+                    attention_backward(g->dqkv, g->datty, a->qkv, a->att, B, T, c->NH, c->KVH, HS));
         if (c->arch == MODEL_LLAMA) rope_backward(g->dqkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
         memset(g->dln, 0, NC * sizeof(float));
-        matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, w->qkvw, N, C, QKV);
-        model_norm_backward(m, g->dres, dw->ln1w, dw->ln1b, g->dln, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
+        PROF_KERNEL("matmul_bwd:qkv", prof_cost_matmul_backward(N, C, QKV),
+                    matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, w->qkvw, N, C, QKV));
+        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
+                    model_norm_backward(m, g->dres, dw->ln1w, dw->ln1b, g->dln, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, N));
         model_grads_ready(m, l);
+        PROF_END("block_bwd");
     }
     model_hook(m->hooks.before_backward, m->hooks.ctx, -1);
-    encoder_backward(m->g.wte, m->g.wpe, g->dres, m->inputs, B, T, C, c->V);
+    PROF_KERNEL("encoder_bwd", prof_cost_encoder_backward(N, C), encoder_backward(m->g.wte, m->g.wpe, g->dres, m->inputs, B, T, C, c->V));
     model_grads_ready(m, -1);
     m->have_targets = false; /* the logits now hold gradients: a second backward would be wrong */
 }

@@ -201,6 +201,8 @@ static const field_spec train_fields[] = {
      .about = "comma-separated tensor names or prefixes ending in '*'"},
     {.key = "no_decay", .kind = FK_STRING, .offset = OFF(train.no_decay), .size = SIZE(train.no_decay),
      .about = "weight-decay groups left undecayed: norm, bias, embedding (comma-separated)"},
+    {.key = "profile", .kind = FK_BOOL, .offset = OFF(train.profile),
+     .about = "spans, kernels and a Chrome trace per rank in the run folder (lab 23)"},
     {.key = "max_consecutive_skips", .kind = FK_INT, .offset = OFF(train.max_consecutive_skips), .lo = 0,
      .hi = NO_LIMIT, .about = "skipped steps in a row that stop the run; 0 turns it off"},
 };

@@ -224,6 +224,8 @@ typedef struct {
                                               * non-finite loss stops it at once except under fp16's dynamic
                                               * scaler, whose overflow skips are normal [32: the loss scale
                                               * halved 32 times; 0: off] */
+    bool profile;                            /* profile every step: trace.rank<R>.json and profile.rank<R>.tsv
+                                              * in the run folder (train/train_profile.h) [false] */
 } config_train;
 
 typedef struct {

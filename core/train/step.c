@@ -7,6 +7,7 @@
 #include "base/mem.h"
 #include "base/rng.h"
 #include "fp/convert.h"
+#include "prof/prof.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -368,19 +369,26 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
     size_t per_micro = (size_t)B * T;
     for (int k = 0; k < accum; k++) {
         double t0 = mp_now();
+        PROF_BEGIN("forward");
         loss_sum += model_forward(s->m, inputs + k * per_micro, targets + k * per_micro, B, T);
+        PROF_END("forward");
         double t1 = mp_now();
         if (s->ddp) ddp_set_sync(s->ddp, k == accum - 1); /* no_sync on the micro-batches before the last */
         if (ordered && k > 0) model_zero_grad(s->m);
+        PROF_BEGIN("backward");
         model_backward(s->m, scale / (float)accum);
+        PROF_END("backward");
         if (ordered) add_in_order(s, k, k == accum - 1);
         r.t_forward += t1 - t0;
         r.t_backward += mp_now() - t1;
     }
+    PROF_BEGIN("grad_sync_wait"); /* the gradients' communication that backward did not hide */
     if (s->ddp) ddp_finish(s->ddp);
     if (s->fsdp) fsdp_finish(s->fsdp);
+    PROF_END("grad_sync_wait");
     r.loss = (float)(loss_sum / accum);
     double t0 = mp_now();
+    PROF_BEGIN("optimizer");
     if (s->amp) {
         amp_finish(s, &r, lr);
     } else {
@@ -396,6 +404,7 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
     }
     if (s->fsdp) fsdp_after_update(s->fsdp); /* gathered copies of the old weights (an evaluation's) go */
     if (s->zero) zero_release_gradients(s->zero); /* stage 2: the shards' gradients are used; none held now */
+    PROF_END("optimizer");
     r.t_optimizer = mp_now() - t0;
     return r;
 }

@@ -26,6 +26,7 @@
 #include "train/ckpt_sharded.h"
 #include "train/sample.h"
 #include "train/step.h"
+#include "train/train_profile.h"
 #include "train/train_data.h"
 
 #include <cjson/cJSON.h>
@@ -1078,6 +1079,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     MP_ASSERT(inputs && targets, "out of memory");
     fp_hist *act_hists = calloc((size_t)mc.L + 2, sizeof *act_hists);
     MP_ASSERT(act_hists, "out of memory");
+    train_profile *profile = cfg->train.profile ? train_profile_start(cfg->train.run_dir, rank, world, &mc, B, T, accum)
+                                                : NULL;
     double t_start = mp_now(), recent = 0;
     bool hash_params = getenv("MIXPAR_PARAM_HASH") != NULL;
     long first = step, skipped_in_a_row = 0;
@@ -1097,7 +1100,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         }
         double t0 = mp_elapsed();
         inject_before_step(&injection, &ts, step);
+        train_profile_step_begin(profile);
         train_step_result r = train_step_run(&ts, inputs, targets, B, T, accum, lr);
+        train_profile_step_end(profile);
         if (comm && world > 1) /* report the loss of the global batch: the mean of the ranks' means */
             comm_allreduce(comm, &r.loss, &r.loss, 1, COMM_FP32, COMM_AVG, COMM_ALGO_NATIVE);
         double t1 = mp_elapsed(), dt = t1 - t0;
@@ -1212,6 +1217,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         printf("trained %ld steps in %.1f s: loss %.4f -> %.4f%s\n", sum.steps_done, sum.seconds, sum.first_loss,
                sum.last_loss, cfg->train.checkpoint_interval > 0 ? "; checkpoint in the run folder" : "");
 
+    train_profile_finish(profile);
     ddp_free(dp);
     zero_free(zr);
     fsdp_free(fs);

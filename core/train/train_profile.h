@@ -1,0 +1,27 @@
+/* train_profile.h: the trainer's profiling run (train.profile): spans, kernels and a trace per rank (lab 23). */
+#ifndef MIXPAR_TRAIN_TRAIN_PROFILE_H
+#define MIXPAR_TRAIN_TRAIN_PROFILE_H
+
+#include "model/model.h"
+
+/* With "train": {"profile": true} (or --set train.profile=true) the trainer measures the machine's roof (sgemm
+ * peak and triad bandwidth, prof/roofline.h) before the first step and after the last, keeping the better of
+ * each, and profiles every step: the spans step > forward/backward >
+ * block_fwd/block_bwd > kernels, plus the communication calls on their own thread. It writes, in the run folder:
+ *
+ *     trace.rank<R>.json     a Chrome trace of every step, valid JSON after each step (open it in Perfetto)
+ *     profile.rank<R>.tsv    per name: calls, total and self seconds, FLOPs and bytes, over the steps after the
+ *                            first (warm-up: first-touch page faults, BLAS buffers); header lines carry the roof,
+ *                            the model's shape and the tokens per step. `mixpar profile RUN_DIR` reads it.
+ *
+ * Without the option nothing is measured: the model's PROF_KERNEL wrappers test one NULL pointer. */
+
+typedef struct train_profile train_profile;
+
+train_profile *train_profile_start(const char *run_dir, int rank, int world, const model_config *mc, int B, int T,
+                                   int accum);
+void train_profile_step_begin(train_profile *tp);
+void train_profile_step_end(train_profile *tp);
+void train_profile_finish(train_profile *tp); /* writes the table, closes the trace; NULL is fine */
+
+#endif

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# profile.sh: command-line checks of train.profile and `mixpar profile` (lab 23): a profiled run writes a trace that
+# is whole JSON and a table whose spans nest, the report names kernels on the roofline and a bottleneck, profiling
+# leaves the training bit-identical, and bad input exits 2.
+source "$(dirname "$0")/../lib.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1
+
+base=(--config configs/tiny-poetry.json --quiet --set train.steps=2 --set scheduler.type=constant
+      --set train.eval_interval=0 --set train.sample_interval=0 --set train.checkpoint_interval=0
+      --set train.hist_interval=0)
+MIXPAR_PARAM_HASH=1 timeout "$(scaled 60)" "$MIXPAR" train "${base[@]}" --set train.profile=true \
+    --set train.run_dir="$work/on" > /dev/null 2>&1
+MIXPAR_PARAM_HASH=1 timeout "$(scaled 60)" "$MIXPAR" train "${base[@]}" --set train.run_dir="$work/off" > /dev/null 2>&1
+
+check "train.profile writes trace.rank0.json and profile.rank0.tsv" \
+  test -s "$work/on/trace.rank0.json" -a -s "$work/on/profile.rank0.tsv"
+check "without train.profile neither file is written" \
+  test ! -e "$work/off/trace.rank0.json" -a ! -e "$work/off/profile.rank0.tsv"
+check "profiling leaves the training bit-identical (the same parameter hash after each step)" \
+  bash -c "diff <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/on/events.rank0.jsonl') \
+                <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/off/events.rank0.jsonl')"
+check_output "the trace ends with the closing brackets after the last step" 0 '^\]\}$' tail -n 1 "$work/on/trace.rank0.json"
+check_output "the trace names the process and the compute thread" 0 \
+  '"process_name".*"rank 0".*"thread_name".*"compute"' bash -c "tr -d '\n' < '$work/on/trace.rank0.json'"
+# one step counted (the first is warm-up); forward ran once, a block_fwd per layer (4), and self <= total everywhere
+check_output "the table counts the second step: step 1, forward 1, block_fwd 4 calls, and 0 <= self <= total" 0 \
+  "^1 1 4 ok$" awk -F'\t' 'NR > 1 && $1 != "kind" && !/^#/ { if ($5 < -1e-9 || $5 > $4 + 1e-9) bad = 1; c[$2] = $3 }
+                            END { print c["step"], c["forward"], c["block_fwd"], bad ? "bad" : "ok" }' \
+  "$work/on/profile.rank0.tsv"
+check_output "mixpar profile: the top kernels with their bound, the bottleneck and MFU" 0 \
+  "top kernels by time.*matmul_bwd:[a-z]+ .*(compute|memory)-bound.*bottleneck: .*MFU: " \
+  bash -c "'$MIXPAR' profile '$work/on' --top 20 --roofline '$work/roof.tsv' --trace '$work/all.json' | tr '\n' ' '"
+check_output "--roofline writes one point per kernel" 0 "^2[0-9]$" bash -c "grep -vc '^#' '$work/roof.tsv'"
+check_output "--trace writes one Chrome trace of every rank" 0 '^\{"traceEvents":\[\{"name":"process_name"' \
+  head -c 60 "$work/all.json"
+check_output "mixpar help lists profile" 0 "profile +a profiled run" "$MIXPAR" help
+
+# ---- bad input
+check_output "no run: exit 2 with the usage" 2 "which run" "$MIXPAR" profile
+check_output "a run without train.profile: exit 2, says how to profile" 2 "train.profile=true" "$MIXPAR" profile "$work/off"
+mkdir -p "$work/bad"
+printf '# peak_flops 1e9\nkind\tname\tcalls\ttotal_s\tself_s\tflops\tbytes\nkernel\tx\tmany\n' > "$work/bad/profile.rank0.tsv"
+check_output "a broken table: exit 2 naming the file and line" 2 "profile.rank0.tsv: not a profile table \(line 3" \
+  "$MIXPAR" profile "$work/bad"
+check_output "--top 0: exit 2" 2 "--top wants a number" "$MIXPAR" profile "$work/on" --top 0
+check_output "an unknown option: exit 2" 2 "unexpected argument '--frobnicate'" "$MIXPAR" profile "$work/on" --frobnicate
+check_output "train.profile must be a boolean: exit 2" 2 "profile" \
+  "$MIXPAR" train "${base[@]}" --set train.profile=maybe --set train.run_dir="$work/x"
