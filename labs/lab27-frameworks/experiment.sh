@@ -76,8 +76,9 @@ if [ -f "$out/horovod/events.rank0.jsonl" ] && [ -f "$out/deepspeed/events.rank0
     per_step() { awk '/"kind":"comm"/ && /"op":"allreduce"/ { n++ } /"kind":"step"/ { s++ } END { printf "%d", n / s }' "$1"; }
     ds=$(per_step "$out/deepspeed/events.rank0.jsonl"); hv=$(per_step "$out/horovod/events.rank0.jsonl")
     fused=$((hv - ds + 1))
-    ntensors=$(grep -o "\"params\":[0-9]*" "$out/horovod/events.rank0.jsonl" | head -n 0; echo $((2 + 12 * $(grep -o "\"layers\":[0-9]*" "$out/horovod.json" | head -n 1 | cut -d: -f2) + 2)))
-    echo "  model: $ntensors gradient tensors (GPT-2, 2 blocks: wte, wpe, 12 per block, the final norm's 2)"
+    layers=$(grep -o '"layers": *[0-9]*' "$out/horovod.json" | head -n 1 | grep -o '[0-9]*$')
+    ntensors=$((4 + 12 * layers)) # GPT-2: wte, wpe, 12 per block, the final norm's 2 (model/model.h's registry)
+    echo "  model: $ntensors gradient tensors (GPT-2, $layers blocks: wte, wpe, 12 per block, the final norm's 2)"
     echo "  DeepSpeed/DDP bucket of 5e8 elements: 1 gradient allreduce per step"
     echo "  Horovod, HOROVOD_FUSION_THRESHOLD=16384 bytes: $ntensors gradients -> $fused fused allreduce calls per step"
     echo "  (each step also allreduces the loss: $ds and $hv allreduce events per step in all)"
