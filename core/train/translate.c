@@ -384,12 +384,19 @@ static const char *framework_name_of(const tr_result *r, const char *to) {
 void tr_finish(tr_result *r, const cJSON *base, int world) {
     cJSON *merged = base ? cJSON_Duplicate(base, true) : cJSON_CreateObject();
     MP_ASSERT(merged, "out of memory");
-    /* The batch is one rule over three keys: a translation that gives any of them replaces the base's three. */
+    /* The batch is one rule over three keys (total = micro x accumulation x world): the translation's keys win,
+     * and the base keeps only what does not over-determine it. Two or three given: the base's go. One given: the
+     * base's micro-batch stays (what a training script fixes) and the key the translation's one would contradict
+     * goes: the base's total, or its accumulation when the translation gives the total. */
     static const char *const batch_keys[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
                                              "gradient_accumulation_steps"};
-    bool gives_batch = false;
-    for (int i = 0; i < 3; i++) gives_batch |= cJSON_GetObjectItemCaseSensitive(r->config, batch_keys[i]) != NULL;
-    for (int i = 0; gives_batch && i < 3; i++) cJSON_DeleteItemFromObjectCaseSensitive(merged, batch_keys[i]);
+    bool gives[3];
+    int given = 0;
+    for (int i = 0; i < 3; i++) given += gives[i] = cJSON_GetObjectItemCaseSensitive(r->config, batch_keys[i]) != NULL;
+    for (int i = 0; i < 3; i++) {
+        bool drop = given >= 2 || (given == 1 && (gives[0] ? i == 2 : i == 0));
+        if (drop) cJSON_DeleteItemFromObjectCaseSensitive(merged, batch_keys[i]);
+    }
     merge_into(merged, r->config);
     /* Load; a key the loader does not know that this translation wrote is not yet runnable: out, and again. */
     for (int tries = 0; tries < 32; tries++) {

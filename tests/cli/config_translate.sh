@@ -32,7 +32,7 @@ check_output "horovod: fusion on, fp16 compression, threshold" 0 '"fusion_thresh
     $m config translate --from horovod $d/horovod_fp16.env --base $base --world 2
 check_output "horovod: cycle time not mapped" 0 "not mapped: HOROVOD_CYCLE_TIME" \
     $m config translate --from horovod $d/horovod_fp16.env --base $base --world 2
-check_output "horovod alone does not load, says why" 1 "does not load: model: missing" \
+check_output "horovod alone does not load, says why" 1 "does not load: .*batch size" \
     $m config translate --from horovod $d/horovod_fp16.env
 check_output "frameworks table from the tables" 0 "HOROVOD_FUSION_THRESHOLD" $m config frameworks
 printf '{"train_batch_size": 16,\n  "bf16": {"enabled": true,}\n}\n' > $tmp/bad.json
