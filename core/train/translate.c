@@ -2,6 +2,7 @@
 #include "train/translate.h"
 
 #include "base/error.h"
+#include "base/lab.h"
 #include "train/config.h"
 #include "train/translate_tables.h"
 
