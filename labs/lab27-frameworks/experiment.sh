@@ -14,8 +14,8 @@ mkdir -p "$out"
 [ -x "$mixpar" ] || { echo "lab27: $mixpar is missing; run 'make' first (make lab27 does)" >&2; exit 2; }
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 
-needs_lab() { # the output of a command that stopped at a stub (exit 86)
-    echo "lab27: $1 waits for your lab 27 region: $(grep -m1 -o 'lab 27 not done[^"]*' "$2" || echo "see $2")"
+needs_lab() { # WHAT LOG: a command that stopped at a stub (exit 86): which lab's region, from its own message
+    echo "lab27: $1 waits for a region: $(grep -m1 -o 'lab [0-9]* not done: [^"]*' "$2" || echo "see $2")"
 }
 
 frameworks=(deepspeed megatron fsdp horovod)
@@ -27,7 +27,7 @@ for i in 0 1 2 3; do
     if "$mixpar" config translate --from "$f" "$lab/${files[$i]}" --base "$lab/job-base.json" --world 2 \
         -o "$out/$f.json" > "$out/$f.translate.log" 2>&1; then :; else
         rc=$?
-        if [ "$rc" = 86 ]; then needs_lab "the Megatron-LM translation (core/train/translate.c: tr_megatron_args)" "$out/$f.translate.log"; blocked=1; continue; fi
+        if [ "$rc" = 86 ]; then needs_lab "translating $f" "$out/$f.translate.log"; blocked=1; continue; fi
         echo "lab27: translating $f failed:"; cat "$out/$f.translate.log"; exit 1
     fi
     sed 's/^/  /' "$out/$f.translate.log"
@@ -41,7 +41,7 @@ train() {
     if ! "$mixpar" run -n 2 -- "$mixpar" train --config "$out/$f.json" --quiet --set train.run_dir="$out/$f" \
         > "$out/$f.train.log" 2>&1; then
         if grep -q "not done" "$out/$f.train.log"; then
-            needs_lab "training the $f translation (core/dist/fusion.c: fusion_assign, fusion_pack, fusion_unpack)" "$out/$f.train.log"
+            needs_lab "training the $f translation" "$out/$f.train.log"
             return 1
         fi
         echo "lab27: training $f failed:"; head -n 12 "$out/$f.train.log"; exit 1
