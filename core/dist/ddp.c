@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_BUCKETS = 64, NO_SPAN = -1 };
+/* Buckets per backward: DDP's are at most the layers + 2, Horovod's fusion buffers at most the tensors. */
+enum { MAX_BUCKETS = 4096, STATS_SPANS = 64, NO_SPAN = -1 };
 
 typedef struct {
     size_t lo, hi;
@@ -81,8 +82,10 @@ static void *comm_thread(void *arg) {
 static void launch(ddp *d, size_t lo, size_t hi, int fused) {
     MP_ASSERT(d->launched < MAX_BUCKETS, "more than %d buckets: raise bucket_elems (or the fusion threshold)", MAX_BUCKETS);
     bucket_job job = {lo, hi, d->launched, fused, mp_elapsed()};
-    d->stats.bucket_lo[d->launched] = lo;
-    d->stats.bucket_hi[d->launched] = hi;
+    if (d->launched < STATS_SPANS) { /* ddp_stats keeps the first 64 spans */
+        d->stats.bucket_lo[d->launched] = lo;
+        d->stats.bucket_hi[d->launched] = hi;
+    }
     d->launched++;
     d->stats.buckets = d->launched;
     if (!d->threaded) {

@@ -80,7 +80,7 @@ void ddp_grads_ready(ddp *d, int layer);
 
 typedef struct {
     int buckets;              /* buckets (or fusion buffers) in the last synchronised backward */
-    size_t bucket_lo[64];     /* their spans, in launch order (the first is the head's) */
+    size_t bucket_lo[64];     /* their spans, in launch order (the first is the head's; the first 64) */
     size_t bucket_hi[64];
     double backward_end;      /* mp_elapsed() when backward finished (grads_ready(-1)) */
     double first_comm_start;  /* mp_elapsed() when the first bucket's allreduce started */
