@@ -406,8 +406,15 @@ void tr_finish(tr_result *r, const cJSON *base, int world) {
         if (config_parse(merged, world, &cfg, &err)) {
             r->runnable = true;
             r->load_error[0] = '\0';
+            /* The resolved config; a run name nobody gave stays out, so `mixpar train` names the run after the file. */
+            const cJSON *train = cJSON_GetObjectItemCaseSensitive(merged, "train");
+            bool named = cJSON_GetObjectItemCaseSensitive(train, "run_name") != NULL;
+            bool placed = cJSON_GetObjectItemCaseSensitive(train, "run_dir") != NULL;
             cJSON_Delete(merged);
             merged = config_to_json(&cfg);
+            cJSON *out_train = cJSON_GetObjectItemCaseSensitive(merged, "train");
+            if (!named) cJSON_DeleteItemFromObjectCaseSensitive(out_train, "run_name");
+            if (!placed) cJSON_DeleteItemFromObjectCaseSensitive(out_train, "run_dir");
             break;
         }
         r->runnable = false;
