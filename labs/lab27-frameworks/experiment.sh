@@ -76,9 +76,15 @@ if [ -f "$out/horovod/events.rank0.jsonl" ] && [ -f "$out/deepspeed/events.rank0
     per_step() { awk '/"kind":"comm"/ && /"op":"allreduce"/ { n++ } /"kind":"step"/ { s++ } END { printf "%d", n / s }' "$1"; }
     ds=$(per_step "$out/deepspeed/events.rank0.jsonl"); hv=$(per_step "$out/horovod/events.rank0.jsonl")
     fused=$((hv - ds + 1))
-    layers=$(grep -o '"layers": *[0-9]*' "$out/horovod.json" | head -n 1 | grep -o '[0-9]*$')
-    ntensors=$((4 + 12 * layers)) # GPT-2: wte, wpe, 12 per block, the final norm's 2 (model/model.h's registry)
-    echo "  model: $ntensors gradient tensors (GPT-2, $layers blocks: wte, wpe, 12 per block, the final norm's 2)"
+    # Threshold 0 is fusion off: one allreduce per gradient tensor, so its count is the model's tensors.
+    rm -rf "${out:?}/horovod-off"
+    if "$mixpar" run -n 2 -- "$mixpar" train --config "$out/horovod.json" --quiet --set train.steps=3 \
+        --set communication.fusion_threshold=0 --set train.run_dir="$out/horovod-off" > "$out/horovod-off.log" 2>&1; then
+        ntensors=$(($(per_step "$out/horovod-off/events.rank0.jsonl") - ds + 1))
+    else
+        ntensors="?"
+    fi
+    echo "  HOROVOD_FUSION_THRESHOLD=0 (fusion off): $ntensors allreduce calls per step, one per gradient tensor"
     echo "  DeepSpeed/DDP bucket of 5e8 elements: 1 gradient allreduce per step"
     echo "  Horovod, HOROVOD_FUSION_THRESHOLD=16384 bytes: $ntensors gradients -> $fused fused allreduce calls per step"
     echo "  (each step also allreduces the loss: $ds and $hv allreduce events per step in all)"
