@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # config_translate.sh: `mixpar config translate` and `mixpar config frameworks` (lab 27): the four translators on
-# real-looking inputs (a Megatron-LM GPT-2 launch script, DeepSpeed's ZeRO-3 offload config, FSDP HYBRID_SHARD,
+# real-looking inputs (a Megatron-LM GPT-2 launch script, the ZeRO-3 offload settings of DeepSpeed's docs with bf16, FSDP HYBRID_SHARD,
 # Horovod's environment), unmapped keys with reasons, not-yet-runnable model-parallel keys, bad files exit 2.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/lib.sh

@@ -1,4 +1,4 @@
-# Megatron-LM's examples/pretrain_gpt_distributed_with_mp.sh (GPT-2 345M), the arguments as in the script
+# After Megatron-LM's examples/pretrain_gpt_distributed_with_mp.sh (GPT-2 345M): its GPT_ARGS, DATA_ARGS and OUTPUT_ARGS written out
 torchrun $DISTRIBUTED_ARGS pretrain_gpt.py \
     --tensor-model-parallel-size 2 \
     --pipeline-model-parallel-size 2 \
