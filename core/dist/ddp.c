@@ -4,17 +4,20 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/lab.h"
+#include "dist/fusion.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_BUCKETS = 64, NO_SPAN = -1 };
+/* Buckets per backward: DDP's are at most the layers + 2, Horovod's fusion buffers at most the tensors. */
+enum { MAX_BUCKETS = 4096, STATS_SPANS = 64, NO_SPAN = -1 };
 
 typedef struct {
     size_t lo, hi;
     int index;
+    int fused;     /* the fusion buffer it reduces (Horovod mode), -1 for a bucket */
     double queued; /* when backward handed it over (mp_elapsed): the reduction may start later, on its thread */
 } bucket_job;
 
@@ -28,6 +31,7 @@ struct ddp {
     int launched;               /* buckets launched in this backward */
     ev_writer *ev;
     ddp_hook *hook;             /* how a bucket is averaged (dist/hooks.h) */
+    fusion *fusion;             /* Horovod's tensor fusion instead of buckets (dist/fusion.h), or NULL */
     ddp_stats stats;
     /* the communication thread and its queue */
     bool threaded;
@@ -48,7 +52,8 @@ static void reduce_bucket(ddp *d, const bucket_job *job) {
     /* Bytes sent: what comm_stats counted during the hook (only this thread communicates in backward). */
     comm_stats_t before, after;
     comm_stats(d->c, &before);
-    if (d->opt.reduce_bucket) d->opt.reduce_bucket(d->opt.reduce_ctx, d->c, d->grads, job->lo, job->hi, d->opt.algo);
+    if (job->fused >= 0) fusion_reduce(d->fusion, job->fused, d->hook, d->c, d->grads, d->opt.algo);
+    else if (d->opt.reduce_bucket) d->opt.reduce_bucket(d->opt.reduce_ctx, d->c, d->grads, job->lo, job->hi, d->opt.algo);
     else ddp_hook_reduce(d->hook, d->c, d->grads, job->lo, job->hi, d->opt.algo);
     comm_stats(d->c, &after);
     for (int op = 0; op < COMM_NOPS; op++) d->stats.bytes_sent += after.bytes_sent[op] - before.bytes_sent[op];
@@ -74,11 +79,13 @@ static void *comm_thread(void *arg) {
     return NULL;
 }
 
-static void launch(ddp *d, size_t lo, size_t hi) {
-    MP_ASSERT(d->launched < MAX_BUCKETS, "more than %d buckets: raise bucket_elems", MAX_BUCKETS);
-    bucket_job job = {lo, hi, d->launched, mp_elapsed()};
-    d->stats.bucket_lo[d->launched] = lo;
-    d->stats.bucket_hi[d->launched] = hi;
+static void launch(ddp *d, size_t lo, size_t hi, int fused) {
+    MP_ASSERT(d->launched < MAX_BUCKETS, "more than %d buckets: raise bucket_elems (or the fusion threshold)", MAX_BUCKETS);
+    bucket_job job = {lo, hi, d->launched, fused, mp_elapsed()};
+    if (d->launched < STATS_SPANS) { /* ddp_stats keeps the first 64 spans */
+        d->stats.bucket_lo[d->launched] = lo;
+        d->stats.bucket_hi[d->launched] = hi;
+    }
     d->launched++;
     d->stats.buckets = d->launched;
     if (!d->threaded) {
@@ -99,6 +106,7 @@ static void on_before_backward(void *ctx, int layer) {
     if (layer != model_get_config(d->m)->L) return; /* the head comes first: a new backward begins */
     d->open_lo = d->open_hi = NO_SPAN;
     d->launched = 0;
+    if (d->fusion) fusion_start(d->fusion);
     if (d->sync) d->stats.bytes_sent = 0; /* no_sync backwards send nothing: keep the count for the step */
     if (d->threaded) pthread_mutex_lock(&d->mu); /* the queue is drained (ddp_finish ran), but it is shared */
     d->head = d->tail = 0;
@@ -108,6 +116,15 @@ static void on_before_backward(void *ctx, int layer) {
 static void on_grads_ready(void *ctx, int layer) {
     ddp *d = ctx;
     if (!d->sync) return;
+    if (d->fusion) { /* Horovod: every fusion buffer whose tensors are now all ready */
+        size_t lo, hi;
+        for (int b; (b = fusion_next_complete(d->fusion, layer)) >= 0;) {
+            fusion_buffer_span(d->fusion, b, &lo, &hi);
+            launch(d, lo, hi, b);
+        }
+        if (layer == -1) d->stats.backward_end = mp_elapsed();
+        return;
+    }
     size_t off, n;
     model_layer_span(d->m, layer, &off, &n);
     /* LAB 13 BEGIN bucket bookkeeping: grow the span down by this layer, launch when full or at the embeddings */
@@ -122,7 +139,7 @@ static void on_grads_ready(void *ctx, int layer) {
     }
     size_t filled = (size_t)(d->open_hi - d->open_lo);
     if (layer == -1 || (d->opt.bucket_elems && filled >= d->opt.bucket_elems)) {
-        launch(d, (size_t)d->open_lo, (size_t)d->open_hi);
+        launch(d, (size_t)d->open_lo, (size_t)d->open_hi, -1);
         d->open_hi = d->open_lo;
     }
     /* LAB 13 END */
@@ -160,6 +177,11 @@ ddp *ddp_create(model *m, comm_t *c, const ddp_options *opt, uint64_t config_has
     int ntensors = 0;
     const model_tensor *tensors = model_tensors(m, &ntensors);
     d->hook = ddp_hook_create(&opt->hook, tensors, ntensors, model_num_params(m));
+    if (opt->fusion) {
+        MP_ASSERT(!opt->reduce_bucket && opt->hook.kind <= DDP_HOOK_BF16,
+                  "tensor fusion reduces with allreduce, fp16 or bf16 (not ZeRO, top-k or PowerSGD)");
+        d->fusion = fusion_create(tensors, ntensors, opt->fusion_elems);
+    }
     ddp_check_replicas_agree(c, config_hash ^ (uint64_t)model_num_params(m) * 0x9e3779b97f4a7c15ULL);
     /* Rank 0's initial weights for everyone, so the replicas start identical whatever their seeds. */
     /* LAB 13 BEGIN parameter broadcast: every replica starts from rank 0's weights */
@@ -217,6 +239,7 @@ void ddp_free(ddp *d) {
         pthread_cond_destroy(&d->idle);
     }
     ddp_hook_free(d->hook);
+    fusion_free(d->fusion);
     model_hooks none = {0};
     model_set_hooks(d->m, &none);
     if (d->ev) {

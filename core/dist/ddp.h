@@ -49,6 +49,10 @@ typedef struct {
      * reduce-scatters each bucket so that every rank keeps only its shard's averaged gradients. */
     void (*reduce_bucket)(void *ctx, comm_t *c, float *grads, size_t lo, size_t hi, comm_algo algo);
     void *reduce_ctx;
+    /* Horovod's tensor fusion (dist/fusion.h) instead of buckets: tensors packed into fusion buffers of at most
+     * fusion_elems elements, one allreduce per buffer through the hook (allreduce, fp16 or bf16 only). */
+    bool fusion;
+    size_t fusion_elems;
 } ddp_options;
 
 typedef struct ddp ddp;
@@ -75,8 +79,8 @@ void ddp_before_backward(ddp *d, int layer);
 void ddp_grads_ready(ddp *d, int layer);
 
 typedef struct {
-    int buckets;              /* buckets in the last synchronised backward */
-    size_t bucket_lo[64];     /* their spans, in launch order (the first is the head's) */
+    int buckets;              /* buckets (or fusion buffers) in the last synchronised backward */
+    size_t bucket_lo[64];     /* their spans, in launch order (the first is the head's; the first 64) */
     size_t bucket_hi[64];
     double backward_end;      /* mp_elapsed() when backward finished (grads_ready(-1)) */
     double first_comm_start;  /* mp_elapsed() when the first bucket's allreduce started */

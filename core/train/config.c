@@ -146,6 +146,10 @@ static const field_spec comm_fields[] = {
      .about = "the share of each bucket's entries top-k sends"},
     {.key = "powersgd_rank", .kind = FK_INT, .offset = OFF(comm.powersgd_rank), .lo = 1, .hi = 64},
     {.key = "deterministic", .kind = FK_BOOL, .offset = OFF(comm.deterministic)},
+    {.key = "fusion", .kind = FK_BOOL, .offset = OFF(comm.fusion),
+     .about = "Horovod's tensor fusion instead of DDP's buckets"},
+    {.key = "fusion_threshold", .kind = FK_BYTES, .offset = OFF(comm.fusion_threshold), .lo = 0, .hi = NO_LIMIT,
+     .about = "bytes of one fusion buffer; 0 reduces every tensor alone"},
 };
 static const field_spec ckpt_fields[] = {
     {.key = "policy", .kind = FK_ENUM, .offset = OFF(ckpt.policy), .names = model_recompute_names,
@@ -506,7 +510,8 @@ static void set_defaults(train_config *cfg, int world) {
                                           .fp8_scaling = true};
     cfg->ckpt = (config_activation_checkpointing){.policy = MODEL_RECOMPUTE_NONE, .every_k = 2};
     cfg->fsdp = (config_fsdp){.sharding_strategy = FSDP_FULL_SHARD, .backward_prefetch = 0, .limit_all_gathers = true};
-    cfg->comm = (config_comm){.hook = DDP_HOOK_ALLREDUCE, .topk_ratio = 0.01, .powersgd_rank = 1};
+    cfg->comm = (config_comm){.hook = DDP_HOOK_ALLREDUCE, .topk_ratio = 0.01, .powersgd_rank = 1,
+                              .fusion_threshold = 64u << 20};
     snprintf(cfg->data.dir, sizeof cfg->data.dir, "data");
     cfg->data.order = LOADER_SHUFFLE;
     cfg->data.sampler = DATA_SAMPLER_GLOBAL;
@@ -593,6 +598,12 @@ static bool resolve_precision_and_zero(train_config *cfg, const cJSON *root, dat
         cfg->fsdp.forward_prefetch = cfg->zero.stage3_prefetch_bucket_size > 0;
         cfg->fsdp.backward_prefetch = cfg->zero.stage3_prefetch_bucket_size > 0 ? 0 : 1;
     }
+    /* Horovod's fusion is plain data parallel: a fused buffer is allreduced whole, in fp32 or 16 bits. */
+    if (cfg->comm.fusion && (cfg->zero.stage != 0 || cfg->fsdp.enabled || cfg->comm.hook > DDP_HOOK_BF16))
+        return DATA_ERR(err, "communication.fusion with zero_optimization.stage 0, no fsdp, and hook allreduce, fp16 or bf16",
+                        "tensor fusion packs whole tensors for one allreduce; ZeRO and FSDP reduce-scatter shards",
+                        "communication.fusion with stage %d%s, hook \"%s\"", cfg->zero.stage,
+                        cfg->fsdp.enabled ? " (fsdp)" : "", ddp_hook_names[cfg->comm.hook]);
     if (cfg->zero.offload_optimizer != OFFLOAD_NONE && cfg->zero.stage == 0)
         return DATA_ERR(err, "zero_optimization.offload_optimizer with stage 1, 2 or 3",
                         "ZeRO-Offload offloads the partition ZeRO gives each rank, as DeepSpeed requires: set "

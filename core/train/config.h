@@ -138,7 +138,8 @@ typedef struct {
 /* "communication": mixpar's own section (DeepSpeed has no such key): how data parallel averages the
  * gradients, a DDP communication hook (dist/hooks.h). Unknown hook names are an error naming
  * communication.hook and listing the known ones.
- *     "communication": {"hook": "topk", "topk_ratio": 0.01, "powersgd_rank": 2} */
+ *     "communication": {"hook": "topk", "topk_ratio": 0.01, "powersgd_rank": 2}
+ *     "communication": {"fusion": true, "fusion_threshold": "64MiB", "hook": "fp16"}   (Horovod, lab 27) */
 typedef struct {
     int hook;                                /* ddp_hook_kind: "allreduce" [default], "fp16", "bf16", "topk",
                                               * "powersgd" */
@@ -148,6 +149,10 @@ typedef struct {
                                               * rank micro-batches added in order (train/step.h): bit for bit
                                               * the same whatever the bucket sizes; N ranks = 1 rank x N
                                               * micro-batches [false] */
+    bool fusion;                             /* Horovod's tensor fusion instead of DDP's buckets (dist/fusion.h,
+                                              * lab 27) [false] */
+    uint64_t fusion_threshold;               /* bytes of one fusion buffer, HOROVOD_FUSION_THRESHOLD [64 MiB];
+                                              * 0: every tensor reduced alone */
 } config_comm;
 
 /* "activation_checkpointing": DeepSpeed's section name with mixpar's own keys (model.h, lab 18):

@@ -995,6 +995,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         ev_int(ev, "bucket_elems", (long long)cfg->zero.reduce_bucket_size);
         ev_bool(ev, "overlap", cfg->zero.overlap_comm && comm_thread_safe_serialized(comm));
         ev_str(ev, "hook", ddp_hook_names[cfg->comm.hook]);
+        if (cfg->comm.fusion) ev_int(ev, "fusion_threshold", (long long)cfg->comm.fusion_threshold);
         ev_int(ev, "zero_stage", zr ? zero_stage(zr) : fs ? 3 : 0);
         if (fs) {
             ev_str(ev, "fsdp", fsdp_strategy_names[cfg->fsdp.sharding_strategy]);
@@ -1019,7 +1020,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                             .algo = cfg->comm.deterministic ? COMM_ALGO_CHAIN : COMM_ALGO_DEFAULT,
                             .overlap = cfg->zero.overlap_comm, .events_dir = cfg->train.run_dir,
                             .hook = {.kind = (ddp_hook_kind)cfg->comm.hook, .topk_ratio = cfg->comm.topk_ratio,
-                                     .powersgd_rank = cfg->comm.powersgd_rank, .seed = cfg->train.seed}};
+                                     .powersgd_rank = cfg->comm.powersgd_rank, .seed = cfg->train.seed},
+                            .fusion = cfg->comm.fusion, .fusion_elems = (size_t)(cfg->comm.fusion_threshold / sizeof(float))};
         if (zr) { /* DDP's buckets, reduce-scattered into shards instead of allreduced */
             dopt.bucket_elems = zero_bucket_elems(zr);
             dopt.reduce_bucket = zero_reduce_bucket;
@@ -1059,8 +1061,10 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                    cfg->fsdp.forward_prefetch ? "on" : "off", cfg->fsdp.backward_prefetch == 0 ? "on" : "off",
                    cfg->zero.overlap_comm ? "on" : "off");
         else if (world > 1)
-            printf("data parallel: %d ranks (%s), buckets of %zu elements, overlap %s, hook %s, ZeRO stage %d%s\n",
-                   world, comm_backend_name(comm), (size_t)cfg->zero.reduce_bucket_size,
+            printf("data parallel: %d ranks (%s), %s of %zu %s, overlap %s, hook %s, ZeRO stage %d%s\n",
+                   world, comm_backend_name(comm), cfg->comm.fusion ? "Horovod tensor fusion, buffers" : "buckets",
+                   cfg->comm.fusion ? (size_t)cfg->comm.fusion_threshold : (size_t)cfg->zero.reduce_bucket_size,
+                   cfg->comm.fusion ? "bytes" : "elements",
                    cfg->zero.overlap_comm ? "on" : "off", zr ? "reduce-scatter" : ddp_hook_names[cfg->comm.hook],
                    cfg->zero.stage, zr ? " (optimizer state sharded)" : "");
         else if (cfg->zero.stage > 0 || cfg->fsdp.enabled)
