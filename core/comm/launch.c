@@ -160,6 +160,8 @@ void comm_launch_die_with_launcher(void) {
 /* ---------------------------------------------------------------- the ranks' own exit codes */
 
 enum { STATUS_DIR_MAX = 256 };
+/* How long mpirun may outlive all of its ranks before mixpar run stops it (it normally exits within a second). */
+static const double RANKS_GONE_GRACE_S = 10.0;
 static char status_file[STATUS_DIR_MAX + 32];
 
 static void write_exit_code(int code, void *unused) {
@@ -177,6 +179,45 @@ void comm_launch_record_exit(void) {
     if (!parse_i64(rank, &r) || r < 0 || r > 1 << 24) return;
     snprintf(status_file, sizeof status_file, "%s/rank%d", dir, (int)r);
     on_exit(write_exit_code, NULL); /* glibc: the handler is given exit()'s status, main's return included */
+    /* and its pid, so the launcher can tell when every rank is gone (on this machine) */
+    char pid_file[STATUS_DIR_MAX + 40];
+    snprintf(pid_file, sizeof pid_file, "%s/rank%d.pid", dir, (int)r);
+    FILE *f = fopen(pid_file, "w");
+    if (f) {
+        fprintf(f, "%ld\n", (long)getpid());
+        fclose(f);
+    }
+}
+
+/* Is process pid gone: no such process, or a zombie its parent (mpirun) has not reaped? */
+static bool process_gone(long pid) {
+    if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+    char path[64], stat_text[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return true;
+    size_t n = fread(stat_text, 1, sizeof stat_text - 1, f);
+    fclose(f);
+    stat_text[n] = '\0';
+    const char *after_name = strrchr(stat_text, ')'); /* "pid (name) S ...": the name may hold spaces */
+    return after_name && after_name[1] == ' ' && after_name[2] == 'Z';
+}
+
+/* Have all `ranks` ranks started here and ended? Each recorded its pid (comm_launch_record_exit); ranks on other
+ * machines record theirs there, so a job with remote ranks never looks ended from here. */
+static bool ranks_all_gone(const char *dir, int ranks) {
+    for (int r = 0; r < ranks; r++) {
+        char path[STATUS_DIR_MAX + 40];
+        snprintf(path, sizeof path, "%s/rank%d.pid", dir, r);
+        FILE *f = fopen(path, "r");
+        long pid = 0;
+        if (f) {
+            if (fscanf(f, "%ld", &pid) != 1) pid = 0;
+            fclose(f);
+        }
+        if (pid <= 1 || !process_gone(pid)) return false;
+    }
+    return true;
 }
 
 /* The code mpirun would have returned, from the ranks' records in dir. mpirun reports the first rank to fail and
@@ -212,8 +253,10 @@ static int ranks_exit_code(const char *dir, int ranks) {
 
 static void remove_status_dir(const char *dir, int ranks) {
     for (int r = 0; r < ranks; r++) {
-        char path[STATUS_DIR_MAX + 32];
+        char path[STATUS_DIR_MAX + 40];
         snprintf(path, sizeof path, "%s/rank%d", dir, r);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/rank%d.pid", dir, r);
         unlink(path);
     }
     rmdir(dir);
@@ -282,9 +325,9 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
         text = malloc(cap);
         MP_ASSERT(text, "out of memory");
     }
-    double t0 = now_s(), t_exit = 0;
+    double t0 = now_s(), t_exit = 0, t_checked = 0, t_all_gone = 0, t_hung = 0;
     int status = 0, signals_sent = 0;
-    bool exited = false, pipe_open = output != NULL, timed_out = false;
+    bool exited = false, pipe_open = output != NULL, timed_out = false, hung = false;
     while (!exited || pipe_open) {
         if (pipe_open) {
             struct pollfd pfd = {pipefd[0], POLLIN, 0};
@@ -310,6 +353,22 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
         }
         /* Orphaned ranks could hold the pipe open after mpirun is gone; stop reading a moment later. */
         if (exited && pipe_open && now_s() - t_exit > 2.0) pipe_open = false;
+        /* mpirun can hang in its own shutdown after every rank has ended (PMIx again): once all of them have
+         * been gone for RANKS_GONE_GRACE_S, it is stopped and the ranks' own exit code reported. */
+        if (!exited && status_dir[0] && !hung && now_s() - t_checked > 0.5) {
+            t_checked = now_s();
+            if (!ranks_all_gone(status_dir, o->ranks)) t_all_gone = 0;
+            else if (t_all_gone == 0) t_all_gone = t_checked;
+            else if (t_checked - t_all_gone > RANKS_GONE_GRACE_S) {
+                hung = true;
+                kill(pid, SIGTERM);
+                t_hung = t_checked;
+            }
+        }
+        if (!exited && hung && now_s() - t_hung > 3.0) {
+            kill(pid, SIGKILL);
+            t_hung = now_s();
+        }
         if (!exited && o->timeout_s > 0 && now_s() - t0 > o->timeout_s + 3.0 * signals_sent) {
             /* SIGTERM first: mpirun then ends its ranks; SIGKILL if it does not go. */
             kill(pid, signals_sent == 0 ? SIGTERM : SIGKILL);
@@ -325,15 +384,20 @@ int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char *
         *output = text;
     }
     int code = timed_out ? 124 : exit_code(status);
-    if (status_dir[0]) {
+    if (status_dir[0] && hung && !timed_out) {
+        int ranks_code = ranks_exit_code(status_dir, o->ranks);
+        code = ranks_code >= 0 ? ranks_code : 128 + SIGKILL; /* a rank that left no code died of a signal */
+        fprintf(stderr, "mixpar: mpirun was still running %.0f s after every rank had ended; stopped it; reporting "
+                "the ranks' exit code, %d\n", RANKS_GONE_GRACE_S, code);
+    } else if (status_dir[0]) {
         int ranks_code = launcher_crash(status) && !timed_out ? ranks_exit_code(status_dir, o->ranks) : -1;
         if (ranks_code >= 0) {
             fprintf(stderr, "mixpar: mpirun crashed (signal %d) after the ranks had exited; reporting the ranks' exit "
                     "code, %d\n", WTERMSIG(status), ranks_code);
             code = ranks_code;
         }
-        remove_status_dir(status_dir, o->ranks);
     }
+    if (status_dir[0]) remove_status_dir(status_dir, o->ranks);
     return code;
 }
 

@@ -27,7 +27,9 @@ int comm_launch_argv(const comm_launch_opts *o, char *const *program_argv, char 
  * o->timeout_s passed first, after stopping it). When mpirun itself crashes (SIGSEGV, SIGBUS, SIGABRT) after
  * the ranks have exited (OpenMPI/PMIx can fault in PMIx_server_finalize while it shuts down after a rank's
  * failure), the code is the ranks' own, as mpirun would have reported it: the first rank's to exit non-zero, or 0
- * when every rank exited 0. A rank's code is recorded when it exits (comm_launch_record_exit). With output != NULL, stdout and stderr are collected
+ * when every rank exited 0. A rank's code is recorded when it exits (comm_launch_record_exit). Likewise when mpirun
+ * hangs in its shutdown: once every rank of this machine's job has been gone for 10 s, mpirun is stopped and the
+ * ranks' code reported. With output != NULL, stdout and stderr are collected
  * into *output (malloc'd, NUL-terminated, at most 1 MiB kept); else they go to this process's. */
 int comm_launch_run(const comm_launch_opts *o, char *const *program_argv, char **output);
 

@@ -101,6 +101,15 @@ check_output "the flake this guards against: a peer times out (exit 2) while mpi
   crash_run MIXPAR_COMM_TIMEOUT=3 -n 2 -- "$TESTS/test_comm_fail" hang
 check "without a crash, mpirun's code stands: every rank returns 3, mixpar run exits 3" bash -c \
   'timeout -k 5 $1 "$2" run -n 2 -- "$3" exit 3 >/dev/null 2>&1; test $? -eq 3' _ "$(scaled 60)" "$MIXPAR" "$TESTS/test_comm_fail"
+# ... nor mpirun hanging in its shutdown after every rank has ended: a stand-in that runs the real one, then sleeps.
+hanging_mpirun=$crash_dir/mpirun-hangs
+printf '#!/bin/sh\n%s "$@"\nexec sleep 600\n' "$(command -v mpirun)" > "$hanging_mpirun"
+chmod +x "$hanging_mpirun"
+check_output "mpirun hanging after every rank exited 2: mixpar run stops it and reports 2" 2 \
+  "mpirun was still running 10 s after every rank had ended; stopped it; reporting the ranks' exit code, 2" \
+  env TMPDIR="$crash_dir" MIXPAR_MPIRUN="$hanging_mpirun" timeout -k 5 "$(scaled 60)" "$MIXPAR" run -n 3 -- "$TESTS/test_comm_fail" bad-mesh
+check_output "mpirun hanging after every rank exited 0: mixpar run reports 0" 0 "reporting the ranks' exit code, 0" \
+  env TMPDIR="$crash_dir" MIXPAR_MPIRUN="$hanging_mpirun" timeout -k 5 "$(scaled 60)" "$MIXPAR" run -n 2 -- "$TESTS/test_comm_fail" exit 0
 check "the ranks' exit records are removed after each run" bash -c '! ls -d "$1"/mixpar-ranks-* 2>/dev/null | grep -q .' _ "$crash_dir"
 rm -rf "$crash_dir"
 # mpirun may return a moment before the ranks it ended are gone; give them 10 s (scaled).
