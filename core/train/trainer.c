@@ -23,6 +23,7 @@
 #include "train/checkpoint.h"
 #include "train/ranks_agree.h"
 #include "train/ckpt_sharded.h"
+#include "train/mp_step.h"
 #include "train/sample.h"
 #include "train/step.h"
 #include "train/train_data.h"
@@ -822,6 +823,135 @@ static void print_offload(const train_step *ts, int world) {
            elems * sizeof(float) / 1e6, elems * sizeof(float) / 1e6, elems * sizeof(float) / 1e6);
 }
 
+/* ------------------------------------------------------------------ model parallel (tp x pp > 1) */
+
+/* What a tensor- or pipeline-parallel run does not do yet: refused before anything is built (exit 2). */
+static void check_model_parallel(const train_config *cfg, const amp_setup *precision, const trainer_options *opt) {
+    struct {
+        bool refused;
+        const char *what, *hint;
+    } limits[] = {
+        {precision->recipe != AMP_RECIPE_FP32, "precision recipe fp32", "the shards compute in fp32 only"},
+        {cfg->zero.stage > 0 || cfg->fsdp.enabled, "zero_optimization.stage 0 and no fsdp section",
+         "data parallel over the dp group is a plain allreduce here; ZeRO and FSDP over it are not wired up"},
+        {opt && opt->resume, "no --resume", "checkpoints of model-parallel shards are not written yet"},
+        {cfg->train.checkpoint_interval > 0, "train.checkpoint_interval 0",
+         "checkpoints of model-parallel shards are not written yet: --set train.checkpoint_interval=0"},
+        {cfg->train.freeze[0] != '\0', "no train.freeze", "freezing is not wired up for shards"},
+        {cfg->comm.hook != 0, "communication.hook \"allreduce\"", "the dp group's gradients are averaged in fp32"},
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++)
+        if (limits[i].refused)
+            MP_FAIL_HINT(limits[i].what, limits[i].hint, "tensor_model_parallel_size %d x pipeline_model_parallel_size %d",
+                         cfg->tensor_parallel, cfg->pipeline_parallel);
+}
+
+/* Training on a dp x tp x pp mesh (train/mp_step.h): each rank holds its shard; the dp group's ranks take
+ * the rows of a data-parallel run on dp ranks; the step event and the progress line carry the loss of the
+ * last stage, averaged over dp. Evaluation, samples and histograms need the whole model on one rank: not
+ * run (the header says so). */
+static trainer_summary run_model_parallel(train_config *cfg, const model_config *mc, const tokfile *train_tokens,
+                                          comm_t *comm, bool quiet) {
+    trainer_summary sum = {.last_val_loss = NAN};
+    int world = comm ? comm_size(comm) : 1, rank = comm ? comm_rank(comm) : 0;
+    MP_ASSERT(comm, "tensor or pipeline parallel on one rank (the batch rule refuses it)");
+    mp_layout lay = {.dp = world / (cfg->tensor_parallel * cfg->pipeline_parallel), .tp = cfg->tensor_parallel,
+                     .pp = cfg->pipeline_parallel, .micro_batches = cfg->grad_accum,
+                     .schedule = (pp_schedule)cfg->pipeline_schedule};
+    ev_writer *ev = ev_open(cfg->train.run_dir, rank);
+    mp_step *s = mp_step_create(comm, mc, &lay, &cfg->optimizer, cfg->gradient_clipping, cfg->train.seed, ev);
+    mesh_t *mesh = mp_step_mesh(s);
+    model *m = mp_step_model(s);
+    model_set_recompute(m, (model_recompute)cfg->ckpt.policy, cfg->ckpt.every_k);
+    const int B = cfg->micro_batch, T = cfg->data.seq_len, accum = cfg->grad_accum;
+    train_data *td = train_data_open(cfg, train_tokens, B, T, mesh->dp); /* this dp rank's rows */
+    const int *first = mp_step_stages(s);
+
+    cJSON *config_tree = config_to_json(cfg);
+    char *config_json = cJSON_PrintUnformatted(config_tree);
+    cJSON_Delete(config_tree);
+    ev_begin(ev, "run");
+    ev_str(ev, "name", cfg->train.run_name);
+    ev_int(ev, "world", world);
+    ev_num(ev, "wall", mp_elapsed_origin_wall());
+    ev_int(ev, "params", (long long)model_count_params(mc));
+    ev_int(ev, "resumed_at", 0);
+    ev_object_begin(ev, "model_parallel");
+    ev_int(ev, "dp", lay.dp);
+    ev_int(ev, "tp", lay.tp);
+    ev_int(ev, "pp", lay.pp);
+    ev_str(ev, "schedule", pp_schedule_names[lay.schedule]);
+    ev_int(ev, "micro_batches", lay.micro_batches);
+    ev_int(ev, "dp_rank", mesh->dp_rank);
+    ev_int(ev, "tp_rank", mesh->tp_rank);
+    ev_int(ev, "stage", mesh->pp_rank);
+    ev_int(ev, "first_block", first[mesh->pp_rank]);
+    ev_int(ev, "last_block", first[mesh->pp_rank + 1]);
+    ev_int(ev, "shard_params", (long long)model_num_params(m));
+    ev_object_end(ev);
+    ev_json(ev, "config", config_json);
+    ev_end(ev);
+    free(config_json);
+    ev_mem(ev, 0);
+    if (!quiet) {
+        printf("model: %s, %zu parameters (L=%d, C=%d, heads %d/%d, context %d, vocab %d)\n", model_arch_name(mc->arch),
+               model_count_params(mc), mc->L, mc->C, mc->NH, mc->KVH, mc->maxT, mc->V);
+        printf("model parallel: dp %d x tp %d x pp %d on %d ranks (%s), schedule %s, %d micro-batches of %d x %d "
+               "tokens per step per replica; stages' first blocks:", lay.dp, lay.tp, lay.pp, world,
+               comm_backend_name(comm), pp_schedule_names[lay.schedule], accum, B, T);
+        for (int st = 0; st <= lay.pp; st++) printf(" %d", first[st]);
+        printf("\n(evaluation, samples, histograms and checkpoints are not run under model parallel)\n");
+    }
+    size_t per_step = (size_t)accum * B * T;
+    int *inputs = malloc(per_step * sizeof(int)), *targets = malloc(per_step * sizeof(int));
+    MP_ASSERT(inputs && targets, "out of memory");
+    double t_start = mp_now();
+    for (long step = 0; step < cfg->train.steps; step++) {
+        for (int k = 0; k < accum; k++) train_data_next(td, inputs + (size_t)k * B * T, targets + (size_t)k * B * T);
+        double lr = lr_schedule_at(&cfg->scheduler, step), t0 = mp_now();
+        mp_step_result r = mp_step_run(s, inputs, targets, B, T, lr, step + 1);
+        double dt = mp_now() - t0;
+        const pp_stats *ps = pp_get_stats(mp_step_pipeline(s));
+        if (step == 0) sum.first_loss = r.loss;
+        sum.last_loss = r.loss;
+        ev_begin(ev, "step");
+        ev_int(ev, "step", step + 1);
+        ev_num(ev, "loss", r.loss);
+        ev_num(ev, "lr", lr);
+        ev_num(ev, "grad_norm", r.grad_norm);
+        ev_num(ev, "scale", 1);
+        ev_bool(ev, "skipped", r.skipped);
+        ev_num(ev, "tokens_per_s", per_step * lay.dp / dt);
+        ev_object_begin(ev, "pipeline");
+        ev_num(ev, "bubble", ps->bubble);
+        ev_num(ev, "bubble_schedule", ps->bubble_schedule);
+        ev_num(ev, "bubble_formula", pp_bubble_formula(lay.pp, accum));
+        ev_int(ev, "in_flight", ps->max_in_flight);
+        ev_int(ev, "act_bytes", (long long)ps->act_peak_bytes);
+        ev_object_end(ev);
+        ev_end(ev);
+        long done = step + 1;
+        if (!quiet && (done % cfg->train.log_interval == 0 || done == 1 || done == cfg->train.steps)) {
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %6.3f%s | bubble %.2f (schedule %.2f) | %7.0f tok/s\n",
+                   done, cfg->train.steps, r.loss, lr, r.grad_norm, r.skipped ? " (skipped: not finite)" : "",
+                   ps->bubble, ps->bubble_schedule, per_step * lay.dp / dt);
+            fflush(stdout);
+        }
+        if (done % cfg->train.log_interval == 0) ev_mem(ev, done);
+        sum.steps_done = done;
+    }
+    sum.seconds = mp_now() - t_start;
+    if (!quiet && sum.steps_done > 0)
+        printf("trained %ld steps in %.1f s: loss %.4f -> %.4f\n", sum.steps_done, sum.seconds, sum.first_loss,
+               sum.last_loss);
+    free(inputs);
+    free(targets);
+    train_data_free(td);
+    mp_step_free(s);
+    ev_close(ev);
+    return sum;
+}
+
 /* ------------------------------------------------------------------ the loop */
 
 trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
@@ -854,6 +984,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         MP_FAIL_HINT("communication.deterministic with plain data parallel (zero_optimization.stage 0, no fsdp)",
                      "the deterministic reduction is an allreduce in rank order; ZeRO and FSDP reduce-scatter",
                      "communication.deterministic with stage %d%s", cfg->zero.stage, cfg->fsdp.enabled ? " (FSDP)" : "");
+    bool model_parallel = cfg->tensor_parallel * cfg->pipeline_parallel > 1;
+    if (model_parallel) check_model_parallel(cfg, &precision, opt);
     check_offload(cfg, &precision);
     bool offload = cfg->zero.offload_optimizer == OFFLOAD_CPU;
     if (cfg->train.threads > 0) omp_set_num_threads(cfg->train.threads);
@@ -877,6 +1009,13 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     tokenizer tok;
     tokenizer_load(&tok, vocab_path, NULL);
     check_sample_prompt(cfg, &tok, vocab_path, comm);
+    if (model_parallel) {
+        sum = run_model_parallel(cfg, &mc, train_tokens, comm, quiet);
+        tokenizer_free(&tok);
+        tokfile_close(train_tokens);
+        tokfile_close(val_tokens);
+        return sum;
+    }
     /* With either sampler, the ranks' rows of a step are the rows one rank with B x world would take. */
     train_data *td = train_data_open(cfg, train_tokens, B, T, comm);
     loader vl;
