@@ -2,6 +2,7 @@
 # model_parallel.sh: `mixpar train` on dp x tp x pp meshes of real MPI ranks trains the losses of one rank
 # (GPT-2 on 2x2x2 with 1f1b, LLaMA with GQA on 1x2x2 with gpipe, within 1e-5 relative over 20 steps); the
 # pipeline's span events show 1F1B holding at most p micro-batches and GPipe all m; invalid meshes exit 2.
+# `mixpar plan --tp --pp --micro-batches` gives each stage's bytes per rank and the bubble.
 # The 8-rank meshes 1x2x4, 2x4x1 and 1x1x8 of both models are tests/mpi/test_model_parallel.c's.
 source "$(dirname "$0")/../lib.sh"
 work=$(mktemp -d)
@@ -83,3 +84,20 @@ bad "kv heads not divisible by tp" 'model.kv_heads = 2 is not divisible by tenso
 bad "fewer layers than stages" '4 layers on 8 stages' 8 pipeline_model_parallel_size=8
 bad "an unknown schedule" 'pipeline_schedule' 2 pipeline_model_parallel_size=2 pipeline_schedule=interleaved
 bad "a low-precision recipe" 'precision recipe fp32' 2 tensor_model_parallel_size=2 bf16.enabled=true
+
+# ---------------------------------------------------------------- mixpar plan --tp --pp --micro-batches
+check_output "plan: the bubble of 4 stages and 8 micro-batches is 3/11" 0 'bubble +\(p-1\)/\(m\+p-1\) = 3/11 = 0\.273' \
+  "$MIXPAR" plan --preset llama-1b --tp 2 --pp 4 --micro-batches 8
+inflight() { "$MIXPAR" plan --preset llama-1b --tp 2 --pp 4 --micro-batches 8 "$@" | awk '/^[0-9]+ +[0-9]+-[0-9]+ / {printf "%s ", $8}'; }
+check "plan: 1f1b holds 4 3 2 1 micro-batches on the 4 stages ($(inflight))" test "$(inflight)" = "4 3 2 1 "
+check "plan: gpipe holds all 8 on every stage ($(inflight --schedule gpipe))" test "$(inflight --schedule gpipe)" = "8 8 8 8 "
+# tp 1 x pp 1 is the whole model: the plan's own parameter count
+whole=$("$MIXPAR" plan --preset gpt2-124m | sed -nE 's/^params +Psi = ([0-9,]+).*/\1/p')
+one=$("$MIXPAR" plan --preset gpt2-124m --tp 1 --pp 1 | awk '/^0 / {print $3}')
+check "plan: one stage of one rank holds the whole model ($one = $whole parameters)" test "$one" = "$whole"
+check_output "plan: --tp not dividing the heads exits 2" 2 'heads = 12 with --tp 5' "$MIXPAR" plan --preset gpt2-124m --tp 5
+check_output "plan: more stages than layers exits 2" 2 '12 layers, --pp 16' "$MIXPAR" plan --preset gpt2-124m --pp 16
+single=$("$MIXPAR" plan --preset gpt2-124m | awk '/^total / {print $2}')
+staged=$("$MIXPAR" plan --preset gpt2-124m --tp 1 --pp 1 | awk '/^0 / {print $10}')
+check "plan: tp 1 x pp 1 totals what the single plan does (${staged} GB = $single bytes)" \
+  awk -v a="$staged" -v b="$single" 'BEGIN { gsub(",", "", b); d = a - b / 1e9; exit !(d < 0.0005 && d > -0.0005) }'
