@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const pp_schedule_names[] = {[PP_GPIPE] = "gpipe", [PP_1F1B] = "1f1b", NULL};
+const char *const pp_schedule_names[] = {[PP_GPIPE] = "gpipe", [PP_1F1B] = "1f1b", [PP_INTERLEAVED] = "interleaved",
+                                         NULL};
 
 int pp_schedule_from_name(const char *name) {
     for (int k = 0; k < PP_NSCHEDULES; k++)
@@ -19,69 +20,111 @@ int pp_schedule_from_name(const char *name) {
 
 /* ------------------------------------------------------------------ schedules */
 
-void pp_schedule_actions(pp_schedule kind, int p, int s, int m, pp_action *out) {
-    MP_ASSERT(p >= 1 && s >= 0 && s < p && m >= 1, "schedule of stage %d of %d, %d micro-batches", s, p, m);
+void pp_check_schedule(pp_schedule kind, int p, int m, int v) {
+    if (kind != PP_INTERLEAVED) {
+        if (v != 1)
+            MP_FAIL_HINT("virtual pipeline stages only with pipeline_schedule \"interleaved\"",
+                         "drop num_layers_per_virtual_pipeline_stage, or choose the interleaved schedule",
+                         "%d model chunks per stage with schedule %s", v, pp_schedule_names[kind]);
+        return;
+    }
+    if (p < 2 || v < 2)
+        MP_FAIL_HINT("at least 2 pipeline stages and 2 model chunks per stage for the interleaved schedule",
+                     "set num_layers_per_virtual_pipeline_stage so that layers / (stages x it) is 2 or more",
+                     "%d stages, %d chunks per stage", p, v);
+    if (m % p != 0)
+        MP_FAIL_HINT("a number of micro-batches divisible by the pipeline stages (interleaved schedule)",
+                     "Megatron's interleaved 1F1B runs the micro-batches in groups of p: make "
+                     "gradient_accumulation_steps a multiple of pipeline_model_parallel_size",
+                     "%d micro-batches on %d stages", m, p);
+}
+
+/* Megatron-LM's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving): the k-th
+ * forward of a stage runs model chunk (k mod pv) / p on micro-batch (k / pv) p + k mod p; the k-th
+ * backward the same micro-batch of chunk v - 1 - that. */
+static pp_action interleaved_action(char kind, int k, int p, int v) {
+    int in_group = k % (p * v), chunk = in_group / p;
+    return (pp_action){kind, k / (p * v) * p + k % p, kind == 'F' ? chunk : v - 1 - chunk};
+}
+
+void pp_schedule_actions(pp_schedule kind, int p, int s, int m, int v, pp_action *out) {
+    MP_ASSERT(p >= 1 && s >= 0 && s < p && m >= 1 && v >= 1, "schedule of stage %d of %d, %d micro-batches, %d chunks",
+              s, p, m, v);
     int n = 0, f = 0, b = 0;
     if (kind == PP_GPIPE) {
-        while (f < m) out[n++] = (pp_action){'F', f++};
-        while (b < m) out[n++] = (pp_action){'B', b++};
+        while (f < m) out[n++] = (pp_action){'F', f++, 0};
+        while (b < m) out[n++] = (pp_action){'B', b++, 0};
+        return;
+    }
+    if (kind == PP_INTERLEAVED) {
+        int total = m * v, warmup = (p - s - 1) * 2 + (v - 1) * p;
+        warmup = warmup < total ? warmup : total;
+        while (f < warmup) out[n++] = interleaved_action('F', f++, p, v);
+        while (f < total) {
+            out[n++] = interleaved_action('F', f++, p, v);
+            out[n++] = interleaved_action('B', b++, p, v);
+        }
+        while (b < total) out[n++] = interleaved_action('B', b++, p, v);
         return;
     }
     /* 1F1B: warm up with the forwards the later stages need before the first backward can come back,
      * then one forward and one backward in turn, then the backwards that are left. */
     int warmup = p - s - 1 < m ? p - s - 1 : m;
-    while (f < warmup) out[n++] = (pp_action){'F', f++};
+    while (f < warmup) out[n++] = (pp_action){'F', f++, 0};
     while (f < m) {
-        out[n++] = (pp_action){'F', f++};
-        out[n++] = (pp_action){'B', b++};
+        out[n++] = (pp_action){'F', f++, 0};
+        out[n++] = (pp_action){'B', b++, 0};
     }
-    while (b < m) out[n++] = (pp_action){'B', b++};
+    while (b < m) out[n++] = (pp_action){'B', b++, 0};
 }
 
-double pp_bubble_formula(int p, int m) { return (double)(p - 1) / (double)(m + p - 1); }
+double pp_bubble_formula(int p, int m, int v) { return (double)(p - 1) / (double)(v * m + p - 1); }
 
-double pp_schedule_bubble(pp_schedule kind, int p, int m, double t_fwd, double t_bwd, int *in_flight) {
-    /* done_f[s][k], done_b[s][k]: when stage s finished F k and B k; each stage's actions run in its
-     * schedule's order, each as soon as the stage is free and its input is there. Stages are played in
-     * rounds until every action has run (a dependency may only be met by a later round's progress). */
-    size_t cells = (size_t)p * m;
+double pp_schedule_bubble(pp_schedule kind, int p, int m, int v, double t_fwd, double t_bwd, int *in_flight) {
+    /* Virtual stage j p + s is chunk j of stage s. done_f[vs][k], done_b[vs][k]: when virtual stage vs
+     * finished F k and B k; each stage's actions run in its schedule's order, each as soon as the stage is
+     * free and its input is there. Stages are played in rounds until every action has run (a dependency
+     * may only be met by a later round's progress); an order that can never finish is a deadlock. */
+    int P = p * v, n = 2 * m * v;
+    size_t cells = (size_t)P * m;
     double *done_f = malloc(cells * sizeof(double)), *done_b = malloc(cells * sizeof(double));
-    pp_action *order = malloc((size_t)p * 2 * m * sizeof(pp_action));
+    pp_action *order = malloc((size_t)p * n * sizeof(pp_action));
     int *next = calloc((size_t)p, sizeof(int));
     double *free_at = calloc((size_t)p, sizeof(double));
     MP_ASSERT(done_f && done_b && order && next && free_at, "out of memory");
     for (size_t i = 0; i < cells; i++) done_f[i] = done_b[i] = -1;
-    for (int s = 0; s < p; s++) pp_schedule_actions(kind, p, s, m, order + (size_t)s * 2 * m);
+    for (int s = 0; s < p; s++) pp_schedule_actions(kind, p, s, m, v, order + (size_t)s * n);
     for (bool progress = true; progress;) {
         progress = false;
         for (int s = 0; s < p; s++)
-            while (next[s] < 2 * m) {
-                pp_action a = order[(size_t)s * 2 * m + next[s]];
+            while (next[s] < n) {
+                pp_action a = order[(size_t)s * n + next[s]];
+                int vs = a.chunk * p + s;
                 double ready;
-                if (a.kind == 'F') ready = s == 0 ? 0 : done_f[(size_t)(s - 1) * m + a.micro];
-                else ready = s == p - 1 ? done_f[(size_t)s * m + a.micro] : done_b[(size_t)(s + 1) * m + a.micro];
+                if (a.kind == 'F') ready = vs == 0 ? 0 : done_f[(size_t)(vs - 1) * m + a.micro];
+                else ready = vs == P - 1 ? done_f[(size_t)vs * m + a.micro] : done_b[(size_t)(vs + 1) * m + a.micro];
                 if (ready < 0) break; /* its input is not made yet: another stage first */
                 double start = ready > free_at[s] ? ready : free_at[s];
                 free_at[s] = start + (a.kind == 'F' ? t_fwd : t_bwd);
-                (a.kind == 'F' ? done_f : done_b)[(size_t)s * m + a.micro] = free_at[s];
+                (a.kind == 'F' ? done_f : done_b)[(size_t)vs * m + a.micro] = free_at[s];
                 next[s]++;
                 progress = true;
             }
     }
     double makespan = 0;
     for (int s = 0; s < p; s++) {
-        MP_ASSERT(next[s] == 2 * m, "schedule %s deadlocks at stage %d", pp_schedule_names[kind], s);
+        MP_ASSERT(next[s] == n, "schedule %s deadlocks at stage %d", pp_schedule_names[kind], s);
         makespan = free_at[s] > makespan ? free_at[s] : makespan;
         if (in_flight) { /* the most forwards done whose backward is not, in the stage's own order */
             int now = 0, most = 0;
-            for (int i = 0; i < 2 * m; i++) {
-                now += order[(size_t)s * 2 * m + i].kind == 'F' ? 1 : -1;
+            for (int i = 0; i < n; i++) {
+                now += order[(size_t)s * n + i].kind == 'F' ? 1 : -1;
                 most = now > most ? now : most;
             }
             in_flight[s] = most;
         }
     }
-    double busy = (double)p * m * (t_fwd + t_bwd);
+    double busy = (double)p * m * v * (t_fwd + t_bwd);
     free(done_f), free(done_b), free(order), free(next), free(free_at);
     return makespan > 0 ? 1.0 - busy / ((double)p * makespan) : 0.0;
 }
@@ -157,37 +200,44 @@ void pp_stages_from_list(const model_config *cfg, int p, const char *list, int *
 
 struct pp {
     mesh_t *mesh;
-    model *m;
+    model **chunks;           /* (v) this stage's model chunks: chunk j is virtual stage j p + s */
+    int v;
     pp_schedule kind;
     int micro;
     ev_writer *ev;
-    pp_action *order;         /* (2m) this stage's schedule */
-    int *slot_of;             /* (m) the activation slot micro-batch k runs in */
-    bool *slot_busy;          /* (slots made) */
-    int nslots;
+    pp_action *order;         /* (2 m v) this stage's schedule */
+    int *slot_of;             /* (v m) the activation slot of chunk j's micro-batch k: [j m + k] */
+    bool *slot_busy;          /* (v m) [j m + slot] */
+    int *nslots;              /* (v) slots made per chunk */
     float *recv_act, *recv_grad; /* (B,T,C) what arrives from the neighbours (MEM_COMM) */
-    float *send_grad;         /* (m, B,T,C) input gradients on their way back, one per micro-batch (MEM_COMM) */
+    float *send_grad;         /* (v m, B,T,C) input gradients on their way back, one per chunk and micro-batch */
     size_t capacity;          /* floats of one (B,T,C) buffer */
-    comm_request **fwd_sends; /* (m) activation sends, waited for before the slot's backward */
-    comm_request **bwd_sends; /* (m) gradient sends, waited for at the end of the step */
+    comm_request **fwd_sends; /* (v m) activation sends, waited for before the chunk's backward */
+    comm_request **bwd_sends; /* (v m) gradient sends, waited for at the end of the step */
     pp_stats stats;
 };
 
-pp *pp_create(mesh_t *mesh, model *stage, pp_schedule kind, int micro_batches, ev_writer *ev) {
-    MP_ASSERT(kind >= 0 && kind < PP_NSCHEDULES && micro_batches >= 1, "pipeline schedule %d, %d micro-batches",
+pp *pp_create(mesh_t *mesh, model **chunks, int v, pp_schedule kind, int micro_batches, ev_writer *ev) {
+    MP_ASSERT(kind >= 0 && kind < PP_NSCHEDULES && micro_batches >= 1 && v >= 1, "pipeline schedule %d, %d micro-batches",
               (int)kind, micro_batches);
+    pp_check_schedule(kind, mesh->pp_size, micro_batches, v);
     pp *p = calloc(1, sizeof *p);
     MP_ASSERT(p, "out of memory");
-    p->mesh = mesh, p->m = stage, p->kind = kind, p->micro = micro_batches, p->ev = ev;
-    int m = micro_batches;
-    p->order = malloc((size_t)2 * m * sizeof *p->order);
-    p->slot_of = malloc((size_t)m * sizeof(int));
-    p->fwd_sends = calloc((size_t)m, sizeof *p->fwd_sends);
-    p->bwd_sends = calloc((size_t)m, sizeof *p->bwd_sends);
-    p->slot_busy = calloc((size_t)m, sizeof(bool));
-    MP_ASSERT(p->order && p->slot_of && p->fwd_sends && p->bwd_sends && p->slot_busy, "out of memory");
-    pp_schedule_actions(kind, mesh->pp_size, mesh->pp_rank, m, p->order);
-    p->stats.micro_batches = m, p->stats.stages = mesh->pp_size, p->stats.stage = mesh->pp_rank;
+    p->mesh = mesh, p->v = v, p->kind = kind, p->micro = micro_batches, p->ev = ev;
+    size_t units = (size_t)v * micro_batches;
+    p->chunks = malloc((size_t)v * sizeof *p->chunks);
+    p->order = malloc(2 * units * sizeof *p->order);
+    p->slot_of = malloc(units * sizeof(int));
+    p->fwd_sends = calloc(units, sizeof *p->fwd_sends);
+    p->bwd_sends = calloc(units, sizeof *p->bwd_sends);
+    p->slot_busy = calloc(units, sizeof(bool));
+    p->nslots = calloc((size_t)v, sizeof(int));
+    MP_ASSERT(p->chunks && p->order && p->slot_of && p->fwd_sends && p->bwd_sends && p->slot_busy && p->nslots,
+              "out of memory");
+    memcpy(p->chunks, chunks, (size_t)v * sizeof *chunks);
+    pp_schedule_actions(kind, mesh->pp_size, mesh->pp_rank, micro_batches, v, p->order);
+    p->stats.micro_batches = micro_batches, p->stats.stages = mesh->pp_size, p->stats.stage = mesh->pp_rank;
+    p->stats.chunks = v;
     return p;
 }
 
@@ -196,7 +246,8 @@ void pp_free(pp *p) {
     mem_free(p->recv_act);
     mem_free(p->recv_grad);
     mem_free(p->send_grad);
-    free(p->order), free(p->slot_of), free(p->slot_busy), free(p->fwd_sends), free(p->bwd_sends);
+    free(p->chunks), free(p->order), free(p->slot_of), free(p->slot_busy), free(p->nslots);
+    free(p->fwd_sends), free(p->bwd_sends);
     free(p);
 }
 
@@ -207,20 +258,21 @@ static void ensure_buffers(pp *p, size_t floats) {
     mem_free(p->recv_act), mem_free(p->recv_grad), mem_free(p->send_grad);
     p->recv_act = mem_alloc(floats * sizeof(float), MEM_COMM, "pp.recv_activation");
     p->recv_grad = mem_alloc(floats * sizeof(float), MEM_COMM, "pp.recv_gradient");
-    p->send_grad = mem_alloc((size_t)p->micro * floats * sizeof(float), MEM_COMM, "pp.send_gradients");
+    p->send_grad = mem_alloc((size_t)p->v * p->micro * floats * sizeof(float), MEM_COMM, "pp.send_gradients");
     p->capacity = floats;
 }
 
-/* The first free activation slot (a new one when all are busy). */
-static int take_slot(pp *p) {
-    for (int i = 0; i < p->nslots; i++)
-        if (!p->slot_busy[i]) {
-            p->slot_busy[i] = true;
+/* The first free activation slot of a chunk (a new one when all are busy). */
+static int take_slot(pp *p, int chunk) {
+    bool *busy = p->slot_busy + (size_t)chunk * p->micro;
+    for (int i = 0; i < p->nslots[chunk]; i++)
+        if (!busy[i]) {
+            busy[i] = true;
             return i;
         }
-    MP_ASSERT(p->nslots < p->micro, "more activation slots than micro-batches");
-    p->slot_busy[p->nslots] = true;
-    return p->nslots++;
+    MP_ASSERT(p->nslots[chunk] < p->micro, "more activation slots than micro-batches");
+    busy[p->nslots[chunk]] = true;
+    return p->nslots[chunk]++;
 }
 
 static void span_event(pp *p, const pp_action *a, long step, double t0, double t1) {
@@ -234,73 +286,97 @@ static void span_event(pp *p, const pp_action *a, long step, double t0, double t
     ev_int(p->ev, "stages", p->mesh->pp_size);
     ev_int(p->ev, "micro", a->micro);
     ev_int(p->ev, "micro_batches", p->micro);
+    if (p->v > 1) {
+        ev_int(p->ev, "chunk", a->chunk);
+        ev_int(p->ev, "chunks", p->v);
+    }
     ev_str(p->ev, "schedule", pp_schedule_names[p->kind]);
     ev_end(p->ev);
 }
 
+/* Virtual stage j p + s's neighbours: the stage (in the pp group) and chunk before and after it, -1 at
+ * the two ends of the whole pipeline. */
+static void neighbours(const pp *p, int chunk, int *prev, int *prev_chunk, int *next, int *next_chunk) {
+    int s = p->mesh->pp_rank, P = p->mesh->pp_size, vs = chunk * P + s;
+    *prev = vs > 0 ? (vs - 1) % P : -1, *prev_chunk = vs > 0 ? (vs - 1) / P : -1;
+    *next = vs < P * p->v - 1 ? (vs + 1) % P : -1, *next_chunk = vs < P * p->v - 1 ? (vs + 1) / P : -1;
+}
+
+/* A message's tag: micro-batch k arriving for chunk j, activation (0) or gradient (1). */
+static int tag_of(const pp *p, int k, int chunk, int gradient) { return ((k * p->v) + chunk) * 2 + gradient; }
+
 float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float loss_scale, long step) {
     mesh_t *mesh = p->mesh;
-    model *m = p->m;
-    int C = model_get_config(m)->C, mb = p->micro, prev = mesh_pp_prev(mesh), next = mesh_pp_next(mesh);
-    bool first = prev < 0, last = next < 0;
-    size_t rows = (size_t)B * T, floats = rows * (size_t)C;
+    int C = model_get_config(p->chunks[0])->C, mb = p->micro;
+    size_t rows = (size_t)B * T, floats = rows * (size_t)C, units = (size_t)p->v * mb;
     ensure_buffers(p, floats);
     size_t act_most = mem_current(MEM_ACT); /* slots are allocated in forward only: the step's peak is after one */
     double t_step = mp_now(), busy = 0, t_f = 0, t_b = 0;
     double loss_sum = 0;
+    bool has_loss = false;
     int in_flight = 0, most = 0;
-    for (int i = 0; i < 2 * mb; i++) {
+    for (size_t i = 0; i < 2 * units; i++) {
         const pp_action *a = &p->order[i];
-        int k = a->micro;
+        int k = a->micro, j = a->chunk, prev, prev_chunk, next, next_chunk;
+        model *m = p->chunks[j];
+        neighbours(p, j, &prev, &prev_chunk, &next, &next_chunk);
+        bool first = prev < 0, last = next < 0;
+        size_t unit = (size_t)j * mb + k;
         if (a->kind == 'F') {
-            if (!first) comm_recv(mesh->pp, p->recv_act, floats, COMM_FP32, prev, 2 * k);
-            p->slot_of[k] = take_slot(p);
-            model_use_act_slot(m, p->slot_of[k]);
+            if (!first) comm_recv(mesh->pp, p->recv_act, floats, COMM_FP32, prev, tag_of(p, k, j, 0));
+            p->slot_of[unit] = take_slot(p, j);
+            model_use_act_slot(m, p->slot_of[unit]);
             double t0 = mp_now();
             float loss = model_forward_stage(m, first ? inputs + (size_t)k * rows : NULL, first ? NULL : p->recv_act,
                                              last ? targets + (size_t)k * rows : NULL, B, T);
             double t1 = mp_now();
             busy += t1 - t0, t_f += t1 - t0;
             span_event(p, a, step, t0, t1);
-            if (last) loss_sum += loss;
-            else p->fwd_sends[k] = comm_isend(mesh->pp, model_stage_output(m), floats, COMM_FP32, next, 2 * k);
+            if (last) loss_sum += loss, has_loss = true;
+            else
+                p->fwd_sends[unit] = comm_isend(mesh->pp, model_stage_output(m), floats, COMM_FP32, next,
+                                                tag_of(p, k, next_chunk, 0));
             most = ++in_flight > most ? in_flight : most;
             act_most = mem_current(MEM_ACT) > act_most ? mem_current(MEM_ACT) : act_most;
         } else {
             if (!last) {
-                comm_recv(mesh->pp, p->recv_grad, floats, COMM_FP32, next, 2 * k + 1);
-                comm_wait(&p->fwd_sends[k]); /* delivered long ago: the gradient of it just came back */
+                comm_recv(mesh->pp, p->recv_grad, floats, COMM_FP32, next, tag_of(p, k, j, 1));
+                comm_wait(&p->fwd_sends[unit]); /* delivered long ago: the gradient of it just came back */
             }
-            model_use_act_slot(m, p->slot_of[k]);
-            float *dinput = first ? NULL : p->send_grad + (size_t)k * floats;
+            model_use_act_slot(m, p->slot_of[unit]);
+            float *dinput = first ? NULL : p->send_grad + unit * floats;
             double t0 = mp_now();
             model_backward_stage(m, loss_scale / (float)mb, last ? NULL : p->recv_grad, dinput);
             double t1 = mp_now();
             busy += t1 - t0, t_b += t1 - t0;
             span_event(p, a, step, t0, t1);
-            if (!first) p->bwd_sends[k] = comm_isend(mesh->pp, dinput, floats, COMM_FP32, prev, 2 * k + 1);
-            p->slot_busy[p->slot_of[k]] = false;
+            if (!first)
+                p->bwd_sends[unit] = comm_isend(mesh->pp, dinput, floats, COMM_FP32, prev, tag_of(p, k, prev_chunk, 1));
+            p->slot_busy[(size_t)j * mb + p->slot_of[unit]] = false;
             in_flight--;
         }
     }
-    comm_wait_all(p->bwd_sends, (size_t)mb);
-    model_use_act_slot(m, 0);
+    comm_wait_all(p->bwd_sends, units);
+    for (int j = 0; j < p->v; j++) model_use_act_slot(p->chunks[j], 0);
     /* The last stage has the loss: every stage reports it (the step event, the trainer's line). */
-    float loss = last ? (float)(loss_sum / mb) : 0.0f;
+    float loss = has_loss ? (float)(loss_sum / mb) : 0.0f;
     comm_broadcast(mesh->pp, &loss, 1, COMM_FP32, mesh->pp_size - 1, COMM_ALGO_DEFAULT);
     pp_stats *st = &p->stats;
     st->step_s = mp_now() - t_step;
     st->busy_s = busy;
     st->bubble = st->step_s > 0 ? 1.0 - busy / st->step_s : 0;
-    st->bubble_schedule = pp_schedule_bubble(p->kind, mesh->pp_size, mb, t_f / mb, t_b / mb, NULL);
+    st->bubble_schedule = pp_schedule_bubble(p->kind, mesh->pp_size, mb, p->v, t_f / (double)units,
+                                             t_b / (double)units, NULL);
     st->max_in_flight = most;
-    st->slots = model_act_slots(m);
+    st->slots = 0;
+    for (int j = 0; j < p->v; j++) st->slots += model_act_slots(p->chunks[j]);
     st->act_peak_bytes = act_most;
     return loss;
 }
 
 void pp_sum_tied_grads(pp *p) {
-    model *m = p->m;
+    /* The embeddings are chunk 0's on the first stage, the head's copy chunk v-1's on the last. */
+    model *m = p->chunks[p->mesh->pp_rank == 0 ? 0 : p->v - 1];
     if (p->mesh->pp_size == 1 || !model_get_config(m)->tied || !p->mesh->embed) return;
     const model_tensor *wte = model_tensor_find(m, "wte");
     MP_ASSERT(wte, "a first or last stage of a tied model without wte");

@@ -223,6 +223,8 @@ static const field_spec top_fields[] = {
     {.key = "pipeline_model_parallel_size", .kind = FK_INT, .offset = OFF(pipeline_parallel), .lo = 1, .hi = 4096},
     {.key = "pipeline_schedule", .kind = FK_ENUM, .offset = OFF(pipeline_schedule), .names = pp_schedule_names,
      .about = "the micro-batch order of pipeline parallel, dist/pp.h"},
+    {.key = "num_layers_per_virtual_pipeline_stage", .kind = FK_INT, .offset = OFF(layers_per_virtual_stage), .lo = 0,
+     .hi = 4096, .about = "blocks per model chunk of the interleaved schedule; 0: none"},
     {.key = "optimizer", .kind = FK_BLOCK},
     {.key = "scheduler", .kind = FK_BLOCK},
     {.key = "fp16", .kind = FK_SECTION, .sub = &fp16_section},

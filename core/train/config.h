@@ -245,7 +245,10 @@ typedef struct {
      * pipeline runs that many micro-batches of train_micro_batch_size_per_gpu rows per step. */
     int tensor_parallel;                     /* "tensor_model_parallel_size" [1] */
     int pipeline_parallel;                   /* "pipeline_model_parallel_size" [1] */
-    int pipeline_schedule;                   /* "pipeline_schedule": "gpipe" or "1f1b" [1f1b] (dist/pp.h) */
+    int pipeline_schedule;                   /* "pipeline_schedule": "gpipe", "1f1b" or "interleaved" [1f1b]
+                                              * (dist/pp.h) */
+    int layers_per_virtual_stage;            /* "num_layers_per_virtual_pipeline_stage": interleaved's blocks per
+                                              * model chunk; v = layers / (pp x it) chunks per stage [0: none] */
 } train_config;
 
 /* Parses a config object. world >= 1. On success *cfg holds the resolved config. Keys that depend on

@@ -12,12 +12,13 @@
 
 struct mp_step {
     mesh_t *mesh;
-    model *m;
+    model **m;           /* (v) this rank's model chunks */
+    int v;
     pp *pipe;
-    int *first;          /* (pp + 1) stage boundaries */
+    int *first;          /* (pp v + 1) virtual stage boundaries */
     optim_config opt;
     optim_state state;
-    optim_span *spans;   /* one per tensor of the shard */
+    optim_span *spans;   /* one per tensor of every chunk, chunk by chunk */
     bool *in_norm;       /* (spans) the tensor counts in the global norm on this rank */
     int nspans;
     double grad_clip;
@@ -53,32 +54,45 @@ mp_step *mp_step_create(comm_t *world, const model_config *cfg, const mp_layout 
                      "optimizer LAMB with tensor_model_parallel_size = %d", lay->tp);
     mp_step *s = calloc(1, sizeof *s);
     MP_ASSERT(s, "out of memory");
-    s->first = malloc((size_t)(lay->pp + 1) * sizeof(int));
-    MP_ASSERT(s->first, "out of memory");
+    s->v = lay->chunks > 1 ? lay->chunks : 1;
+    int virtual_stages = lay->pp * s->v;
+    pp_check_schedule(lay->schedule, lay->pp, lay->micro_batches, s->v);
+    s->first = malloc((size_t)(virtual_stages + 1) * sizeof(int));
+    s->m = calloc((size_t)s->v, sizeof *s->m);
+    MP_ASSERT(s->first && s->m, "out of memory");
     /* Shapes first (exit 2 on every rank alike), then the groups. */
-    if (lay->stage_blocks) pp_stages_from_list(&mc, lay->pp, lay->stage_blocks, s->first);
-    else pp_balance_stages(&mc, lay->pp, s->first);
+    if (lay->stage_blocks) pp_stages_from_list(&mc, virtual_stages, lay->stage_blocks, s->first);
+    else pp_balance_stages(&mc, virtual_stages, s->first);
     s->mesh = mesh_create(world, lay->dp, lay->tp, lay->pp);
-    int stage = s->mesh->pp_rank;
-    model_shard sh = tp_model_shard(s->mesh, s->first[stage], s->first[stage + 1]);
-    s->m = model_create_shard(&mc, &sh);
-    model_init(s->m, seed);
-    s->pipe = pp_create(s->mesh, s->m, lay->schedule, lay->micro_batches, ev);
+    for (int j = 0; j < s->v; j++) {
+        int vs = j * lay->pp + s->mesh->pp_rank;
+        model_shard sh = tp_model_shard(s->mesh, s->first[vs], s->first[vs + 1]);
+        s->m[j] = model_create_shard(&mc, &sh);
+        model_init(s->m[j], seed);
+    }
+    s->pipe = pp_create(s->mesh, s->m, s->v, lay->schedule, lay->micro_batches, ev);
     s->opt = *opt;
     s->grad_clip = grad_clip;
-    int n;
-    const model_tensor *t = model_tensors(s->m, &n);
-    s->nspans = n;
-    s->spans = calloc((size_t)n, sizeof *s->spans);
-    s->in_norm = calloc((size_t)n, sizeof *s->in_norm);
-    MP_ASSERT(s->spans && s->in_norm, "out of memory");
-    for (int i = 0; i < n; i++) {
-        s->spans[i] = (optim_span){model_params(s->m) + t[i].offset, model_grads(s->m) + t[i].offset, t[i].size,
-                                   t[i].decay};
-        s->in_norm[i] = (!model_tensor_tp_replicated(s->m, &t[i]) || s->mesh->tp_rank == 0) &&
-                        !model_tensor_is_tied_copy(s->m, &t[i]);
+    for (int j = 0; j < s->v; j++) {
+        int n;
+        model_tensors(s->m[j], &n);
+        s->nspans += n;
     }
-    optim_state_init(&s->state, opt->kind, model_num_params(s->m));
+    s->spans = calloc((size_t)s->nspans, sizeof *s->spans);
+    s->in_norm = calloc((size_t)s->nspans, sizeof *s->in_norm);
+    MP_ASSERT(s->spans && s->in_norm, "out of memory");
+    int at = 0;
+    for (int j = 0; j < s->v; j++) {
+        int n;
+        const model_tensor *t = model_tensors(s->m[j], &n);
+        for (int i = 0; i < n; i++, at++) {
+            s->spans[at] = (optim_span){model_params(s->m[j]) + t[i].offset, model_grads(s->m[j]) + t[i].offset,
+                                        t[i].size, t[i].decay};
+            s->in_norm[at] = (!model_tensor_tp_replicated(s->m[j], &t[i]) || s->mesh->tp_rank == 0) &&
+                             !model_tensor_is_tied_copy(s->m[j], &t[i]);
+        }
+    }
+    optim_state_init(&s->state, opt->kind, mp_step_params(s));
     return s;
 }
 
@@ -86,8 +100,9 @@ void mp_step_free(mp_step *s) {
     if (!s) return;
     optim_state_free(&s->state);
     pp_free(s->pipe);
-    model_free(s->m);
+    for (int j = 0; j < s->v; j++) model_free(s->m[j]);
     mesh_free(s->mesh);
+    free(s->m);
     free(s->spans);
     free(s->in_norm);
     free(s->first);
@@ -95,20 +110,27 @@ void mp_step_free(mp_step *s) {
 }
 
 mesh_t *mp_step_mesh(mp_step *s) { return s->mesh; }
-model *mp_step_model(mp_step *s) { return s->m; }
+int mp_step_chunks(const mp_step *s) { return s->v; }
+model *mp_step_model(mp_step *s, int chunk) { return s->m[chunk]; }
 pp *mp_step_pipeline(mp_step *s) { return s->pipe; }
 const int *mp_step_stages(const mp_step *s) { return s->first; }
+
+size_t mp_step_params(const mp_step *s) {
+    size_t n = 0;
+    for (int j = 0; j < s->v; j++) n += model_num_params(s->m[j]);
+    return n;
+}
 
 mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, int B, int T, double lr, long step) {
     mp_step_result r = {0};
     mesh_t *mesh = s->mesh;
-    float *grads = model_grads(s->m);
-    size_t n = model_num_params(s->m);
-    model_zero_grad(s->m);
+    for (int j = 0; j < s->v; j++) model_zero_grad(s->m[j]);
     r.loss = pp_run(s->pipe, inputs, targets, B, T, 1.0f, step);
     pp_sum_tied_grads(s->pipe);
     if (mesh->dp_size > 1) {
-        comm_allreduce(mesh->dp, grads, grads, n, COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
+        for (int j = 0; j < s->v; j++)
+            comm_allreduce(mesh->dp, model_grads(s->m[j]), model_grads(s->m[j]), model_num_params(s->m[j]),
+                           COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
         comm_allreduce(mesh->dp, &r.loss, &r.loss, 1, COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
     }
     /* The norm of the whole model's gradient: each piece counted once over the mp group (tp x pp). */
@@ -120,7 +142,8 @@ mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, in
     if (r.skipped) return r;
     float scale = s->grad_clip > 0 ? clip_scale_for(r.grad_norm, s->grad_clip) : 1.0f;
     r.clipped = scale != 1.0f;
-    if (r.clipped) clip_scale(grads, n, scale);
+    if (r.clipped)
+        for (int j = 0; j < s->v; j++) clip_scale(model_grads(s->m[j]), model_num_params(s->m[j]), scale);
     optim_step(&s->opt, &s->state, s->spans, s->nspans, lr);
     return r;
 }

@@ -10,7 +10,7 @@
 
 /* 3D parallelism (Megatron-LM's composition, Narayanan et al. 2021): world = dp x tp x pp ranks
  * (dist/mesh.h). Each rank builds only its shard of the model (model_create_shard: its stage's blocks,
- * its tp share of them) with the whole model's initial values, so a run starts where one rank starts.
+ * its tp share of them; under the interleaved schedule v shards, one per model chunk) with the whole model's initial values, so a run starts where one rank starts.
  * One step:
  *   1. the pipeline (dist/pp.h) runs the dp rank's m micro-batches forward and backward; gradients of
  *      the mean loss over them accumulate in the shard's buffer; tp reductions happen inside the model;
@@ -30,7 +30,8 @@ typedef struct {
     int dp, tp, pp;        /* the mesh's shape; dp x tp x pp = world size */
     int micro_batches;     /* m: micro-batches per step per dp rank (gradient accumulation) */
     pp_schedule schedule;
-    const char *stage_blocks; /* explicit blocks per stage ("2,1,1"), or NULL: balanced by parameters */
+    int chunks;            /* v: model chunks per stage (interleaved; 0 or 1 otherwise) */
+    const char *stage_blocks; /* explicit blocks per virtual stage ("2,1,1"), or NULL: balanced by parameters */
 } mp_layout;
 
 typedef struct {
@@ -51,9 +52,11 @@ void mp_step_free(mp_step *s);
 /* inputs, targets: this dp rank's m x (B,T) rows (read on the first and the last stage). */
 mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, int B, int T, double lr, long step);
 mesh_t *mp_step_mesh(mp_step *s);
-model *mp_step_model(mp_step *s);
+int mp_step_chunks(const mp_step *s);        /* v */
+model *mp_step_model(mp_step *s, int chunk); /* this rank's chunk (0 .. v-1) */
+size_t mp_step_params(const mp_step *s);     /* floats this rank holds, all chunks */
 pp *mp_step_pipeline(mp_step *s);
-/* The stage boundaries used: first[0..pp] (first[s] is stage s's first block). */
+/* The virtual stage boundaries used: first[0 .. pp v] (first[j pp + s] is chunk j of stage s's first block). */
 const int *mp_step_stages(const mp_step *s);
 
 #endif

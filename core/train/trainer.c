@@ -857,12 +857,20 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     MP_ASSERT(comm, "tensor or pipeline parallel on one rank (the batch rule refuses it)");
     mp_layout lay = {.dp = world / (cfg->tensor_parallel * cfg->pipeline_parallel), .tp = cfg->tensor_parallel,
                      .pp = cfg->pipeline_parallel, .micro_batches = cfg->grad_accum,
-                     .schedule = (pp_schedule)cfg->pipeline_schedule};
+                     .schedule = (pp_schedule)cfg->pipeline_schedule, .chunks = 1};
+    int per_chunk = cfg->layers_per_virtual_stage;
+    if (per_chunk > 0) { /* Megatron: v = L / (pp x layers per virtual stage), exactly */
+        if (mc->L % (lay.pp * per_chunk) != 0)
+            MP_FAIL_HINT("model.layers divisible by pipeline_model_parallel_size x num_layers_per_virtual_pipeline_stage",
+                         "each of the pp x v virtual stages gets the same number of blocks",
+                         "%d layers, %d stages x %d layers per virtual stage", mc->L, lay.pp, per_chunk);
+        lay.chunks = mc->L / (lay.pp * per_chunk);
+    }
     ev_writer *ev = ev_open(cfg->train.run_dir, rank);
     mp_step *s = mp_step_create(comm, mc, &lay, &cfg->optimizer, cfg->gradient_clipping, cfg->train.seed, ev);
     mesh_t *mesh = mp_step_mesh(s);
-    model *m = mp_step_model(s);
-    model_set_recompute(m, (model_recompute)cfg->ckpt.policy, cfg->ckpt.every_k);
+    for (int j = 0; j < mp_step_chunks(s); j++)
+        model_set_recompute(mp_step_model(s, j), (model_recompute)cfg->ckpt.policy, cfg->ckpt.every_k);
     const int B = cfg->micro_batch, T = cfg->data.seq_len, accum = cfg->grad_accum;
     train_data *td = train_data_open(cfg, train_tokens, B, T, mesh->dp); /* this dp rank's rows */
     const int *first = mp_step_stages(s);
@@ -885,9 +893,17 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     ev_int(ev, "dp_rank", mesh->dp_rank);
     ev_int(ev, "tp_rank", mesh->tp_rank);
     ev_int(ev, "stage", mesh->pp_rank);
-    ev_int(ev, "first_block", first[mesh->pp_rank]);
-    ev_int(ev, "last_block", first[mesh->pp_rank + 1]);
-    ev_int(ev, "shard_params", (long long)model_num_params(m));
+    ev_int(ev, "chunks", lay.chunks);
+    long long blocks[2 * 64];
+    int nchunks = lay.chunks < 64 ? lay.chunks : 64;
+    for (int j = 0; j < nchunks; j++) { /* chunk j is virtual stage j pp + stage */
+        blocks[2 * j] = first[j * lay.pp + mesh->pp_rank];
+        blocks[2 * j + 1] = first[j * lay.pp + mesh->pp_rank + 1];
+    }
+    ev_int(ev, "first_block", blocks[0]);
+    ev_int(ev, "last_block", blocks[1]);
+    if (lay.chunks > 1) ev_ints(ev, "chunk_blocks", blocks, (size_t)(2 * nchunks));
+    ev_int(ev, "shard_params", (long long)mp_step_params(s));
     ev_object_end(ev);
     ev_json(ev, "config", config_json);
     ev_end(ev);
@@ -897,9 +913,10 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
         printf("model: %s, %zu parameters (L=%d, C=%d, heads %d/%d, context %d, vocab %d)\n", model_arch_name(mc->arch),
                model_count_params(mc), mc->L, mc->C, mc->NH, mc->KVH, mc->maxT, mc->V);
         printf("model parallel: dp %d x tp %d x pp %d on %d ranks (%s), schedule %s, %d micro-batches of %d x %d "
-               "tokens per step per replica; stages' first blocks:", lay.dp, lay.tp, lay.pp, world,
-               comm_backend_name(comm), pp_schedule_names[lay.schedule], accum, B, T);
-        for (int st = 0; st <= lay.pp; st++) printf(" %d", first[st]);
+               "tokens per step per replica; %s' first blocks:", lay.dp, lay.tp, lay.pp, world,
+               comm_backend_name(comm), pp_schedule_names[lay.schedule], accum, B, T,
+               lay.chunks > 1 ? "virtual stages" : "stages");
+        for (int st = 0; st <= lay.pp * lay.chunks; st++) printf(" %d", first[st]);
         printf("\n(evaluation, samples, histograms and checkpoints are not run under model parallel)\n");
     }
     size_t per_step = (size_t)accum * B * T;
@@ -925,7 +942,7 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
         ev_object_begin(ev, "pipeline");
         ev_num(ev, "bubble", ps->bubble);
         ev_num(ev, "bubble_schedule", ps->bubble_schedule);
-        ev_num(ev, "bubble_formula", pp_bubble_formula(lay.pp, accum));
+        ev_num(ev, "bubble_formula", pp_bubble_formula(lay.pp, accum, lay.chunks));
         ev_int(ev, "in_flight", ps->max_in_flight);
         ev_int(ev, "act_bytes", (long long)ps->act_peak_bytes);
         ev_object_end(ev);

@@ -63,10 +63,12 @@ static void reference_losses(const model_config *cfg, const optim_config *opt, f
 typedef struct {
     int dp, tp, pp;
     pp_schedule schedule;
+    int chunks; /* interleaved's v */
 } mesh_case;
 
 static const mesh_case cases[] = {
-    {2, 2, 2, PP_1F1B}, {1, 2, 4, PP_1F1B}, {1, 2, 4, PP_GPIPE}, {2, 4, 1, PP_1F1B}, {1, 1, 8, PP_1F1B},
+    {2, 2, 2, PP_1F1B, 1}, {1, 2, 4, PP_1F1B, 1}, {1, 2, 4, PP_GPIPE, 1}, {1, 2, 4, PP_INTERLEAVED, 2},
+    {2, 4, 1, PP_1F1B, 1}, {1, 1, 8, PP_1F1B, 1},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -74,7 +76,8 @@ enum { NCASES = sizeof cases / sizeof cases[0] };
 static void run_case(const tiny_model *tm, const mesh_case *mc, const optim_config *opt, const float *reference,
                      ev_writer *ev) {
     int m = ROWS / mc->dp; /* micro-batches per dp rank: the global batch stays ROWS rows of 1 */
-    mp_layout lay = {.dp = mc->dp, .tp = mc->tp, .pp = mc->pp, .micro_batches = m, .schedule = mc->schedule};
+    mp_layout lay = {.dp = mc->dp, .tp = mc->tp, .pp = mc->pp, .micro_batches = m, .schedule = mc->schedule,
+                     .chunks = mc->chunks};
     mp_step *s = mp_step_create(world, &tm->cfg, &lay, opt, CLIP, SEED, ev);
     mesh_t *mesh = mp_step_mesh(s);
     int *in = xmalloc(ROWS * T * sizeof(int)), *tg = xmalloc(ROWS * T * sizeof(int));
@@ -92,13 +95,20 @@ static void run_case(const tiny_model *tm, const mesh_case *mc, const optim_conf
         complain("step %d: loss %.7f, one rank %.7f (relative %.2e > %.0e): a shard's slice, a missing tp "
                  "reduction or a wrong pipeline hand-off", worst_step, got_at_worst, reference[worst_step], worst,
                  TOLERANCE);
-    reportf("%s on dp%d x tp%d x pp%d (%s, %d micro-batches): %d losses within %.0e of one rank (worst %.1e)",
-            tm->name, mc->dp, mc->tp, mc->pp, pp_schedule_names[mc->schedule], m, STEPS, TOLERANCE, worst);
+    reportf("%s on dp%d x tp%d x pp%d (%s, %d micro-batches%s): %d losses within %.0e of one rank (worst %.1e)",
+            tm->name, mc->dp, mc->tp, mc->pp, pp_schedule_names[mc->schedule], m, mc->chunks > 1 ? ", 2 chunks" : "",
+            STEPS, TOLERANCE, worst);
 
-    /* In flight: GPipe holds all m micro-batches' activations; 1F1B at most min(p - s, m) <= p. */
+    /* In flight: GPipe holds all m micro-batches' activations; 1F1B at most min(p - s, m) <= p; interleaved
+     * what its order says (chunk-micro-batches of 1/v of the stage's blocks each). */
     const pp_stats *st = pp_get_stats(mp_step_pipeline(s));
     int stage = mesh->pp_rank, want = mc->schedule == PP_GPIPE ? m : (mc->pp - stage < m ? mc->pp - stage : m);
-    if (st->max_in_flight != want || st->slots != want)
+    if (mc->schedule == PP_INTERLEAVED) {
+        int order_says[16];
+        pp_schedule_bubble(mc->schedule, mc->pp, m, mc->chunks, 1, 1, order_says);
+        want = order_says[stage];
+    }
+    if (st->max_in_flight != want || (mc->chunks == 1 && st->slots != want))
         complain("stage %d: %d micro-batches in flight, %d activation slots; expected %d (%s, p=%d, m=%d)", stage,
                  st->max_in_flight, st->slots, want, pp_schedule_names[mc->schedule], mc->pp, m);
     if (mc->schedule == PP_1F1B && st->max_in_flight > mc->pp)
@@ -109,7 +119,7 @@ static void run_case(const tiny_model *tm, const mesh_case *mc, const optim_conf
     if (rank == 0 && mc->pp > 1)
         printf("    stage 0: %d in flight, activations %.1f KB, measured bubble %.2f (schedule %.2f, formula %.2f)\n",
                st->max_in_flight, st->act_peak_bytes / 1e3, st->bubble, st->bubble_schedule,
-               pp_bubble_formula(mc->pp, m));
+               pp_bubble_formula(mc->pp, m, mc->chunks));
     free(in), free(tg);
     mp_step_free(s);
 }
@@ -118,11 +128,11 @@ static void run_case(const tiny_model *tm, const mesh_case *mc, const optim_conf
  * or twice as long; GPipe holds m micro-batches, 1F1B min(p - s, m). */
 static void check_schedule_bubbles(void) {
     int in_flight[16];
-    for (int kind = 0; kind < PP_NSCHEDULES; kind++)
+    for (int kind = 0; kind < PP_INTERLEAVED; kind++)
         for (int p = 1; p <= 8; p++)
             for (int m = 1; m <= 12; m++)
                 for (double tb = 1; tb <= 2; tb++) {
-                    double got = pp_schedule_bubble(kind, p, m, 1.0, tb, in_flight), want = pp_bubble_formula(p, m);
+                    double got = pp_schedule_bubble(kind, p, m, 1, 1.0, tb, in_flight), want = pp_bubble_formula(p, m, 1);
                     if (fabs(got - want) > 1e-12)
                         complain("%s p=%d m=%d t_bwd=%g: bubble %.6f, formula (p-1)/(m+p-1) = %.6f",
                                  pp_schedule_names[kind], p, m, tb, got, want);
@@ -134,6 +144,17 @@ static void check_schedule_bubbles(void) {
                     }
                 }
     report("gpipe and 1f1b: bubble from the schedule order = (p-1)/(m+p-1); in flight m and min(p-s, m)");
+    /* Interleaved: v chunks shrink the bubble v-fold, to (p-1)/(v m + p - 1), for m a multiple of p. */
+    for (int p = 2; p <= 8; p++)
+        for (int v = 2; v <= 4; v++)
+            for (int m = p; m <= 3 * p; m += p) {
+                double got = pp_schedule_bubble(PP_INTERLEAVED, p, m, v, 1.0, 1.0, in_flight);
+                double want = pp_bubble_formula(p, m, v), plain = pp_bubble_formula(p, m, 1);
+                if (fabs(got - want) > 1e-12)
+                    complain("interleaved p=%d m=%d v=%d: bubble %.6f, formula (p-1)/(vm+p-1) = %.6f (1f1b's %.6f)", p,
+                             m, v, got, want, plain);
+            }
+    report("interleaved: bubble from the schedule order = (p-1)/(v m + p - 1), v times smaller than 1f1b's ramp");
 }
 
 int main(int argc, char **argv) {

@@ -145,15 +145,15 @@ Test(model_shard, activation_slots_keep_micro_batches_apart) {
 /* The schedules' orders: GPipe all F then all B; 1F1B warms up with p - s - 1 forwards. */
 Test(model_shard, schedules_order_forwards_and_backwards_as_gpipe_and_1f1b_do) {
     pp_action a[8];
-    pp_schedule_actions(PP_GPIPE, 3, 0, 4, a);
+    pp_schedule_actions(PP_GPIPE, 3, 0, 4, 1, a);
     const char *gpipe = "F0F1F2F3B0B1B2B3", *one_f_one_b_stage0 = "F0F1F2B0F3B1B2B3", *last = "F0B0F1B1F2B2F3B3";
     char got[32];
     for (int i = 0; i < 8; i++) snprintf(got + 2 * i, 3, "%c%d", a[i].kind, a[i].micro);
     cr_assert_str_eq(got, gpipe);
-    pp_schedule_actions(PP_1F1B, 3, 0, 4, a);
+    pp_schedule_actions(PP_1F1B, 3, 0, 4, 1, a);
     for (int i = 0; i < 8; i++) snprintf(got + 2 * i, 3, "%c%d", a[i].kind, a[i].micro);
     cr_assert_str_eq(got, one_f_one_b_stage0);
-    pp_schedule_actions(PP_1F1B, 3, 2, 4, a);
+    pp_schedule_actions(PP_1F1B, 3, 2, 4, 1, a);
     for (int i = 0; i < 8; i++) snprintf(got + 2 * i, 3, "%c%d", a[i].kind, a[i].micro);
     cr_assert_str_eq(got, last);
 }
