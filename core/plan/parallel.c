@@ -24,6 +24,12 @@ static void check_split(const plan_model *m, const plan_parallel *par) {
     if (m->layers < par->pp)
         MP_FAIL_HINT("at least as many layers as pipeline stages", "use a smaller --pp", "%llu layers, --pp %llu",
                      (unsigned long long)m->layers, (unsigned long long)par->pp);
+    uint64_t v = par->chunks;
+    if (v > 1 && (par->pp < 2 || par->micro_batches % par->pp != 0 || m->layers % (par->pp * v) != 0))
+        MP_FAIL_HINT("interleaving with --pp >= 2, --micro-batches a multiple of --pp and layers a multiple of pp x v",
+                     "Megatron's interleaved 1F1B runs micro-batches in groups of pp over pp x v equal virtual stages",
+                     "--pp %llu, --micro-batches %llu, --chunks %llu, %llu layers", (unsigned long long)par->pp,
+                     (unsigned long long)par->micro_batches, (unsigned long long)v, (unsigned long long)m->layers);
 }
 
 /* Activation bytes of one block and micro-batch on one tp rank, and of the block rebuilt under full recompute. */
@@ -47,7 +53,7 @@ static void block_acts(const plan_model *m, const plan_run *run, uint64_t t, uin
 double plan_parallel_stages(const plan_model *m, const plan_run *run, const plan_parallel *par, plan_stage *stages) {
     check_split(m, par);
     const plan_arch_info *arch = plan_arch_get(m->arch);
-    uint64_t t = par->tp, p = par->pp, h = m->hidden, mb = par->micro_batches;
+    uint64_t t = par->tp, p = par->pp, h = m->hidden, mb = par->micro_batches, v = par->chunks > 1 ? par->chunks : 1;
     uint64_t sb = run->seq * run->batch, act = plan_dtype_bytes(plan_recipe_get(run->recipe)->acts);
     /* One block on one tp rank: norms and the row-parallel biases whole, the rest split. */
     uint64_t whole = 2 * arch->norm_vectors * h + (arch->linear_bias ? 2 * h : 0);
@@ -76,8 +82,13 @@ double plan_parallel_stages(const plan_model *m, const plan_run *run, const plan
         st->act_per_micro = st->blocks * kept + outside;
         plan_model_state_bytes(st->params, run, st->bytes);
         st->bytes[MEM_ACT] = st->in_flight * st->act_per_micro + working;
+        if (v > 1) { /* chunk-micro-batches, each 1/v of the blocks; the ends' extras once */
+            uint64_t warm = 2 * (p - s - 1) + (v - 1) * p + 1;
+            st->in_flight = warm < mb * v ? warm : mb * v;
+            st->bytes[MEM_ACT] = st->in_flight * (st->blocks * kept / v) + outside + working;
+        }
         for (int tag = 0; tag < MEM_NTAGS; tag++)
             if (tag != MEM_HOST) st->total += st->bytes[tag];
     }
-    return (double)(p - 1) / (double)(mb + p - 1);
+    return (double)(p - 1) / (double)(v * mb + p - 1);
 }

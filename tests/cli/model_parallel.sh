@@ -3,7 +3,8 @@
 # (GPT-2 on 2x2x2 with 1f1b, LLaMA with GQA on 1x2x2 with gpipe, within 1e-5 relative over 20 steps); the
 # pipeline's span events show 1F1B holding at most p micro-batches and GPipe all m; invalid meshes exit 2.
 # `mixpar plan --tp --pp --micro-batches` gives each stage's bytes per rank and the bubble.
-# The 8-rank meshes 1x2x4, 2x4x1 and 1x1x8 of both models are tests/mpi/test_model_parallel.c's.
+# The 8-rank meshes 1x2x4 (1f1b, gpipe, interleaved), 2x4x1 and 1x1x8 of both models are
+# tests/mpi/test_model_parallel.c's.
 source "$(dirname "$0")/../lib.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -64,7 +65,7 @@ done
 check "model parallel: 1f1b held at most p = 2 micro-batches on every rank ($worst)" test "$worst" -le 2
 # the run header names the mesh and the stage's blocks
 check_output "model parallel: the run event names dp, tp, pp, the schedule and the stage's blocks" 0 \
-  '"model_parallel":\{"dp":2,"tp":2,"pp":2,"schedule":"1f1b","micro_batches":4,.*"stage":1,"first_block":2,"last_block":4' \
+  '"model_parallel":\{"dp":2,"tp":2,"pp":2,"schedule":"1f1b","micro_batches":4,.*"stage":1,.*"first_block":2,"last_block":4' \
   head -n 1 "$work/gpt2-8-2-2-1f1b/events.rank7.jsonl"
 
 # ---------------------------------------------------------------- invalid meshes and settings: exit 2
@@ -82,7 +83,12 @@ bad "heads not divisible by tp" 'model.heads = 4 is not divisible by tensor_mode
 bad "kv heads not divisible by tp" 'model.kv_heads = 2 is not divisible by tensor_model_parallel_size = 4' 4 \
   tensor_model_parallel_size=4 model.arch=llama model.kv_heads=2 model.tied=false train_batch_size=4
 bad "fewer layers than stages" '4 layers on 8 stages' 8 pipeline_model_parallel_size=8
-bad "an unknown schedule" 'pipeline_schedule' 2 pipeline_model_parallel_size=2 pipeline_schedule=interleaved
+bad "an unknown schedule" 'pipeline_schedule' 2 pipeline_model_parallel_size=2 pipeline_schedule=zigzag
+bad "interleaved without model chunks" 'at least 2 pipeline stages and 2 model chunks per stage' 2 \
+  pipeline_model_parallel_size=2 pipeline_schedule=interleaved
+bad "interleaved with micro-batches not a multiple of the stages" '6 micro-batches on 4 stages' 4 \
+  pipeline_model_parallel_size=4 pipeline_schedule=interleaved num_layers_per_virtual_pipeline_stage=1 \
+  train_batch_size=6 model.layers=8
 bad "a low-precision recipe" 'precision recipe fp32' 2 tensor_model_parallel_size=2 bf16.enabled=true
 
 # ---------------------------------------------------------------- mixpar plan --tp --pp --micro-batches
@@ -95,6 +101,8 @@ check "plan: gpipe holds all 8 on every stage ($(inflight --schedule gpipe))" te
 whole=$("$MIXPAR" plan --preset gpt2-124m | sed -nE 's/^params +Psi = ([0-9,]+).*/\1/p')
 one=$("$MIXPAR" plan --preset gpt2-124m --tp 1 --pp 1 | awk '/^0 / {print $3}')
 check "plan: one stage of one rank holds the whole model ($one = $whole parameters)" test "$one" = "$whole"
+check_output "plan: interleaving 3 chunks shrinks the bubble to 3/27" 0 'bubble +\(p-1\)/\(v m\+p-1\) = 3/27 = 0\.111' \
+  "$MIXPAR" plan --preset gpt2-124m --pp 4 --micro-batches 8 --schedule interleaved --chunks 3
 check_output "plan: --tp not dividing the heads exits 2" 2 'heads = 12 with --tp 5' "$MIXPAR" plan --preset gpt2-124m --tp 5
 check_output "plan: more stages than layers exits 2" 2 '12 layers, --pp 16' "$MIXPAR" plan --preset gpt2-124m --pp 16
 single=$("$MIXPAR" plan --preset gpt2-124m | awk '/^total / {print $2}')
