@@ -22,6 +22,13 @@ struct mp_step {
     bool *in_norm;       /* (spans) the tensor counts in the global norm on this rank */
     int nspans;
     double grad_clip;
+    /* ZeRO-1 over dp: the optimizer updates the pieces of the tensors inside this dp rank's shard of each
+     * chunk's flat buffer, then the dp group all-gathers the updated shards. */
+    bool zero1;
+    optim_span *update;  /* (nupdate) what the optimizer steps: spans, or their pieces in the shard */
+    int nupdate;
+    size_t *shard;       /* (v) elements of one dp rank's shard of chunk j (ceil(n_j / dp)) */
+    float *gather;       /* (dp x the largest shard) the all-gather's buffer (MEM_COMM) */
 };
 
 /* The sum of one double per rank, added in rank order on every rank (comm.h has no fp64: the doubles
@@ -48,10 +55,14 @@ mp_step *mp_step_create(comm_t *world, const model_config *cfg, const mp_layout 
     model_config_complete(&mc);
     if (lay->micro_batches < 1)
         MP_FAIL("micro_batches >= 1", "micro_batches = %d", lay->micro_batches);
-    if (lay->tp > 1 && opt->kind == OPTIM_LAMB)
-        MP_FAIL_HINT("an elementwise optimizer with tensor_model_parallel_size > 1",
+    if ((lay->tp > 1 || lay->zero_stage > 0) && opt->kind == OPTIM_LAMB)
+        MP_FAIL_HINT("an elementwise optimizer with tensor_model_parallel_size > 1 or ZeRO",
                      "LAMB's trust ratio needs whole-tensor norms: use adamw, adam, momentum or sgd",
-                     "optimizer LAMB with tensor_model_parallel_size = %d", lay->tp);
+                     "optimizer LAMB with tensor_model_parallel_size = %d, ZeRO stage %d", lay->tp, lay->zero_stage);
+    if (lay->zero_stage < 0 || lay->zero_stage > 1)
+        MP_FAIL_HINT("zero_optimization.stage 0 or 1 with tensor or pipeline parallel",
+                     "ZeRO-1 shards the optimizer states over the dp group; stages 2 and 3 are not wired up here",
+                     "stage %d", lay->zero_stage);
     mp_step *s = calloc(1, sizeof *s);
     MP_ASSERT(s, "out of memory");
     s->v = lay->chunks > 1 ? lay->chunks : 1;
@@ -92,8 +103,50 @@ mp_step *mp_step_create(comm_t *world, const model_config *cfg, const mp_layout 
                              !model_tensor_is_tied_copy(s->m[j], &t[i]);
         }
     }
-    optim_state_init(&s->state, opt->kind, mp_step_params(s));
+    s->zero1 = lay->zero_stage == 1 && s->mesh->dp_size > 1;
+    if (!s->zero1) {
+        s->update = s->spans, s->nupdate = s->nspans;
+        optim_state_init(&s->state, opt->kind, mp_step_params(s));
+        return s;
+    }
+    /* ZeRO-1: this dp rank's shard [r z, r z + z) of each chunk's buffer, z = ceil(n / dp); the tensors'
+     * pieces inside it keep their weight-decay flag. */
+    int dp = s->mesh->dp_size, r = s->mesh->dp_rank;
+    s->shard = calloc((size_t)s->v, sizeof *s->shard);
+    s->update = calloc((size_t)s->nspans, sizeof *s->update);
+    MP_ASSERT(s->shard && s->update, "out of memory");
+    size_t owned = 0, biggest = 0;
+    at = 0;
+    for (int j = 0; j < s->v; j++) {
+        size_t n = model_num_params(s->m[j]), z = (n + (size_t)dp - 1) / (size_t)dp;
+        size_t lo = (size_t)r * z < n ? (size_t)r * z : n, hi = lo + z < n ? lo + z : n;
+        s->shard[j] = z, biggest = z > biggest ? z : biggest;
+        int count;
+        const model_tensor *t = model_tensors(s->m[j], &count);
+        for (int i = 0; i < count; i++, at++) {
+            size_t a = t[i].offset > lo ? t[i].offset : lo, b = t[i].offset + t[i].size < hi ? t[i].offset + t[i].size : hi;
+            if (a >= b) continue;
+            s->update[s->nupdate++] = (optim_span){model_params(s->m[j]) + a, model_grads(s->m[j]) + a, b - a,
+                                                   s->spans[at].decay};
+            owned += b - a;
+        }
+    }
+    s->gather = mem_alloc(biggest * (size_t)dp * sizeof(float), MEM_COMM, "zero1.gather");
+    optim_state_init(&s->state, opt->kind, owned);
     return s;
+}
+
+/* ZeRO-1: every dp rank's updated shard of each chunk, gathered into every rank's weights. */
+static void gather_shards(mp_step *s) {
+    int r = s->mesh->dp_rank;
+    for (int j = 0; j < s->v; j++) {
+        size_t n = model_num_params(s->m[j]), z = s->shard[j], lo = (size_t)r * z;
+        float *w = model_params(s->m[j]), *mine = s->gather + (size_t)r * z;
+        memset(mine, 0, z * sizeof(float));
+        if (lo < n) memcpy(mine, w + lo, (lo + z < n ? z : n - lo) * sizeof(float));
+        comm_allgather(s->mesh->dp, mine, s->gather, z, COMM_FP32, COMM_ALGO_DEFAULT);
+        memcpy(w, s->gather, n * sizeof(float)); /* the padding past n stays behind */
+    }
 }
 
 void mp_step_free(mp_step *s) {
@@ -105,6 +158,9 @@ void mp_step_free(mp_step *s) {
     free(s->m);
     free(s->spans);
     free(s->in_norm);
+    if (s->zero1) free(s->update);
+    free(s->shard);
+    mem_free(s->gather);
     free(s->first);
     free(s);
 }
@@ -144,6 +200,7 @@ mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, in
     r.clipped = scale != 1.0f;
     if (r.clipped)
         for (int j = 0; j < s->v; j++) clip_scale(model_grads(s->m[j]), model_num_params(s->m[j]), scale);
-    optim_step(&s->opt, &s->state, s->spans, s->nspans, lr);
+    optim_step(&s->opt, &s->state, s->update, s->nupdate, lr);
+    if (s->zero1) gather_shards(s);
     return r;
 }

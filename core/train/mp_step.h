@@ -24,6 +24,9 @@
  *      scale is the same everywhere;
  *   5. the optimizer updates the shard's tensors (elementwise optimizers: sgd, momentum, adam, adamw;
  *      LAMB's per-tensor trust ratio would need norms over sharded tensors and is refused with tp > 1).
+ *      With ZeRO-1 (zero_stage 1, dp > 1) each dp rank keeps the optimizer state of 1/dp of each chunk's
+ *      flat buffer only, updates those elements, and the dp group all-gathers the updated weights: the
+ *      same arithmetic, so the same weights, with the state dp times smaller.
  * The loss (mean over the micro-batches, from the last stage) is averaged over dp and is the same on
  * every rank: what the step event reports. */
 typedef struct {
@@ -31,6 +34,7 @@ typedef struct {
     int micro_batches;     /* m: micro-batches per step per dp rank (gradient accumulation) */
     pp_schedule schedule;
     int chunks;            /* v: model chunks per stage (interleaved; 0 or 1 otherwise) */
+    int zero_stage;        /* 0, or 1: ZeRO-1 over the dp group (optimizer states sharded) */
     const char *stage_blocks; /* explicit blocks per virtual stage ("2,1,1"), or NULL: balanced by parameters */
 } mp_layout;
 

@@ -832,8 +832,10 @@ static void check_model_parallel(const train_config *cfg, const amp_setup *preci
         const char *what, *hint;
     } limits[] = {
         {precision->recipe != AMP_RECIPE_FP32, "precision recipe fp32", "the shards compute in fp32 only"},
-        {cfg->zero.stage > 0 || cfg->fsdp.enabled, "zero_optimization.stage 0 and no fsdp section",
-         "data parallel over the dp group is a plain allreduce here; ZeRO and FSDP over it are not wired up"},
+        {cfg->zero.stage > 1 || cfg->fsdp.enabled, "zero_optimization.stage 0 or 1 and no fsdp section",
+         "over the dp group gradients are allreduced and ZeRO-1 can shard the optimizer states; ZeRO-2/3 and "
+         "FSDP are not wired up"},
+        {cfg->zero.offload_optimizer != OFFLOAD_NONE, "no optimizer offload", "offload is not wired up for shards"},
         {opt && opt->resume, "no --resume", "checkpoints of model-parallel shards are not written yet"},
         {cfg->train.checkpoint_interval > 0, "train.checkpoint_interval 0",
          "checkpoints of model-parallel shards are not written yet: --set train.checkpoint_interval=0"},
@@ -857,7 +859,7 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     MP_ASSERT(comm, "tensor or pipeline parallel on one rank (the batch rule refuses it)");
     mp_layout lay = {.dp = world / (cfg->tensor_parallel * cfg->pipeline_parallel), .tp = cfg->tensor_parallel,
                      .pp = cfg->pipeline_parallel, .micro_batches = cfg->grad_accum,
-                     .schedule = (pp_schedule)cfg->pipeline_schedule, .chunks = 1};
+                     .schedule = (pp_schedule)cfg->pipeline_schedule, .chunks = 1, .zero_stage = cfg->zero.stage};
     int per_chunk = cfg->layers_per_virtual_stage;
     if (per_chunk > 0) { /* Megatron: v = L / (pp x layers per virtual stage), exactly */
         if (mc->L % (lay.pp * per_chunk) != 0)
@@ -890,6 +892,7 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     ev_int(ev, "pp", lay.pp);
     ev_str(ev, "schedule", pp_schedule_names[lay.schedule]);
     ev_int(ev, "micro_batches", lay.micro_batches);
+    ev_int(ev, "zero_stage", lay.zero_stage);
     ev_int(ev, "dp_rank", mesh->dp_rank);
     ev_int(ev, "tp_rank", mesh->tp_rank);
     ev_int(ev, "stage", mesh->pp_rank);

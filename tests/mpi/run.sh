@@ -35,9 +35,9 @@ for n in 1 2 3 4 5 6 7 8; do
 done
 
 # ---------------------------------------------------------------- model parallel, 8 ranks
-# GPT-2 and LLaMA tiny models on dp x tp x pp meshes 2x2x2, 1x2x4 (1f1b and gpipe), 2x4x1, 1x1x8 train
-# the losses of one rank within 1e-5 over 20 steps; schedules' bubble and in-flight micro-batches
-# (tests/mpi/test_model_parallel.c).
+# GPT-2 and LLaMA tiny models on dp x tp x pp meshes 2x2x2, 1x2x4 (1f1b, gpipe, interleaved), 2x4x1
+# (ZeRO-1 over dp), 1x1x8 train the losses of one rank within 1e-5 over 20 steps; schedules' bubble,
+# in-flight micro-batches and their activation bytes (tests/mpi/test_model_parallel.c).
 out=$(timeout -k 5 "$(scaled 300)" "$MIXPAR" run -n 8 -- "$TESTS/test_model_parallel" 2>&1)
 rc=$?
 grep -E '^(ok|not ok) - |^    ' <<<"$out"

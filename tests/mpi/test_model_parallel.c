@@ -64,22 +64,31 @@ typedef struct {
     int dp, tp, pp;
     pp_schedule schedule;
     int chunks; /* interleaved's v */
+    int zero;   /* ZeRO stage over dp */
 } mesh_case;
 
 static const mesh_case cases[] = {
-    {2, 2, 2, PP_1F1B, 1}, {1, 2, 4, PP_1F1B, 1}, {1, 2, 4, PP_GPIPE, 1}, {1, 2, 4, PP_INTERLEAVED, 2},
-    {2, 4, 1, PP_1F1B, 1}, {1, 1, 8, PP_1F1B, 1},
+    {2, 2, 2, PP_1F1B, 1, 0}, {1, 2, 4, PP_1F1B, 1, 0}, {1, 2, 4, PP_GPIPE, 1, 0}, {1, 2, 4, PP_INTERLEAVED, 2, 0},
+    {2, 4, 1, PP_1F1B, 1, 1}, {1, 1, 8, PP_1F1B, 1, 0},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
-/* Trains one model on one mesh and compares with the reference; checks the pipeline's in-flight count. */
-static void run_case(const tiny_model *tm, const mesh_case *mc, const optim_config *opt, const float *reference,
-                     ev_writer *ev) {
+/* Trains one model on one mesh and compares with the reference; checks the pipeline's in-flight count.
+ * Returns this rank's most activation bytes (MEM_ACT) during the last step. */
+static size_t run_case(const tiny_model *tm, const mesh_case *mc, const optim_config *opt, const float *reference,
+                       ev_writer *ev) {
     int m = ROWS / mc->dp; /* micro-batches per dp rank: the global batch stays ROWS rows of 1 */
     mp_layout lay = {.dp = mc->dp, .tp = mc->tp, .pp = mc->pp, .micro_batches = m, .schedule = mc->schedule,
-                     .chunks = mc->chunks};
+                     .chunks = mc->chunks, .zero_stage = mc->zero};
+    size_t optim_before = mem_current(MEM_OPTIM);
     mp_step *s = mp_step_create(world, &tm->cfg, &lay, opt, CLIP, SEED, ev);
     mesh_t *mesh = mp_step_mesh(s);
+    /* AdamW's m and v: for the whole shard, or under ZeRO-1 for this dp rank's 1/dp of it */
+    size_t optim = mem_current(MEM_OPTIM) - optim_before, whole = 2 * sizeof(float) * mp_step_params(s);
+    if (mc->zero ? !(optim * mc->dp <= whole + 2 * sizeof(float) * mc->dp && optim * mc->dp + whole / 10 >= whole)
+                 : optim != whole)
+        complain("optimizer state %zu bytes for a shard of %zu parameters (ZeRO-%d over dp %d)", optim,
+                 mp_step_params(s), mc->zero, mc->dp);
     int *in = xmalloc(ROWS * T * sizeof(int)), *tg = xmalloc(ROWS * T * sizeof(int));
     double worst = 0;
     int worst_step = 0;
@@ -95,9 +104,9 @@ static void run_case(const tiny_model *tm, const mesh_case *mc, const optim_conf
         complain("step %d: loss %.7f, one rank %.7f (relative %.2e > %.0e): a shard's slice, a missing tp "
                  "reduction or a wrong pipeline hand-off", worst_step, got_at_worst, reference[worst_step], worst,
                  TOLERANCE);
-    reportf("%s on dp%d x tp%d x pp%d (%s, %d micro-batches%s): %d losses within %.0e of one rank (worst %.1e)",
+    reportf("%s on dp%d x tp%d x pp%d (%s, %d micro-batches%s%s): %d losses within %.0e of one rank (worst %.1e)",
             tm->name, mc->dp, mc->tp, mc->pp, pp_schedule_names[mc->schedule], m, mc->chunks > 1 ? ", 2 chunks" : "",
-            STEPS, TOLERANCE, worst);
+            mc->zero ? ", ZeRO-1 over dp" : "", STEPS, TOLERANCE, worst);
 
     /* In flight: GPipe holds all m micro-batches' activations; 1F1B at most min(p - s, m) <= p; interleaved
      * what its order says (chunk-micro-batches of 1/v of the stage's blocks each). */
@@ -120,8 +129,10 @@ static void run_case(const tiny_model *tm, const mesh_case *mc, const optim_conf
         printf("    stage 0: %d in flight, activations %.1f KB, measured bubble %.2f (schedule %.2f, formula %.2f)\n",
                st->max_in_flight, st->act_peak_bytes / 1e3, st->bubble, st->bubble_schedule,
                pp_bubble_formula(mc->pp, m, mc->chunks));
+    size_t act = st->act_peak_bytes;
     free(in), free(tg);
     mp_step_free(s);
+    return act;
 }
 
 /* The schedules' bubble from their order alone equals (p-1)/(m+p-1), with backward as long as forward
@@ -173,9 +184,19 @@ int main(int argc, char **argv) {
         float reference[STEPS];
         if (rank == 0) reference_losses(&tm->cfg, &opt, reference);
         MPI_Bcast(reference, STEPS, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        size_t act[NCASES];
         for (int c = 0; c < NCASES; c++)
-            run_case(tm, &cases[c], &opt, reference, k + 1 == sizeof tiny_models / sizeof tiny_models[0] &&
-                                                         c == 2 ? ev : NULL);
+            act[c] = run_case(tm, &cases[c], &opt, reference,
+                              k + 1 == sizeof tiny_models / sizeof tiny_models[0] && c == 2 ? ev : NULL);
+        /* Cases 1 and 2 are the same 1x2x4 mesh with 8 micro-batches under 1f1b and gpipe: on the first
+         * stage GPipe's activations (the allocator's MEM_ACT) are 8 micro-batches', 1F1B's 4 (p). */
+        int stage = rank / 2; /* dp 1 x tp 2: ranks 2s and 2s+1 are stage s */
+        size_t want = act[1] / (size_t)(4 - stage) * 8;
+        if (act[2] != want)
+            complain("stage %d: gpipe held %zu bytes of activations, 1f1b %zu; expected gpipe = 1f1b x 8/%d = %zu",
+                     stage, act[2], act[1], 4 - stage, want);
+        reportf("%s on 1x2x4: gpipe's activation bytes (MEM_ACT) are m/min(p-s, m) times 1f1b's on every stage",
+                tm->name);
     }
     if (ev) ev_close(ev);
     comm_finalize(world);
