@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # model_parallel.sh: `mixpar train` on dp x tp x pp meshes of real MPI ranks trains the losses of one rank
-# (GPT-2 on 2x2x2 with 1f1b, LLaMA with GQA on 1x2x2 with gpipe, within 1e-5 relative over 20 steps); the
-# pipeline's span events show 1F1B holding at most p micro-batches and GPipe all m; invalid meshes exit 2.
+# (GPT-2 on 2x2x2 with 1f1b and with interleaved + ZeRO-1, LLaMA with GQA on 1x2x2 with gpipe, within 1e-5
+# relative over 20 steps); the pipeline's span events show 1F1B holding at most p micro-batches and GPipe
+# all m; invalid meshes exit 2.
 # `mixpar plan --tp --pp --micro-batches` gives each stage's bytes per rank and the bubble.
 # The 8-rank meshes 1x2x4 (1f1b, gpipe, interleaved), 2x4x1 and 1x1x8 of both models are
 # tests/mpi/test_model_parallel.c's.
@@ -27,11 +28,12 @@ max_rel() { paste <(losses "$1") <(losses "$2") | awk '$1 != $3 {bad=1} {d=($2-$
 # the most micro-batches a rank's pipeline held: forwards done whose backward is not, from its span events
 most_in_flight() { grep -h '"name":"pp_' "$1" | awk '/pp_forward/ {n++} /pp_backward/ {n--} {if (n>m) m=n} END {print m+0}'; }
 
-run_mesh() { # run_mesh MODEL RANKS TP PP SCHEDULE
-  local model=$1 n=$2 tp=$3 pp=$4 schedule=$5 dir="$work/$1-$2-$3-$4-$5"
+run_mesh() { # run_mesh MODEL RANKS TP PP SCHEDULE [SETTING...]
+  local model=$1 n=$2 tp=$3 pp=$4 schedule=$5 dir="$work/$1-$2-$3-$4-$5" sets=() x; shift 5
+  for x in "$@"; do sets+=(--set "$x"); done
   timeout -k 5 "$(scaled 200)" "$MIXPAR" run -n "$n" -- "$MIXPAR" train --config "$work/$model.json" --quiet \
     --set train.run_dir="$dir" --set tensor_model_parallel_size="$tp" --set pipeline_model_parallel_size="$pp" \
-    --set pipeline_schedule="$schedule" >"$dir.log" 2>&1
+    --set pipeline_schedule="$schedule" "${sets[@]}" >"$dir.log" 2>&1
   echo "$dir"
 }
 
@@ -57,6 +59,14 @@ for spec in "gpt2 8 2 2 1f1b 4" "llama 4 2 2 gpipe 8"; do
   check "model parallel: one span event per forward and per backward of each micro-batch ($spans = 20 x 2 x $m)" \
     test "$spans" -eq $((20 * 2 * m))
 done
+# interleaved 1F1B (2 chunks of 1 block per stage) with ZeRO-1 over dp, from the config keys
+dir=$(run_mesh gpt2 8 2 2 interleaved num_layers_per_virtual_pipeline_stage=1 zero_optimization.stage=1)
+r=$(max_rel "$work/gpt2-one/events.rank0.jsonl" "$dir/events.rank0.jsonl")
+check "model parallel: gpt2 on 2x2x2, interleaved with 2 chunks and ZeRO-1, gives one rank's losses within 1e-5 (worst $r)" \
+  awk -v r="$r" 'BEGIN{exit !(r <= 1e-5)}'
+check_output "model parallel: the interleaved run's stage 1 holds blocks 1 and 3 (virtual stages 1 and 3)" 0 \
+  '"schedule":"interleaved",.*"zero_stage":1,.*"stage":1,"chunks":2,.*"chunk_blocks":\[1,2,3,4\]' \
+  head -n 1 "$dir/events.rank7.jsonl"
 # 1F1B on any stage never holds more than p: every rank of the gpt2 run
 worst=0
 for f in "$work"/gpt2-8-2-2-1f1b/events.rank*.jsonl; do
