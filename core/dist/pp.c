@@ -374,6 +374,45 @@ float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float l
     return loss;
 }
 
+float pp_evaluate(pp *p, const int *inputs, const int *targets, int n, int B, int T) {
+    mesh_t *mesh = p->mesh;
+    int C = model_get_config(p->chunks[0])->C;
+    size_t rows = (size_t)B * T, floats = rows * (size_t)C;
+    ensure_buffers(p, floats);
+    pp_action *order = malloc((size_t)2 * n * p->v * sizeof *order);
+    comm_request **sent = calloc((size_t)p->v, sizeof *sent); /* a chunk's last output on its way */
+    MP_ASSERT(order && sent, "out of memory");
+    /* The forwards of a schedule for n micro-batches, in its order (interleaved needs n a multiple of p:
+     * otherwise GPipe's order, chunk by chunk, which is the same dependency chain). */
+    pp_schedule kind = p->kind == PP_INTERLEAVED && n % mesh->pp_size != 0 ? PP_GPIPE : p->kind;
+    int v = kind == PP_INTERLEAVED ? p->v : 1, stride = p->v / v;
+    double sum = 0;
+    bool has_loss = false;
+    for (int c = 0; c < stride; c++) { /* GPipe's fallback: all micro-batches through chunk c, then c + 1 */
+        pp_schedule_actions(kind, mesh->pp_size, mesh->pp_rank, n, v, order);
+        for (int i = 0; i < 2 * n * v; i++) {
+            if (order[i].kind != 'F') continue;
+            int k = order[i].micro, j = v == p->v ? order[i].chunk : c, prev, prev_chunk, next, next_chunk;
+            model *m = p->chunks[j];
+            neighbours(p, j, &prev, &prev_chunk, &next, &next_chunk);
+            bool first = prev < 0, last = next < 0;
+            if (!first) comm_recv(mesh->pp, p->recv_act, floats, COMM_FP32, prev, tag_of(p, k, j, 0));
+            comm_wait(&sent[j]); /* slot 0's output is about to be overwritten */
+            model_use_act_slot(m, 0);
+            float loss = model_forward_stage(m, first ? inputs + (size_t)k * rows : NULL, first ? NULL : p->recv_act,
+                                             last ? targets + (size_t)k * rows : NULL, B, T);
+            if (last) sum += loss, has_loss = true;
+            else sent[j] = comm_isend(mesh->pp, model_stage_output(m), floats, COMM_FP32, next, tag_of(p, k, next_chunk, 0));
+        }
+    }
+    comm_wait_all(sent, (size_t)p->v);
+    free(order);
+    free(sent);
+    float loss = has_loss ? (float)(sum / n) : 0.0f;
+    comm_broadcast(mesh->pp, &loss, 1, COMM_FP32, mesh->pp_size - 1, COMM_ALGO_DEFAULT);
+    return loss;
+}
+
 void pp_sum_tied_grads(pp *p) {
     /* The embeddings are chunk 0's on the first stage, the head's copy chunk v-1's on the last. */
     model *m = p->chunks[p->mesh->pp_rank == 0 ? 0 : p->v - 1];

@@ -98,6 +98,10 @@ void pp_free(pp *p);
  * loss_scale / m (the mean over micro-batches). Returns that mean loss on every rank of the pp group
  * (broadcast from the last stage). */
 float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float loss_scale, long step);
+/* Forward only (evaluation): n batches (inputs and targets: n x (B,T)) through the pipeline in the
+ * schedule's forward order, activation slot 0 of each chunk, no gradients. Returns the mean of the
+ * batches' losses on every rank of the pp group (what one rank's forward on each batch would average). */
+float pp_evaluate(pp *p, const int *inputs, const int *targets, int n, int B, int T);
 /* Tied embeddings on pp > 1: the first stage's wte (its chunk 0) and the last stage's copy (its chunk v-1) get the sum of their two
  * gradients (allreduce over the mesh's embed group), so the two copies stay equal. Nothing otherwise. */
 void pp_sum_tied_grads(pp *p);

@@ -850,10 +850,22 @@ static void check_model_parallel(const train_config *cfg, const amp_setup *preci
 
 /* Training on a dp x tp x pp mesh (train/mp_step.h): each rank holds its shard; the dp group's ranks take
  * the rows of a data-parallel run on dp ranks; the step event and the progress line carry the loss of the
- * last stage, averaged over dp. Evaluation, samples and histograms need the whole model on one rank: not
- * run (the header says so). */
+ * last stage, averaged over dp; evaluation runs forward through the pipeline (pp_evaluate). Samples and
+ * histograms need the whole model on one rank: not run (the header says so). */
+/* The validation loss through the pipeline: the eval_batches batches one rank's evaluate() reads. */
+static float evaluate_pipeline(pp *pipe, loader *vl, int batches, int *inputs, int *targets) {
+    loader_reset(vl);
+    size_t n = (size_t)vl->B * vl->T;
+    for (int i = 0; i < batches; i++) {
+        loader_next(vl);
+        memcpy(inputs + i * n, vl->inputs, n * sizeof(int));
+        memcpy(targets + i * n, vl->targets, n * sizeof(int));
+    }
+    return pp_evaluate(pipe, inputs, targets, batches, vl->B, vl->T);
+}
+
 static trainer_summary run_model_parallel(train_config *cfg, const model_config *mc, const tokfile *train_tokens,
-                                          comm_t *comm, bool quiet) {
+                                          const tokfile *val_tokens, comm_t *comm, bool quiet) {
     trainer_summary sum = {.last_val_loss = NAN};
     int world = comm ? comm_size(comm) : 1, rank = comm ? comm_rank(comm) : 0;
     MP_ASSERT(comm, "tensor or pipeline parallel on one rank (the batch rule refuses it)");
@@ -920,8 +932,13 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
                comm_backend_name(comm), pp_schedule_names[lay.schedule], accum, B, T,
                lay.chunks > 1 ? "virtual stages" : "stages");
         for (int st = 0; st <= lay.pp * lay.chunks; st++) printf(" %d", first[st]);
-        printf("\n(evaluation, samples, histograms and checkpoints are not run under model parallel)\n");
+        printf("\n(samples, histograms and checkpoints are not run under model parallel)\n");
     }
+    loader vl; /* every rank reads the same validation batches: the loss is the pipeline's, the same on all */
+    loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
+    size_t eval_tokens = (size_t)cfg->train.eval_batches * B * T;
+    int *eval_inputs = malloc(eval_tokens * sizeof(int)), *eval_targets = malloc(eval_tokens * sizeof(int));
+    MP_ASSERT(eval_inputs && eval_targets, "out of memory");
     size_t per_step = (size_t)accum * B * T;
     int *inputs = malloc(per_step * sizeof(int)), *targets = malloc(per_step * sizeof(int));
     MP_ASSERT(inputs && targets, "out of memory");
@@ -958,6 +975,15 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
             fflush(stdout);
         }
         if (done % cfg->train.log_interval == 0) ev_mem(ev, done);
+        if (cfg->train.eval_interval > 0 && (done % cfg->train.eval_interval == 0 || done == cfg->train.steps)) {
+            sum.last_val_loss = evaluate_pipeline(mp_step_pipeline(s), &vl, cfg->train.eval_batches, eval_inputs,
+                                                  eval_targets);
+            ev_begin(ev, "eval");
+            ev_int(ev, "step", done);
+            ev_num(ev, "val_loss", sum.last_val_loss);
+            ev_end(ev);
+            if (!quiet) printf("eval at step %ld: validation loss %.4f\n", done, sum.last_val_loss);
+        }
         sum.steps_done = done;
     }
     sum.seconds = mp_now() - t_start;
@@ -966,6 +992,9 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
                sum.last_loss);
     free(inputs);
     free(targets);
+    free(eval_inputs);
+    free(eval_targets);
+    loader_free(&vl);
     train_data_free(td);
     mp_step_free(s);
     ev_close(ev);
@@ -1030,7 +1059,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     tokenizer_load(&tok, vocab_path, NULL);
     check_sample_prompt(cfg, &tok, vocab_path, comm);
     if (model_parallel) {
-        sum = run_model_parallel(cfg, &mc, train_tokens, comm, quiet);
+        sum = run_model_parallel(cfg, &mc, train_tokens, val_tokens, comm, quiet);
         tokenizer_free(&tok);
         tokfile_close(train_tokens);
         tokfile_close(val_tokens);

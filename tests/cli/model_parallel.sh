@@ -16,12 +16,16 @@ cat >"$work/gpt2.json" <<'EOF'
  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.1}},
  "model": {"arch": "gpt2", "layers": 4, "channels": 64, "heads": 4, "context": 32, "tied": true},
  "data": {"dataset": "poetry", "seq_len": 32},
- "train": {"steps": 20, "eval_interval": 0, "sample_interval": 0, "checkpoint_interval": 0, "hist_interval": 0}}
+ "train": {"steps": 20, "eval_interval": 10, "eval_batches": 4, "sample_interval": 0, "checkpoint_interval": 0, "hist_interval": 0}}
 EOF
 sed -e 's/"arch": "gpt2"/"arch": "llama"/' -e 's/"heads": 4/"heads": 4, "kv_heads": 2/' -e 's/"tied": true/"tied": false/' \
   "$work/gpt2.json" >"$work/llama.json"
 
 losses() { grep '"kind":"step"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
+val_losses() { grep '"kind":"eval"' "$1" | sed -E 's/.*"step":([0-9]+),"val_loss":([^,}]+).*/\1 \2/'; }
+# worst relative difference of the two runs' validation losses (steps 10 and 20)
+max_val_rel() { paste <(val_losses "$1") <(val_losses "$2") | awk '$1 != $3 {bad=1} {d=($2-$4)/$4; if (d<0) d=-d; if (d>m) m=d}
+  END {if (bad || NR != 2) print 1e9; else printf "%.2e\n", m}'; }
 # worst relative difference of two runs' step losses (1e9 when the steps do not line up)
 max_rel() { paste <(losses "$1") <(losses "$2") | awk '$1 != $3 {bad=1} {d=($2-$4)/$4; if (d<0) d=-d; if (d>m) m=d}
   END {if (bad || NR != 20) print 1e9; else printf "%.2e\n", m}'; }
@@ -50,6 +54,9 @@ for spec in "gpt2 8 2 2 1f1b 4" "llama 4 2 2 gpipe 8"; do
   r=$(max_rel "$work/$model-one/events.rank0.jsonl" "$dir/events.rank0.jsonl")
   check "model parallel: $model on dp $dp x tp $tp x pp $pp ($schedule) gives one rank's 20 losses within 1e-5 relative (worst $r)" \
     awk -v r="$r" 'BEGIN{exit !(r <= 1e-5)}'
+  r=$(max_val_rel "$work/$model-one/events.rank0.jsonl" "$dir/events.rank$((n - 1)).jsonl")
+  check "model parallel: the pipeline's evaluation gives one rank's validation losses at steps 10 and 20 (worst $r)" \
+    awk -v r="$r" 'BEGIN{exit !(r <= 1e-5)}'
   # stage 0 is rank 0 (Megatron order: a stage is a block of dp x tp ranks); 20 steps of m micro-batches each
   want=$([ "$schedule" = gpipe ] && echo "$m" || echo "$pp")
   got=$(most_in_flight "$dir/events.rank0.jsonl")
@@ -64,6 +71,8 @@ dir=$(run_mesh gpt2 8 2 2 interleaved num_layers_per_virtual_pipeline_stage=1 ze
 r=$(max_rel "$work/gpt2-one/events.rank0.jsonl" "$dir/events.rank0.jsonl")
 check "model parallel: gpt2 on 2x2x2, interleaved with 2 chunks and ZeRO-1, gives one rank's losses within 1e-5 (worst $r)" \
   awk -v r="$r" 'BEGIN{exit !(r <= 1e-5)}'
+r=$(max_val_rel "$work/gpt2-one/events.rank0.jsonl" "$dir/events.rank0.jsonl")
+check "model parallel: interleaved evaluation gives one rank's validation losses (worst $r)" awk -v r="$r" 'BEGIN{exit !(r <= 1e-5)}'
 check_output "model parallel: the interleaved run's stage 1 holds blocks 1 and 3 (virtual stages 1 and 3)" 0 \
   '"schedule":"interleaved",.*"zero_stage":1,.*"stage":1,"chunks":2,.*"chunk_blocks":\[1,2,3,4\]' \
   head -n 1 "$dir/events.rank7.jsonl"
