@@ -8,6 +8,8 @@
 #include "base/parse.h"
 #include "cli/commands.h"
 #include "plan/plan.h"
+#include "plan/parallel.h"
+#include "dist/pp.h"
 
 /* ================================================================== usage */
 
@@ -41,6 +43,11 @@ static void usage(FILE *out) {
             "  --zero S           ZeRO stage 0 (plain data parallel), 1 (shard optimizer states and master\n"
             "                     weights), 2 (also gradients), 3 (also weights); 'all' for a table of the four\n"
             "  --world N          data-parallel ranks the shards are split over (default 1)\n"
+            "  --tp N --pp N      tensor and pipeline parallel sizes: a table of the pipeline's stages, bytes\n"
+            "                     per rank of each and the bubble (p-1)/(m+p-1) (--world is then dp)\n"
+            "  --micro-batches M  micro-batches per step under pipeline parallel (default 1)\n"
+            "  --schedule S       gpipe (holds all M micro-batches), 1f1b (at most pp; default) or\n"
+            "                     interleaved (with --chunks V model chunks per stage: bubble / V)\n"
             "  --batch b          micro-batch per rank, in sequences (default 1)\n"
             "  --seq s            tokens per sequence (default: the model's context T)\n"
             "  --recompute P      none (default) | selective (drop attention scores) | full (keep block inputs)\n"
@@ -76,6 +83,8 @@ typedef struct {
     int recipe, optimizer, recompute, dropout, zero;
     int offload;
     uint64_t world, batch, seq;
+    uint64_t tp, pp, micro_batches, chunks; /* model parallel (0 = not given) */
+    int schedule;                   /* dist/pp.h's; -1 = not given */
     double device_memory; /* bytes; 0 = not given */
     const char *device_memory_text;
     /* output */
@@ -124,10 +133,11 @@ static const char *arch_name_at(int i) { return plan_arch_get((plan_arch)i)->nam
 static const char *preset_name_at(int i) { return plan_preset_at(i)->name; }
 
 static const char *on_off_name_at(int i) { return i ? "on" : "off"; }
+static const char *schedule_name_at(int i) { return pp_schedule_names[i]; }
 
 static void parse_options(int argc, char **argv, plan_options *o) {
     memset(o, 0, sizeof *o);
-    o->arch = o->tied = o->recipe = o->optimizer = o->recompute = o->dropout = o->zero = -1;
+    o->arch = o->tied = o->recipe = o->optimizer = o->recompute = o->dropout = o->zero = o->schedule = -1;
     int presets_table = 0, zero_table = 0, explain = 0, output = OUT_TABLE;
     /* Flags set an int; count options take a whole number >= 1; choice options take a name from a table. */
     const struct {
@@ -143,7 +153,8 @@ static void parse_options(int argc, char **argv, plan_options *o) {
     } counts[] = {{"--layers", &o->layers}, {"--hidden", &o->hidden},     {"--heads", &o->heads},
                   {"--kv-heads", &o->kv_heads}, {"--ffn", &o->ffn},     {"--vocab", &o->vocab},
                   {"--context", &o->context}, {"--world", &o->world},   {"--batch", &o->batch},
-                  {"--seq", &o->seq}};
+                  {"--seq", &o->seq},       {"--tp", &o->tp},           {"--pp", &o->pp},
+                  {"--micro-batches", &o->micro_batches}, {"--chunks", &o->chunks}};
     const struct {
         const char *name;
         int *field;
@@ -154,7 +165,8 @@ static void parse_options(int argc, char **argv, plan_options *o) {
                    {"--recipe", &o->recipe, plan_recipe_from_name, recipe_name_at, PLAN_NRECIPES},
                    {"--optimizer", &o->optimizer, plan_optimizer_from_name, optimizer_name_at, PLAN_NOPTIMIZERS},
                    {"--recompute", &o->recompute, plan_recompute_from_name, recompute_name_at, PLAN_NRECOMPUTES},
-                   {"--dropout", &o->dropout, on_off_from_name, on_off_name_at, 2}};
+                   {"--dropout", &o->dropout, on_off_from_name, on_off_name_at, 2},
+                   {"--schedule", &o->schedule, pp_schedule_from_name, schedule_name_at, PP_NSCHEDULES}};
     static const char *const others[] = {"--preset", "--params", "--zero", "--device-memory"};
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -258,6 +270,12 @@ static void parse_options(int argc, char **argv, plan_options *o) {
     if (o->explain && o->mode != MODE_SINGLE)
         mp_usage_error("plan", "--explain explains one plan; drop --presets or --zero all");
     if (o->explain && o->output != OUT_TABLE) mp_usage_error("plan", "--explain goes with the table output");
+    bool parallel = o->tp || o->pp || o->micro_batches || o->chunks || o->schedule >= 0;
+    if ((o->chunks > 1) != (o->schedule == PP_INTERLEAVED))
+        mp_usage_error("plan", "--schedule interleaved and --chunks V (>= 2 model chunks per stage) go together");
+    if (parallel && (o->mode != MODE_SINGLE || o->bare_params || o->explain || o->output != OUT_TABLE || o->offload))
+        mp_usage_error("plan", "--tp, --pp, --micro-batches and --schedule plan one model's stages as a table: drop "
+                       "--presets, --zero all, --params, --explain, --json, --tsv and --offload");
 }
 
 /* The model the options describe: a preset with changes, a custom model, or gpt2-124m by default. */
@@ -682,9 +700,62 @@ static void print_rows(const plan_row *rows, int n, const plan_options *o) {
            "context (see --explain).\n");
 }
 
+/* Tensor and pipeline parallel: one row per stage (plan/parallel.h). */
+static void print_parallel(const plan_model *m, const plan_run *run, const plan_options *o) {
+    plan_parallel par = {.tp = o->tp ? o->tp : 1, .pp = o->pp ? o->pp : 1,
+                         .micro_batches = o->micro_batches ? o->micro_batches : 1, .gpipe = o->schedule == PP_GPIPE,
+                         .chunks = o->chunks};
+    plan_stage stages[par.pp > 4096 ? 1 : par.pp];
+    if (par.pp > 4096) MP_FAIL("--pp up to 4096", "--pp %llu", (unsigned long long)par.pp);
+    double bubble = plan_parallel_stages(m, run, &par, stages);
+    plan_result with_acts = {.has_activations = true};
+    print_run_line(m, run, &with_acts);
+    print_model_line(m);
+    printf("mesh    tp %llu x pp %llu x dp %llu = %llu ranks; %s schedule, m = %llu micro-batches per step\n",
+           (unsigned long long)par.tp, (unsigned long long)par.pp, (unsigned long long)run->world,
+           (unsigned long long)(par.tp * par.pp * run->world),
+           par.gpipe ? "gpipe" : par.chunks > 1 ? "interleaved" : "1f1b",
+           (unsigned long long)par.micro_batches);
+    uint64_t v = par.chunks > 1 ? par.chunks : 1;
+    printf("bubble  (p-1)/(%sm+p-1) = %llu/%llu = %.3f of every stage's step idle%s\n", v > 1 ? "v " : "",
+           (unsigned long long)(par.pp - 1), (unsigned long long)(v * par.micro_batches + par.pp - 1), bubble,
+           v > 1 ? "" : " (gpipe and 1f1b alike)");
+    printf("\n%-6s %-9s %15s %9s %9s %9s %9s %9s %9s %10s\n", "stage", "blocks", "params/rank", "param GB",
+           "grad GB", "master GB", "optim GB", "in flight", "act GB", "total GB");
+    size_t worst = 0;
+    for (size_t s = 0; s < par.pp; s++) {
+        const plan_stage *st = &stages[s];
+        char blocks[32];
+        if (v > 1) /* chunk j holds virtual stage j pp + s: its blocks are not one range */
+            snprintf(blocks, sizeof blocks, "%llu in %llu", (unsigned long long)st->blocks, (unsigned long long)v);
+        else
+            snprintf(blocks, sizeof blocks, "%llu-%llu", (unsigned long long)st->first_block,
+                     (unsigned long long)(st->first_block + st->blocks - 1));
+        printf("%-6zu %-9s %15s %9.3f %9.3f %9.3f %9.3f %9llu %9.3f %10.3f\n", s, blocks, commas(st->params),
+               gb(st->bytes[MEM_PARAM]), gb(st->bytes[MEM_GRAD]), gb(st->bytes[MEM_MASTER]), gb(st->bytes[MEM_OPTIM]),
+               (unsigned long long)st->in_flight, gb(st->bytes[MEM_ACT]), gb(st->total));
+        if (st->total > stages[worst].total) worst = s;
+    }
+    printf("\nthe fullest rank is on stage %zu: %.3f GB (%.3f GiB)\n", worst, gb(stages[worst].total),
+           gib(stages[worst].total));
+    if (o->device_memory) print_fit(stages[worst].total, o);
+    printf("GB = 10^9 bytes; activations at the stage's peak: its in-flight micro-batches x one micro-batch's.\n");
+}
+
 int cmd_plan(int argc, char **argv) {
     plan_options o;
     parse_options(argc, argv, &o);
+    if (o.tp || o.pp || o.micro_batches || o.schedule >= 0) {
+        plan_model model = build_model(&o);
+        plan_run run = build_run(&o, &model);
+        plan_problem why;
+        if (!plan_run_check(&model, &run, &why)) {
+            if (why.hint[0]) MP_FAIL_HINT(why.expected, why.hint, "%s", why.found);
+            MP_FAIL(why.expected, "%s", why.found);
+        }
+        print_parallel(&model, &run, &o);
+        return 0;
+    }
 
     if (o.mode == MODE_PRESET_TABLE) {
         /* A setting some presets cannot take (GPT-2's learned positions stop at T = 1024) skips those

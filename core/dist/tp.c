@@ -54,3 +54,15 @@ void tp_row_linear_backward(comm_t *tp, float *dinp, float *dweight, float *dbia
     (void)tp; /* g's backward is the identity: dout is whole on every tp rank */
     matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, Cl, OC);
 }
+
+static void shard_sum(void *ctx, float *x, size_t n) {
+    comm_allreduce(ctx, x, x, n, COMM_FP32, COMM_SUM, COMM_ALGO_DEFAULT);
+}
+static void shard_max(void *ctx, float *x, size_t n) {
+    comm_allreduce(ctx, x, x, n, COMM_FP32, COMM_MAX, COMM_ALGO_DEFAULT);
+}
+
+model_shard tp_model_shard(mesh_t *mesh, int first, int last) {
+    return (model_shard){.tp_rank = mesh->tp_rank, .tp_size = mesh->tp_size, .first = first, .last = last,
+                         .tp_sum = shard_sum, .tp_max = shard_max, .tp_ctx = mesh->tp};
+}

@@ -4,6 +4,8 @@
 #define MIXPAR_DIST_TP_H
 
 #include "comm/comm.h"
+#include "dist/mesh.h"
+#include "model/model.h"
 
 /* Megatron-LM (megatron/core/tensor_parallel/mappings.py, layers.py), on a tp group of P ranks:
  *
@@ -48,5 +50,10 @@ void tp_row_linear_forward(comm_t *tp, float *out, const float *inp, const float
  * dout, the same on every tp rank (g's backward is the identity: dout is whole everywhere). */
 void tp_row_linear_backward(comm_t *tp, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, int N, int Cl, int OC);
+
+/* The shard description of this rank's part of a model (model.h): its tp rank and size from the mesh,
+ * blocks [first, last), and the conjugate points' reductions as allreduces over the mesh's tp group
+ * (sum for g forward and f backward, max for the vocab-parallel loss). The model never sees the group. */
+model_shard tp_model_shard(mesh_t *mesh, int first, int last);
 
 #endif

@@ -72,6 +72,10 @@ void model_config_complete(model_config *cfg) {
 /* Sizes a tensor's dimensions can take. */
 typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL, INIT_RESIDUAL } init_kind;
 enum { FOR_GPT2 = 1, FOR_LLAMA = 2, FOR_BOTH = 3 };
+/* How tensor parallel splits a tensor (model.h): not at all; rows of the local heads' q, k and v
+ * (column-parallel qkv); rows of the local MLP columns (column-parallel fc; llama's gate and up parts
+ * each); input columns (row-parallel attproj, fcproj); vocabulary rows (wte, head). */
+typedef enum { SPLIT_NONE, SPLIT_QKV_ROWS, SPLIT_FC_ROWS, SPLIT_COLS, SPLIT_VOCAB_ROWS } split_kind;
 
 typedef struct {
     const char *name;
@@ -79,6 +83,7 @@ typedef struct {
     dim_kind rows, cols;
     unsigned archs;
     init_kind init;
+    split_kind split; /* under tensor parallel */
 } tensor_spec;
 
 #define LAYER_FIELD(f) offsetof(layer_params, f)
@@ -86,29 +91,29 @@ typedef struct {
 /* One block: "norm 1, attention, norm 2, MLP". For llama the norms are RMSNorm gains (no bias) and fcw
  * holds the SwiGLU gate and up projections stacked, (2F, C). */
 static const tensor_spec layer_specs[] = {
-    {"ln1w", LAYER_FIELD(ln1w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE},
-    {"ln1b", LAYER_FIELD(ln1b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
-    {"qkvw", LAYER_FIELD(qkvw), DIM_QKV, DIM_C, FOR_BOTH, INIT_NORMAL},
-    {"qkvb", LAYER_FIELD(qkvb), DIM_QKV, DIM_NONE, FOR_GPT2, INIT_ZERO},
-    {"attprojw", LAYER_FIELD(attprojw), DIM_C, DIM_C, FOR_BOTH, INIT_RESIDUAL},
-    {"attprojb", LAYER_FIELD(attprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
-    {"ln2w", LAYER_FIELD(ln2w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE},
-    {"ln2b", LAYER_FIELD(ln2b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
-    {"fcw", LAYER_FIELD(fcw), DIM_FC_IN, DIM_C, FOR_BOTH, INIT_NORMAL},
-    {"fcb", LAYER_FIELD(fcb), DIM_FC_IN, DIM_NONE, FOR_GPT2, INIT_ZERO},
-    {"fcprojw", LAYER_FIELD(fcprojw), DIM_C, DIM_F, FOR_BOTH, INIT_RESIDUAL},
-    {"fcprojb", LAYER_FIELD(fcprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
+    {"ln1w", LAYER_FIELD(ln1w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE, SPLIT_NONE},
+    {"ln1b", LAYER_FIELD(ln1b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
+    {"qkvw", LAYER_FIELD(qkvw), DIM_QKV, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_QKV_ROWS},
+    {"qkvb", LAYER_FIELD(qkvb), DIM_QKV, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_QKV_ROWS},
+    {"attprojw", LAYER_FIELD(attprojw), DIM_C, DIM_ATT, FOR_BOTH, INIT_RESIDUAL, SPLIT_COLS},
+    {"attprojb", LAYER_FIELD(attprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
+    {"ln2w", LAYER_FIELD(ln2w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE, SPLIT_NONE},
+    {"ln2b", LAYER_FIELD(ln2b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
+    {"fcw", LAYER_FIELD(fcw), DIM_FC_IN, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_FC_ROWS},
+    {"fcb", LAYER_FIELD(fcb), DIM_FC_IN, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_FC_ROWS},
+    {"fcprojw", LAYER_FIELD(fcprojw), DIM_C, DIM_F, FOR_BOTH, INIT_RESIDUAL, SPLIT_COLS},
+    {"fcprojb", LAYER_FIELD(fcprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
 };
 enum { NLAYER_SPECS = sizeof layer_specs / sizeof layer_specs[0] };
 
 static const tensor_spec embedding_specs[] = {
-    {"wte", GLOBAL_FIELD(wte), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL},
-    {"wpe", GLOBAL_FIELD(wpe), DIM_MAXT, DIM_C, FOR_GPT2, INIT_NORMAL},
+    {"wte", GLOBAL_FIELD(wte), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_VOCAB_ROWS},
+    {"wpe", GLOBAL_FIELD(wpe), DIM_MAXT, DIM_C, FOR_GPT2, INIT_NORMAL, SPLIT_NONE},
 };
 static const tensor_spec top_specs[] = {
-    {"lnfw", GLOBAL_FIELD(lnfw), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE},
-    {"lnfb", GLOBAL_FIELD(lnfb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO},
-    {"head", GLOBAL_FIELD(head), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL}, /* only when untied */
+    {"lnfw", GLOBAL_FIELD(lnfw), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE, SPLIT_NONE},
+    {"lnfb", GLOBAL_FIELD(lnfb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
+    {"head", GLOBAL_FIELD(head), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_VOCAB_ROWS}, /* only when untied */
 };
 
 int model_dim_size(const model_config *c, dim_kind d) {
@@ -120,8 +125,105 @@ int model_dim_size(const model_config *c, dim_kind d) {
     case DIM_F: return c->F;
     case DIM_VP: return c->Vp;
     case DIM_MAXT: return c->maxT;
+    case DIM_ATT: return c->NH * HS;
     default: return 0;
     }
+}
+
+/* ------------------------------------------------------------------ shards (model.h: model parallelism) */
+
+model_shard model_shard_whole(const model_config *cfg) {
+    return (model_shard){.tp_rank = 0, .tp_size = 1, .first = 0, .last = cfg->L};
+}
+
+void model_shard_check(const model_config *c, const model_shard *sh) {
+    int tp = sh->tp_size;
+    if (tp < 1 || sh->tp_rank < 0 || sh->tp_rank >= tp)
+        MP_FAIL("a tensor parallel rank in [0, tensor_model_parallel_size)", "tp rank %d of %d", sh->tp_rank, tp);
+    struct {
+        const char *key;
+        int n;
+        const char *hint;
+    } split[] = {
+        {"model.heads", c->NH, "attention is split by heads: choose a tensor parallel size that divides the heads"},
+        {"model.kv_heads", c->KVH, "key/value heads are split too (a query head and its kv head share a rank): "
+                                   "choose a tensor parallel size that divides kv_heads"},
+        {"model.ffn", c->F, "the MLP is split by hidden columns: choose a tensor parallel size that divides ffn"},
+        {"model.padded_vocab", c->Vp, "the vocabulary is split by rows: set model.padded_vocab to a multiple of "
+                                      "tensor_model_parallel_size"},
+    };
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+        if (split[i].n % tp != 0)
+            MP_FAIL_HINT("a tensor parallel size dividing every split dimension", split[i].hint,
+                         "%s = %d is not divisible by tensor_model_parallel_size = %d", split[i].key, split[i].n, tp);
+    if (sh->first < 0 || sh->last > c->L || sh->first >= sh->last)
+        MP_FAIL_HINT("a pipeline stage of at least one block inside [0, model.layers)",
+                     "use no more pipeline stages than model.layers", "blocks [%d, %d) of %d", sh->first, sh->last,
+                     c->L);
+}
+
+/* The sizes a shard computes with. */
+static model_dims dims_of(const model_config *c, const model_shard *sh) {
+    int tp = sh->tp_size, HS = c->C / c->NH;
+    model_dims d = {.NH = c->NH / tp, .KVH = c->KVH / tp, .HS = HS, .F = c->F / tp, .Vp = c->Vp / tp,
+                    .first = sh->first, .last = sh->last, .embed = sh->first == 0, .head = sh->last == c->L};
+    d.QKV = (d.NH + 2 * d.KVH) * HS;
+    d.ATT = d.NH * HS;
+    d.FC = c->arch == MODEL_LLAMA ? 2 * d.F : d.F;
+    d.v0 = sh->tp_rank * d.Vp;
+    return d;
+}
+
+static void describe(model *m, const model_config *cfg, const model_shard *sh);
+
+/* A tensor's rows and columns on this shard. */
+static int local_rows(const model *m, const tensor_spec *s) {
+    switch (s->split) {
+    case SPLIT_QKV_ROWS: return m->dims.QKV;
+    case SPLIT_FC_ROWS: return m->dims.FC;
+    case SPLIT_VOCAB_ROWS: return m->dims.Vp;
+    default: return model_dim_size(&m->cfg, s->rows);
+    }
+}
+static int local_cols(const model *m, const tensor_spec *s) {
+    int cols = model_dim_size(&m->cfg, s->cols);
+    return s->split == SPLIT_COLS ? cols / m->shard.tp_size : cols;
+}
+
+/* The rows of the whole tensor a shard keeps, as runs (start, n), in the order it stacks them. */
+typedef struct {
+    int start, n;
+} row_run;
+static int split_rows(const model *m, split_kind split, int rows, row_run out[3]) {
+    const model_config *c = &m->cfg;
+    const model_dims *d = &m->dims;
+    int t = m->shard.tp_rank, HS = d->HS;
+    switch (split) {
+    case SPLIT_QKV_ROWS: /* q of the local heads, then their k, then their v */
+        out[0] = (row_run){t * d->NH * HS, d->NH * HS};
+        out[1] = (row_run){c->NH * HS + t * d->KVH * HS, d->KVH * HS};
+        out[2] = (row_run){(c->NH + c->KVH) * HS + t * d->KVH * HS, d->KVH * HS};
+        return 3;
+    case SPLIT_FC_ROWS: /* gpt2: the local hidden columns; llama: those of the gate, then of the up part */
+        out[0] = (row_run){t * d->F, d->F};
+        if (c->arch != MODEL_LLAMA) return 1;
+        out[1] = (row_run){c->F + t * d->F, d->F};
+        return 2;
+    case SPLIT_VOCAB_ROWS: out[0] = (row_run){d->v0, d->Vp}; return 1;
+    default: out[0] = (row_run){0, rows}; return 1;
+    }
+}
+
+/* This shard's slice of a whole tensor's values: full (rows, cols) -> local. */
+static void take_slice(const model *m, split_kind split, const model_tensor *whole, const float *full, float *local) {
+    int rows = whole->shape[0], cols = whole->ndim == 2 ? whole->shape[1] : 1;
+    int nc = split == SPLIT_COLS ? cols / m->shard.tp_size : cols, c0 = split == SPLIT_COLS ? m->shard.tp_rank * nc : 0;
+    row_run runs[3];
+    int nruns = split_rows(m, split, rows, runs);
+    size_t at = 0;
+    for (int r = 0; r < nruns; r++)
+        for (int row = runs[r].start; row < runs[r].start + runs[r].n; row++, at += (size_t)nc)
+            memcpy(local + at, full + (size_t)row * cols + c0, (size_t)nc * sizeof(float));
 }
 
 /* ------------------------------------------------------------------ activation checkpointing */
@@ -158,18 +260,20 @@ model_keep model_block_keeps(model_recompute policy, int k, int layer) {
 /* ------------------------------------------------------------------ activations */
 
 /* The sizes an activation tensor can have, in floats for a (B,T) batch. */
-typedef enum { ACT_NC, ACT_STATS, ACT_ROWS, ACT_QKV, ACT_SCORES, ACT_FC_IN, ACT_F } act_size;
+typedef enum { ACT_NC, ACT_STATS, ACT_ROWS, ACT_QKV, ACT_SCORES, ACT_FC_IN, ACT_F, ACT_ATT } act_size;
 
-static size_t act_floats(const model_config *c, int B, int T, act_size size) {
+/* Sizes are this shard's (d): its heads, MLP columns (the whole model's when it is not a shard). */
+static size_t act_floats(const model_config *c, const model_dims *d, int B, int T, act_size size) {
     size_t N = (size_t)B * T;
     switch (size) {
     case ACT_NC: return N * c->C;
     case ACT_STATS: return c->arch == MODEL_GPT2 ? N : 0; /* LayerNorm's mean; RMSNorm keeps none */
     case ACT_ROWS: return N;
-    case ACT_QKV: return N * model_dim_size(c, DIM_QKV);
-    case ACT_SCORES: return (size_t)B * c->NH * T * T;
-    case ACT_FC_IN: return N * model_dim_size(c, DIM_FC_IN);
-    case ACT_F: return N * c->F;
+    case ACT_QKV: return N * d->QKV;
+    case ACT_SCORES: return (size_t)B * d->NH * T * T;
+    case ACT_FC_IN: return N * d->FC;
+    case ACT_F: return N * d->F;
+    case ACT_ATT: return N * d->ATT;
     }
     return 0;
 }
@@ -186,7 +290,7 @@ typedef struct {
 static const act_spec layer_act_specs[] = {
     {ACT_FIELD(ln1), ACT_NC, false, false},      {ACT_FIELD(ln1_mean), ACT_STATS, false, false},
     {ACT_FIELD(ln1_rstd), ACT_ROWS, false, false}, {ACT_FIELD(qkv), ACT_QKV, false, false},
-    {ACT_FIELD(atty), ACT_NC, false, false},     {ACT_FIELD(att), ACT_SCORES, false, true},
+    {ACT_FIELD(atty), ACT_ATT, false, false},     {ACT_FIELD(att), ACT_SCORES, false, true},
     {ACT_FIELD(res2), ACT_NC, false, false},     {ACT_FIELD(ln2), ACT_NC, false, false},
     {ACT_FIELD(ln2_mean), ACT_STATS, false, false}, {ACT_FIELD(ln2_rstd), ACT_ROWS, false, false},
     {ACT_FIELD(fch), ACT_FC_IN, false, false},   {ACT_FIELD(fch_act), ACT_F, false, false},
@@ -214,19 +318,19 @@ typedef struct {
 
 /* Lays the activations out in one block at `base` (or only counts when base is NULL) under a recompute
  * policy; returns floats, and where they go in *split (floats; may be NULL). */
-static size_t layout_acts(const model_config *c, int B, int T, model_recompute policy, int k, float *base,
-                          layer_acts *layers, global_acts *g, model_activation_split *split) {
-    size_t N = (size_t)B * T, C = c->C, QKV = model_dim_size(c, DIM_QKV), FC = model_dim_size(c, DIM_FC_IN), F = c->F;
+static size_t layout_acts(const model_config *c, const model_dims *d, int B, int T, model_recompute policy, int k,
+                          float *base, layer_acts *layers, global_acts *g, model_activation_split *split) {
+    size_t N = (size_t)B * T, C = c->C, QKV = d->QKV, FC = d->FC, F = d->F, ATT = d->ATT;
     size_t stats = c->arch == MODEL_GPT2 ? N : 0;
     size_t used = 0;
     recompute_buffers shared = {{NULL}, {false}};
-    for (int l = 0; l < c->L; l++) {
+    for (int l = d->first; l < d->last; l++) {
         layer_acts dummy, *a = base ? &layers[l] : &dummy; /* counting still walks a struct */
         model_keep keep = model_block_keeps(policy, k, l);
         for (int i = 0; i < NLAYER_ACTS; i++) {
             const act_spec *s = &layer_act_specs[i];
             float **slot = (float **)((char *)a + s->field);
-            size_t n = act_floats(c, B, T, s->size);
+            size_t n = act_floats(c, d, B, T, s->size);
             if (keep == MODEL_KEEP_ALL) {
                 *slot = take(base, &used, n);
                 continue;
@@ -243,12 +347,14 @@ static size_t layout_acts(const model_config *c, int B, int T, model_recompute p
     }
     size_t in_blocks = used, recompute = 0;
     for (int i = 0; i < NLAYER_ACTS; i++)
-        if (shared.taken[i]) recompute += padded(act_floats(c, B, T, layer_act_specs[i].size));
+        if (shared.taken[i]) recompute += padded(act_floats(c, d, B, T, layer_act_specs[i].size));
     global_acts dummy_g, *G = base ? g : &dummy_g;
 #define TAKE(ptr, n) ((ptr) = take(base, &used, (n)))
-    TAKE(G->encoded, N * C); TAKE(G->lnf, N * C); TAKE(G->lnf_mean, stats); TAKE(G->lnf_rstd, N);
-    TAKE(G->logits, N * c->Vp); TAKE(G->losses, N); TAKE(G->lse, N);
-    TAKE(G->proj, N * C); TAKE(G->dres, N * C); TAKE(G->dln, N * C); TAKE(G->datty, N * C);
+    /* Only the last stage has the final norm, the logits (its vocabulary rows) and the loss. */
+    size_t top = d->head ? 1 : 0;
+    TAKE(G->encoded, N * C); TAKE(G->lnf, top * N * C); TAKE(G->lnf_mean, top * stats); TAKE(G->lnf_rstd, top * N);
+    TAKE(G->logits, top * N * d->Vp); TAKE(G->losses, top * N); TAKE(G->lse, top * N);
+    TAKE(G->proj, N * C); TAKE(G->dres, N * C); TAKE(G->dln, N * C); TAKE(G->datty, N * ATT);
     TAKE(G->dqkv, N * QKV); TAKE(G->dfch, N * FC); TAKE(G->dfch_act, N * F); TAKE(G->dloss, N);
 #undef TAKE
     if (split)
@@ -268,7 +374,9 @@ static void check_policy(model_recompute policy, int k) {
 size_t model_activation_bytes_policy(const model_config *cfg, int B, int T, model_recompute policy, int k,
                                      model_activation_split *split) {
     check_policy(policy, k);
-    size_t floats = layout_acts(cfg, B, T, policy, k, NULL, NULL, NULL, split);
+    model whole = {0};
+    describe(&whole, cfg, NULL);
+    size_t floats = layout_acts(&whole.cfg, &whole.dims, B, T, policy, k, NULL, NULL, NULL, split);
     if (split) {
         split->blocks *= sizeof(float);
         split->recompute *= sizeof(float);
@@ -305,62 +413,85 @@ static bool spec_applies(const model_config *c, const tensor_spec *s) {
     return !(strcmp(s->name, "head") == 0 && c->tied);
 }
 
-/* Builds the registry in layout order: embeddings, blocks, top. Run twice: count, then fill. */
-static void build_registry(model *m, bool count_only) {
+/* Visits the tensors this model holds, in layout order: the embeddings (first stage), its blocks, the top
+ * (last stage). With tied embeddings a last stage without the embeddings holds wte's copy where an untied
+ * head would be (layer L). */
+typedef void (*layout_visit)(model *m, const tensor_spec *s, int layer, void *ctx);
+static void walk_layout(model *m, layout_visit visit, void *ctx) {
     const model_config *c = &m->cfg;
+    const model_dims *d = &m->dims;
+    if (d->embed)
+        for (size_t i = 0; i < sizeof embedding_specs / sizeof embedding_specs[0]; i++)
+            if (spec_applies(c, &embedding_specs[i])) visit(m, &embedding_specs[i], -1, ctx);
+    for (int l = d->first; l < d->last; l++)
+        for (int i = 0; i < NLAYER_SPECS; i++)
+            if (spec_applies(c, &layer_specs[i])) visit(m, &layer_specs[i], l, ctx);
+    if (!d->head) return;
+    for (size_t i = 0; i < sizeof top_specs / sizeof top_specs[0]; i++)
+        if (spec_applies(c, &top_specs[i])) visit(m, &top_specs[i], c->L, ctx);
+    if (c->tied && !d->embed) visit(m, &embedding_specs[0], c->L, ctx); /* wte's copy (pipeline parallel) */
+}
+
+static void registry_visit(model *m, const tensor_spec *s, int layer, void *ctx) {
+    char name[48];
+    if (layer >= 0 && layer < m->cfg.L) snprintf(name, sizeof name, "h.%d.%s", layer, s->name);
+    else snprintf(name, sizeof name, "%s", s->name);
+    add_tensor(m, name, layer, local_rows(m, s), local_cols(m, s), *(bool *)ctx);
+}
+
+/* Builds the registry in layout order. Run twice: count, then fill. */
+static void build_registry(model *m, bool count_only) {
     m->ntensors = 0;
     m->nparams = 0;
-    for (size_t i = 0; i < sizeof embedding_specs / sizeof embedding_specs[0]; i++)
-        if (spec_applies(c, &embedding_specs[i]))
-            add_tensor(m, embedding_specs[i].name, -1, model_dim_size(c, embedding_specs[i].rows),
-                       model_dim_size(c, embedding_specs[i].cols), count_only);
-    for (int l = 0; l < c->L; l++)
-        for (int i = 0; i < NLAYER_SPECS; i++)
-            if (spec_applies(c, &layer_specs[i])) {
-                char name[48];
-                snprintf(name, sizeof name, "h.%d.%s", l, layer_specs[i].name);
-                add_tensor(m, name, l, model_dim_size(c, layer_specs[i].rows), model_dim_size(c, layer_specs[i].cols),
-                           count_only);
-            }
-    for (size_t i = 0; i < sizeof top_specs / sizeof top_specs[0]; i++)
-        if (spec_applies(c, &top_specs[i]))
-            add_tensor(m, top_specs[i].name, c->L, model_dim_size(c, top_specs[i].rows), model_dim_size(c, top_specs[i].cols),
-                       count_only);
+    walk_layout(m, registry_visit, &count_only);
+}
+
+typedef struct {
+    float *base;
+    layer_params *layers;
+    global_params *g;
+    int k;
+} bind_ctx;
+
+static void bind_visit(model *m, const tensor_spec *s, int layer, void *ctx) {
+    bind_ctx *b = ctx;
+    char *owner = layer >= 0 && layer < m->cfg.L ? (char *)&b->layers[layer] : (char *)b->g;
+    *(float **)(owner + s->field) = b->base + m->tensors[b->k++].offset;
 }
 
 /* Points the per-layer and global structs at the tensors of `base` (params or grads). */
 static void bind_pointers(model *m, float *base, layer_params *layers, global_params *g) {
     memset(layers, 0, (size_t)m->cfg.L * sizeof *layers);
     memset(g, 0, sizeof *g);
-    int k = 0;
-    for (size_t i = 0; i < sizeof embedding_specs / sizeof embedding_specs[0]; i++)
-        if (spec_applies(&m->cfg, &embedding_specs[i]))
-            *(float **)((char *)g + embedding_specs[i].field) = base + m->tensors[k++].offset;
-    for (int l = 0; l < m->cfg.L; l++)
-        for (int i = 0; i < NLAYER_SPECS; i++)
-            if (spec_applies(&m->cfg, &layer_specs[i]))
-                *(float **)((char *)&layers[l] + layer_specs[i].field) = base + m->tensors[k++].offset;
-    for (size_t i = 0; i < sizeof top_specs / sizeof top_specs[0]; i++)
-        if (spec_applies(&m->cfg, &top_specs[i]))
-            *(float **)((char *)g + top_specs[i].field) = base + m->tensors[k++].offset;
+    bind_ctx b = {base, layers, g, 0};
+    walk_layout(m, bind_visit, &b);
     if (m->cfg.tied) g->head = g->wte;
 }
 
+/* A model struct that only describes: the config, the shard and its sizes (registries, counting). */
+static void describe(model *m, const model_config *cfg, const model_shard *sh) {
+    m->cfg = *cfg;
+    model_config_complete(&m->cfg);
+    m->shard = sh ? *sh : model_shard_whole(&m->cfg);
+    m->dims = dims_of(&m->cfg, &m->shard);
+    m->is_shard = m->shard.tp_size > 1 || m->shard.first > 0 || m->shard.last < m->cfg.L;
+}
+
 size_t model_count_params(const model_config *cfg) {
-    model counter = {.cfg = *cfg};
-    model_config_complete(&counter.cfg);
+    model counter = {0};
+    describe(&counter, cfg, NULL);
     build_registry(&counter, true);
     return counter.nparams;
 }
 
 typedef enum { LAYOUT_WHOLE, LAYOUT_RESERVED, LAYOUT_SHARDED_GRADS } buffer_layout;
 
-static model *create(const model_config *cfg, buffer_layout layout) {
+static model *create(const model_config *cfg, const model_shard *sh, buffer_layout layout) {
     bool reserved = layout == LAYOUT_RESERVED;
     model *m = calloc(1, sizeof *m);
     MP_ASSERT(m, "out of memory");
-    m->cfg = *cfg;
-    model_config_complete(&m->cfg);
+    describe(m, cfg, sh);
+    if (sh) model_shard_check(&m->cfg, &m->shard);
     build_registry(m, true);
     m->tensors = calloc((size_t)m->ntensors, sizeof *m->tensors);
     build_registry(m, false);
@@ -384,9 +515,14 @@ static model *create(const model_config *cfg, buffer_layout layout) {
     return m;
 }
 
-model *model_create(const model_config *cfg) { return create(cfg, LAYOUT_WHOLE); }
-model *model_create_reserved(const model_config *cfg) { return create(cfg, LAYOUT_RESERVED); }
-model *model_create_sharded_grads(const model_config *cfg) { return create(cfg, LAYOUT_SHARDED_GRADS); }
+model *model_create(const model_config *cfg) { return create(cfg, NULL, LAYOUT_WHOLE); }
+model *model_create_reserved(const model_config *cfg) { return create(cfg, NULL, LAYOUT_RESERVED); }
+model *model_create_sharded_grads(const model_config *cfg) { return create(cfg, NULL, LAYOUT_SHARDED_GRADS); }
+model *model_create_shard(const model_config *cfg, const model_shard *sh) { return create(cfg, sh, LAYOUT_WHOLE); }
+const model_shard *model_get_shard(const model *m) { return &m->shard; }
+bool model_is_shard(const model *m) { return m->is_shard; }
+bool model_has_embedding(const model *m) { return m->dims.embed; }
+bool model_has_head(const model *m) { return m->dims.head; }
 bool model_is_reserved(const model *m) { return m->reserved; }
 bool model_grads_are_reserved(const model *m) { return m->grads_reserved; }
 
@@ -403,6 +539,14 @@ void model_free(model *m) {
     mem_free(m->params);
     mem_free(m->grads);
     mem_free(m->act_memory);
+    for (int i = 0; i < m->nslots; i++)
+        if (i != m->slot) {
+            mem_free(m->slots[i].act_memory);
+            free(m->slots[i].acts);
+            free(m->slots[i].inputs);
+            free(m->slots[i].targets);
+        }
+    free(m->slots);
     free(m->tensors);
     free(m->layer_w);
     free(m->layer_g);
@@ -514,16 +658,75 @@ void model_zero_grad(model *m) {
     memset(m->grads, 0, m->nparams * sizeof(float));
 }
 
-static init_kind init_of(const model_tensor *t) {
+/* The table row a registry tensor was made from (by its name's last part). */
+static const tensor_spec *spec_of(const model_tensor *t) {
     const char *base = strrchr(t->name, '.');
     base = base ? base + 1 : t->name;
     for (int i = 0; i < NLAYER_SPECS; i++)
-        if (strcmp(layer_specs[i].name, base) == 0) return layer_specs[i].init;
+        if (strcmp(layer_specs[i].name, base) == 0) return &layer_specs[i];
     for (size_t i = 0; i < sizeof embedding_specs / sizeof embedding_specs[0]; i++)
-        if (strcmp(embedding_specs[i].name, base) == 0) return embedding_specs[i].init;
+        if (strcmp(embedding_specs[i].name, base) == 0) return &embedding_specs[i];
     for (size_t i = 0; i < sizeof top_specs / sizeof top_specs[0]; i++)
-        if (strcmp(top_specs[i].name, base) == 0) return top_specs[i].init;
-    return INIT_ZERO;
+        if (strcmp(top_specs[i].name, base) == 0) return &top_specs[i];
+    return NULL;
+}
+
+static init_kind init_of(const model_tensor *t) {
+    const tensor_spec *s = spec_of(t);
+    return s ? s->init : INIT_ZERO;
+}
+
+bool model_tensor_tp_replicated(const model *m, const model_tensor *t) {
+    const tensor_spec *s = spec_of(t);
+    return m->shard.tp_size == 1 || !s || s->split == SPLIT_NONE;
+}
+
+bool model_tensor_is_tied_copy(const model *m, const model_tensor *t) {
+    return m->cfg.tied && !m->dims.embed && t->layer == m->cfg.L && strcmp(t->name, "wte") == 0;
+}
+
+/* A tensor's initial values (whole): the draws of model_init, in order. */
+static void draw_values(const model_config *c, const model_tensor *t, float *p, mp_rng *rng) {
+    /* Residual projections add into the stream once per layer and twice per block, so their
+     * variance is scaled by 1/(2L) to keep the stream's variance flat with depth (GPT-2). */
+    float residual_std = 0.02f / sqrtf(2.0f * c->L);
+    init_kind kind = init_of(t);
+    for (size_t j = 0; j < t->size; j++) {
+        switch (kind) {
+        case INIT_ZERO: p[j] = 0.0f; break;
+        case INIT_ONE: p[j] = 1.0f; break;
+        case INIT_NORMAL: p[j] = 0.02f * mp_rng_normal(rng); break;
+        case INIT_RESIDUAL: p[j] = residual_std * mp_rng_normal(rng); break;
+        }
+    }
+    /* Padded vocabulary rows are never a token and their logits are ignored: keep them zero. */
+    if (t->shape[0] == c->Vp && t->ndim == 2)
+        memset(p + (size_t)c->V * c->C, 0, (size_t)(c->Vp - c->V) * c->C * sizeof(float));
+}
+
+/* A shard draws the whole model's values tensor by tensor, in the whole model's order, and keeps its
+ * slice of each: the same weights as one rank's model_init, split. */
+static void init_shard(model *m, uint64_t seed) {
+    model whole = {0};
+    describe(&whole, &m->cfg, NULL);
+    build_registry(&whole, true);
+    whole.tensors = calloc((size_t)whole.ntensors, sizeof *whole.tensors);
+    MP_ASSERT(whole.tensors, "out of memory");
+    build_registry(&whole, false);
+    size_t biggest = 0;
+    for (int i = 0; i < whole.ntensors; i++) biggest = whole.tensors[i].size > biggest ? whole.tensors[i].size : biggest;
+    float *full = malloc(biggest * sizeof(float));
+    MP_ASSERT(full, "out of memory");
+    mp_rng rng;
+    mp_rng_seed(&rng, seed);
+    for (int i = 0; i < whole.ntensors; i++) {
+        const model_tensor *t = &whole.tensors[i];
+        draw_values(&m->cfg, t, full, &rng);
+        const model_tensor *mine = model_tensor_find(m, t->name); /* "wte" is also the last stage's tied copy */
+        if (mine) take_slice(m, spec_of(t)->split, t, full, m->params + mine->offset);
+    }
+    free(full);
+    free(whole.tensors);
 }
 
 void model_init(model *m, uint64_t seed) { model_init_layerwise(m, seed, NULL, NULL, NULL); }
@@ -531,28 +734,18 @@ void model_init(model *m, uint64_t seed) { model_init_layerwise(m, seed, NULL, N
 void model_init_layerwise(model *m, uint64_t seed, void (*before)(void *, int), void (*after)(void *, int), void *ctx) {
     /* A reserved model's weights are written only into spans a strategy committed (dist/fsdp.c does it). */
     MP_ASSERT(!m->reserved || (before && after), "model_init on a reserved model: initialise it through its strategy");
+    if (m->is_shard) {
+        MP_ASSERT(!before && !after, "layerwise initialisation of a model-parallel shard");
+        init_shard(m, seed);
+        return;
+    }
     mp_rng rng;
     mp_rng_seed(&rng, seed);
-    /* Residual projections add into the stream once per layer and twice per block, so their
-     * variance is scaled by 1/(2L) to keep the stream's variance flat with depth (GPT-2). */
-    float residual_std = 0.02f / sqrtf(2.0f * m->cfg.L);
     for (int i = 0; i < m->ntensors; i++) {
         const model_tensor *t = &m->tensors[i];
         /* The registry is layer-major: a layer's tensors are consecutive, in the order of the random draws. */
         if (before && (i == 0 || m->tensors[i - 1].layer != t->layer)) before(ctx, t->layer);
-        float *p = m->params + t->offset;
-        init_kind kind = init_of(t);
-        for (size_t j = 0; j < t->size; j++) {
-            switch (kind) {
-            case INIT_ZERO: p[j] = 0.0f; break;
-            case INIT_ONE: p[j] = 1.0f; break;
-            case INIT_NORMAL: p[j] = 0.02f * mp_rng_normal(&rng); break;
-            case INIT_RESIDUAL: p[j] = residual_std * mp_rng_normal(&rng); break;
-            }
-        }
-        /* Padded vocabulary rows are never a token and their logits are ignored: keep them zero. */
-        if (t->shape[0] == m->cfg.Vp && t->ndim == 2)
-            memset(p + (size_t)m->cfg.V * m->cfg.C, 0, (size_t)(m->cfg.Vp - m->cfg.V) * m->cfg.C * sizeof(float));
+        draw_values(&m->cfg, t, m->params + t->offset, &rng);
         if (after && (i == m->ntensors - 1 || m->tensors[i + 1].layer != t->layer)) after(ctx, t->layer);
     }
 }
@@ -565,7 +758,7 @@ void model_check_batch(model *m, const int *inputs, const int *targets, int B, i
     if (B < 1) MP_FAIL("a batch size of at least 1", "B = %d", B);
     size_t N = (size_t)B * T;
     for (size_t i = 0; i < N; i++) {
-        if (inputs[i] < 0 || inputs[i] >= m->cfg.V)
+        if (inputs && (inputs[i] < 0 || inputs[i] >= m->cfg.V))
             MP_FAIL("input tokens in [0, vocab)", "token %d at position %zu (vocab %d)", inputs[i], i, m->cfg.V);
         if (targets && (targets[i] < -1 || targets[i] >= m->cfg.V))
             MP_FAIL("targets in [-1, vocab)", "target %d at position %zu (vocab %d)", targets[i], i, m->cfg.V);
@@ -578,7 +771,7 @@ void model_check_batch(model *m, const int *inputs, const int *targets, int B, i
         MP_ASSERT(m->inputs && m->targets, "out of memory");
         m->batch_capacity = N;
     }
-    memcpy(m->inputs, inputs, N * sizeof(int));
+    if (inputs) memcpy(m->inputs, inputs, N * sizeof(int));
     if (targets) memcpy(m->targets, targets, N * sizeof(int));
 }
 
@@ -586,13 +779,13 @@ void model_check_batch(model *m, const int *inputs, const int *targets, int B, i
  * grown when they need more room (a new policy frees them: model_set_recompute). */
 static void ensure_acts(model *m, int B, int T) {
     if (m->act_memory && m->B == B && m->T == T) return;
-    size_t floats = layout_acts(&m->cfg, B, T, m->recompute, m->recompute_k, NULL, NULL, NULL, NULL);
+    size_t floats = layout_acts(&m->cfg, &m->dims, B, T, m->recompute, m->recompute_k, NULL, NULL, NULL, NULL);
     if (floats > m->act_floats) {
         mem_free(m->act_memory);
         m->act_memory = mem_alloc(floats * sizeof(float), MEM_ACT, "activations");
         m->act_floats = floats;
     }
-    layout_acts(&m->cfg, B, T, m->recompute, m->recompute_k, m->act_memory, m->acts, &m->ga, NULL);
+    layout_acts(&m->cfg, &m->dims, B, T, m->recompute, m->recompute_k, m->act_memory, m->acts, &m->ga, NULL);
     m->B = B;
     m->T = T;
 }
@@ -609,7 +802,48 @@ void model_set_recompute(model *m, model_recompute policy, int k) {
     m->B = m->T = 0;
     if (m->lowp) model_lowp_drop_activations(m);
     m->have_targets = false;
+    for (int i = 0; i < m->nslots; i++) /* the other slots are laid out again at their next forward too */
+        if (i != m->slot) {
+            mem_free(m->slots[i].act_memory);
+            m->slots[i].act_memory = NULL;
+            m->slots[i].act_floats = 0;
+            m->slots[i].B = m->slots[i].T = 0;
+            m->slots[i].have_targets = false;
+        }
 }
+
+/* ------------------------------------------------------------------ activation slots (pipeline parallel) */
+
+static model_act_slot slot_of_model(const model *m) {
+    return (model_act_slot){m->act_memory, m->act_floats, m->B, m->T, m->acts, m->ga, m->inputs, m->targets,
+                            m->batch_capacity, m->counted, m->have_targets};
+}
+
+void model_use_act_slot(model *m, int slot) {
+    MP_ASSERT(slot >= 0 && slot < 4096, "activation slot %d", slot);
+    MP_ASSERT(!m->lowp, "activation slots are fp32 only");
+    if (slot == m->slot) return;
+    if (slot >= m->nslots) {
+        int n = slot + 1;
+        m->slots = realloc(m->slots, (size_t)n * sizeof *m->slots);
+        MP_ASSERT(m->slots, "out of memory");
+        for (int i = m->nslots; i < n; i++) {
+            m->slots[i] = (model_act_slot){0};
+            m->slots[i].acts = calloc((size_t)m->cfg.L, sizeof(layer_acts));
+            MP_ASSERT(m->slots[i].acts, "out of memory");
+        }
+        if (m->nslots == 0) free(m->slots[0].acts); /* slot 0 is the model's own */
+        m->nslots = n;
+    }
+    m->slots[m->slot] = slot_of_model(m);
+    const model_act_slot *s = &m->slots[slot];
+    m->act_memory = s->act_memory, m->act_floats = s->act_floats, m->B = s->B, m->T = s->T, m->acts = s->acts;
+    m->ga = s->ga, m->inputs = s->inputs, m->targets = s->targets, m->batch_capacity = s->batch_capacity;
+    m->counted = s->counted, m->have_targets = s->have_targets;
+    m->slot = slot;
+}
+
+int model_act_slots(const model *m) { return m->nslots ? m->nslots : 1; }
 
 model_recompute model_get_recompute(const model *m, int *k) {
     if (k) *k = m->recompute_k;
@@ -633,13 +867,42 @@ static void report(model *m, int l, const char *name, float *x, size_t n) {
     if (!m->recomputing) model_act_computed(m, l, name, x, n);
 }
 
+/* ------------------------------------------------------------------ tensor parallel's conjugate points */
+
+/* g (forward) and f's backward: x summed over the tp ranks. Nothing on one rank. */
+static void tp_sum(model *m, float *x, size_t n) {
+    if (m->shard.tp_size > 1) m->shard.tp_sum(m->shard.tp_ctx, x, n);
+}
+
+/* Row-parallel: out (N, OC) = sum over tp of inp (N, K) @ weight^T (K this rank's input columns), then
+ * the bias, once (g). On one rank matmul_forward itself. */
+static void row_parallel_forward(model *m, float *out, const float *inp, const float *weight, const float *bias, int N,
+                                 int K, int OC) {
+    if (m->shard.tp_size == 1) {
+        matmul_forward(out, inp, weight, bias, N, K, OC);
+        return;
+    }
+    matmul_forward(out, inp, weight, NULL, N, K, OC);
+    tp_sum(m, out, (size_t)N * OC);
+    if (bias)
+        for (int r = 0; r < N; r++)
+            for (int o = 0; o < OC; o++) out[(size_t)r * OC + o] += bias[o];
+}
+
+/* The residual stream entering block l (the stage's input for its first block). */
+static const float *block_input(const model *m, int l) {
+    return l > m->dims.first ? m->acts[l - 1].res3 : m->ga.encoded;
+}
+
 /* Block l's forward from `residual` (B,T,C) into m->acts[l] (its own tensors, or the shared recompute
  * buffers for what it does not keep). With to_output false it stops after the MLP activation: the
- * projection after it only makes the block's output, which is kept, so a recompute needs none of it. */
+ * projection after it only makes the block's output, which is kept, so a recompute needs none of it.
+ * Under tensor parallel the qkv and fc matmuls are column-parallel (this rank's heads and MLP columns),
+ * attproj and fcproj row-parallel (g sums their outputs). */
 static void block_forward(model *m, int l, const float *residual, bool to_output) {
     const model_config *c = &m->cfg;
-    int B = m->B, T = m->T, N = B * T, C = c->C, HS = C / c->NH, QKV = model_dim_size(c, DIM_QKV),
-        FC = model_dim_size(c, DIM_FC_IN);
+    const model_dims *d = &m->dims;
+    int B = m->B, T = m->T, N = B * T, C = c->C, HS = d->HS;
     const layer_params *w = &m->layer_w[l];
     layer_acts *a = &m->acts[l];
     float *proj = m->ga.proj;
@@ -647,62 +910,163 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
     PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
                 model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N));
     report(m, l, "ln1", a->ln1, NC);
-    PROF_KERNEL("matmul_fwd:qkv", prof_cost_matmul_forward(N, C, QKV), matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, QKV));
-    if (c->arch == MODEL_LLAMA) rope_forward(a->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
-    report(m, l, "qkv", a->qkv, (size_t)N * QKV);
-    PROF_KERNEL("attention_fwd", prof_cost_attention_forward(B, T, c->NH, HS),
-                attention_forward(a->atty, a->att, a->qkv, B, T, c->NH, c->KVH, HS));
-    report(m, l, "att", a->att, (size_t)N * c->NH * T);
-    report(m, l, "atty", a->atty, NC);
-    PROF_KERNEL("matmul_fwd:attproj", prof_cost_matmul_forward(N, C, C), matmul_forward(proj, a->atty, w->attprojw, w->attprojb, N, C, C));
+    PROF_KERNEL("matmul_fwd:qkv", prof_cost_matmul_forward(N, C, d->QKV), matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, d->QKV));
+    if (c->arch == MODEL_LLAMA) rope_forward(a->qkv, B, T, d->NH, d->KVH, HS, c->rope_theta);
+    report(m, l, "qkv", a->qkv, (size_t)N * d->QKV);
+    PROF_KERNEL("attention_fwd", prof_cost_attention_forward(B, T, d->NH, HS),
+                attention_forward(a->atty, a->att, a->qkv, B, T, d->NH, d->KVH, HS));
+    report(m, l, "att", a->att, (size_t)N * d->NH * T);
+    report(m, l, "atty", a->atty, (size_t)N * d->ATT);
+    PROF_KERNEL("matmul_fwd:attproj", prof_cost_matmul_forward(N, d->ATT, C),
+                row_parallel_forward(m, proj, a->atty, w->attprojw, w->attprojb, N, d->ATT, C));
     PROF_KERNEL("residual_fwd", prof_cost_elementwise(NC, 1, 2, 1), residual_forward(a->res2, residual, proj, (long)N * C));
     report(m, l, "res2", a->res2, NC);
     PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
                 model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N));
     report(m, l, "ln2", a->ln2, NC);
-    PROF_KERNEL("matmul_fwd:fc", prof_cost_matmul_forward(N, C, FC), matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, FC));
-    report(m, l, "fch", a->fch, (size_t)N * FC);
+    PROF_KERNEL("matmul_fwd:fc", prof_cost_matmul_forward(N, C, d->FC), matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, d->FC));
+    report(m, l, "fch", a->fch, (size_t)N * d->FC);
     if (c->arch == MODEL_GPT2)
-        PROF_KERNEL("gelu_fwd", prof_cost_elementwise((double)N * c->F, 9, 1, 1), gelu_forward(a->fch_act, a->fch, (long)N * c->F));
-    else swiglu_forward(a->fch_act, a->fch, N, c->F);
-    report(m, l, "fch_act", a->fch_act, (size_t)N * c->F);
+        PROF_KERNEL("gelu_fwd", prof_cost_elementwise((double)N * d->F, 9, 1, 1), gelu_forward(a->fch_act, a->fch, (long)N * d->F));
+    else swiglu_forward(a->fch_act, a->fch, N, d->F);
+    report(m, l, "fch_act", a->fch_act, (size_t)N * d->F);
     if (!to_output) return;
-    PROF_KERNEL("matmul_fwd:fcproj", prof_cost_matmul_forward(N, c->F, C),
-                matmul_forward(proj, a->fch_act, w->fcprojw, w->fcprojb, N, c->F, C));
+    PROF_KERNEL("matmul_fwd:fcproj", prof_cost_matmul_forward(N, d->F, C),
+                row_parallel_forward(m, proj, a->fch_act, w->fcprojw, w->fcprojb, N, d->F, C));
     PROF_KERNEL("residual_fwd", prof_cost_elementwise(NC, 1, 2, 1), residual_forward(a->res3, a->res2, proj, (long)N * C));
     report(m, l, "res3", a->res3, NC);
 }
 
+/* Vocab-parallel embedding: each tp rank adds the rows of the tokens in its vocabulary range, g sums the
+ * partial embeddings, then the positions (whole on every rank) are added. */
+static void vocab_parallel_embed(model *m, const int *inputs, int B, int T) {
+    const model_dims *d = &m->dims;
+    int C = m->cfg.C;
+    float *out = m->ga.encoded;
+    memset(out, 0, (size_t)B * T * C * sizeof(float));
+    for (int i = 0; i < B * T; i++) {
+        int row = inputs[i] - d->v0;
+        if (row >= 0 && row < d->Vp) memcpy(out + (size_t)i * C, m->w.wte + (size_t)row * C, (size_t)C * sizeof(float));
+    }
+    tp_sum(m, out, (size_t)B * T * C);
+    if (m->w.wpe)
+        for (int i = 0; i < B * T; i++)
+            for (int k = 0; k < C; k++) out[(size_t)i * C + k] += m->w.wpe[(size_t)(i % T) * C + k];
+}
+
+static void vocab_parallel_embed_backward(model *m, int B, int T) {
+    const model_dims *d = &m->dims;
+    int C = m->cfg.C;
+    const float *dout = m->ga.dres;
+    for (int i = 0; i < B * T; i++) {
+        int row = m->inputs[i] - d->v0;
+        if (row >= 0 && row < d->Vp)
+            for (int k = 0; k < C; k++) m->g.wte[(size_t)row * C + k] += dout[(size_t)i * C + k];
+        if (m->g.wpe)
+            for (int k = 0; k < C; k++) m->g.wpe[(size_t)(i % T) * C + k] += dout[(size_t)i * C + k];
+    }
+}
+
+/* Vocab-parallel cross-entropy (Megatron's): logits (N, Vp/tp) are this rank's vocabulary columns; the
+ * row max, the sum of exp(z - max) and the target's logit are reduced over tp (max, sum, sum: the rank
+ * holding the target gives it, the others 0), so every rank has each row's lse and loss without the
+ * logits ever being gathered. Columns at or past V (padding) are not in the softmax. */
+static void vocab_parallel_loss(model *m, const int *targets, int N) {
+    const model_dims *d = &m->dims;
+    global_acts *g = &m->ga;
+    int held = d->v0 + d->Vp <= m->cfg.V ? d->Vp : m->cfg.V - d->v0 > 0 ? m->cfg.V - d->v0 : 0;
+    float *row_max = g->lse, *sums = g->dloss, *target_logit = g->losses; /* (N) each, reused below */
+    for (int i = 0; i < N; i++) {
+        const float *z = g->logits + (size_t)i * d->Vp;
+        float mx = -INFINITY;
+        for (int v = 0; v < held; v++) mx = z[v] > mx ? z[v] : mx;
+        row_max[i] = mx;
+    }
+    m->shard.tp_max(m->shard.tp_ctx, row_max, (size_t)N);
+    for (int i = 0; i < N; i++) {
+        const float *z = g->logits + (size_t)i * d->Vp;
+        float sum = 0.0f;
+        for (int v = 0; v < held; v++) sum += expf(z[v] - row_max[i]);
+        sums[i] = sum;
+        int y = targets[i] - d->v0;
+        target_logit[i] = targets[i] >= 0 && y >= 0 && y < held ? z[y] : 0.0f;
+    }
+    tp_sum(m, sums, (size_t)N);
+    tp_sum(m, target_logit, (size_t)N);
+    for (int i = 0; i < N; i++) {
+        g->lse[i] = row_max[i] + logf(sums[i]);
+        g->losses[i] = targets[i] < 0 ? 0.0f : g->lse[i] - target_logit[i];
+    }
+}
+
+/* dlogits = (exp(z - lse) - onehot(target)) * dloss on this rank's columns, in place. */
+static void vocab_parallel_loss_backward(model *m, float *dlogits, int N) {
+    const model_dims *d = &m->dims;
+    global_acts *g = &m->ga;
+    for (int i = 0; i < N; i++) {
+        float *z = dlogits + (size_t)i * d->Vp;
+        int y = m->targets[i];
+        for (int v = 0; v < d->Vp; v++) {
+            int col = d->v0 + v;
+            z[v] = y < 0 || col >= m->cfg.V ? 0.0f : expf(z[v] - g->lse[i]) * g->dloss[i] - (col == y ? g->dloss[i] : 0.0f);
+        }
+    }
+}
+
 float model_forward(model *m, const int *inputs, const int *targets, int B, int T) {
-    model_check_batch(m, inputs, targets, B, T);
-    if (m->lowp) return model_lowp_forward(m, inputs, targets, B, T);
+    return model_forward_stage(m, inputs, NULL, targets, B, T);
+}
+
+float model_forward_stage(model *m, const int *inputs, const float *hidden_in, const int *targets, int B, int T) {
+    const model_dims *d = &m->dims;
+    MP_ASSERT(d->embed ? inputs != NULL : hidden_in != NULL, "a stage's forward needs %s",
+              d->embed ? "tokens" : "the previous stage's hidden state");
+    model_check_batch(m, d->embed ? inputs : NULL, d->head ? targets : NULL, B, T);
+    if (m->lowp) {
+        if (m->is_shard)
+            MP_FAIL_HINT("fp32 compute with tensor or pipeline parallel", "use precision recipe fp32 (or "
+                         "tensor_model_parallel_size = pipeline_model_parallel_size = 1)", "a low-precision compute mode");
+        return model_lowp_forward(m, inputs, targets, B, T);
+    }
     ensure_acts(m, B, T);
     const model_config *c = &m->cfg;
     int N = B * T, C = c->C;
     global_acts *g = &m->ga;
 
-    model_hook(m->hooks.before_forward, m->hooks.ctx, -1);
-    PROF_KERNEL("encoder_fwd", prof_cost_encoder_forward(N, C), encoder_forward(g->encoded, inputs, m->w.wte, m->w.wpe, B, T, C, c->V));
-    model_act_computed(m, -1, "encoded", g->encoded, (size_t)N * C);
-    const float *residual = g->encoded;
-    for (int l = 0; l < c->L; l++) {
+    if (d->embed) {
+        model_hook(m->hooks.before_forward, m->hooks.ctx, -1);
+        if (m->shard.tp_size == 1)
+            PROF_KERNEL("encoder_fwd", prof_cost_encoder_forward(N, C), encoder_forward(g->encoded, inputs, m->w.wte, m->w.wpe, B, T, C, c->V));
+        else vocab_parallel_embed(m, inputs, B, T);
+        model_act_computed(m, -1, "encoded", g->encoded, (size_t)N * C);
+    } else {
+        memcpy(g->encoded, hidden_in, (size_t)N * C * sizeof(float)); /* the stage's input, kept for backward */
+    }
+    for (int l = d->first; l < d->last; l++) {
         model_hook(m->hooks.before_forward, m->hooks.ctx, l);
         PROF_BEGIN("block_fwd");
-        block_forward(m, l, residual, true);
+        block_forward(m, l, block_input(m, l), true);
         PROF_END("block_fwd");
-        residual = m->acts[l].res3;
     }
+    m->have_targets = d->head && targets != NULL;
+    if (!d->head) {
+        m->have_targets = true; /* backward runs from the next stage's gradient */
+        return 0.0f;
+    }
+    const float *residual = block_input(m, d->last);
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
     PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
                 model_norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N));
     model_act_computed(m, c->L, "lnf", g->lnf, (size_t)N * C);
-    PROF_KERNEL("matmul_fwd:head", prof_cost_matmul_forward(N, C, c->Vp), matmul_forward(g->logits, g->lnf, m->w.head, NULL, N, C, c->Vp));
-    model_act_computed(m, c->L, "logits", g->logits, (size_t)N * c->Vp);
+    /* tp: column-parallel head (f before it: the identity forward), this rank's vocabulary columns */
+    PROF_KERNEL("matmul_fwd:head", prof_cost_matmul_forward(N, C, d->Vp), matmul_forward(g->logits, g->lnf, m->w.head, NULL, N, C, d->Vp));
+    model_act_computed(m, c->L, "logits", g->logits, (size_t)N * d->Vp);
 
-    m->have_targets = targets != NULL;
     if (!targets) return 0.0f;
-    PROF_KERNEL("crossentropy_fwd", prof_cost_crossentropy_forward(N, c->V, c->Vp),
-                crossentropy_forward(g->losses, g->lse, g->logits, targets, N, c->V, c->Vp));
+    if (m->shard.tp_size == 1)
+        PROF_KERNEL("crossentropy_fwd", prof_cost_crossentropy_forward(N, c->V, c->Vp),
+                    crossentropy_forward(g->losses, g->lse, g->logits, targets, N, c->V, c->Vp));
+    else vocab_parallel_loss(m, targets, N);
     double sum = 0;
     m->counted = 0;
     for (int i = 0; i < N; i++)
@@ -713,10 +1077,15 @@ float model_forward(model *m, const int *inputs, const int *targets, int B, int 
     return m->counted ? (float)(sum / m->counted) : 0.0f;
 }
 
+const float *model_stage_output(const model *m) {
+    MP_ASSERT(m->act_memory && !m->dims.head, "a stage output needs a forward on a stage that is not the last");
+    return block_input(m, m->dims.last);
+}
+
 const float *model_logits(model *m, int b, int t) {
     if (m->lowp) return model_lowp_logits(m, b, t);
-    MP_ASSERT(m->act_memory && b >= 0 && b < m->B && t >= 0 && t < m->T, "logits of (%d, %d) outside the last batch",
-              b, t);
+    MP_ASSERT(m->act_memory && m->dims.head && m->shard.tp_size == 1 && b >= 0 && b < m->B && t >= 0 && t < m->T,
+              "logits of (%d, %d) outside the last batch (or on a shard without the whole head)", b, t);
     return m->ga.logits + ((size_t)b * m->T + t) * m->cfg.Vp;
 }
 
@@ -728,89 +1097,107 @@ void model_recompute_block(model *m, int l) {
     MP_ASSERT(m->act_memory && !m->lowp && l >= 0 && l < m->cfg.L, "recompute of block %d without fp32 activations", l);
     m->recomputing = true;
     /* LAB 18 BEGIN recompute a block's forward before its backward: all of it from its stored input, or only the attention probabilities */
-    const model_config *c = &m->cfg;
+    const model_dims *d = &m->dims;
     layer_acts *a = &m->acts[l];
     if (keep == MODEL_KEEP_NO_SCORES) {
         /* att from the stored q, k, v (after RoPE); the attention output comes again too, into scratch */
-        attention_forward(m->ga.proj, a->att, a->qkv, m->B, m->T, c->NH, c->KVH, c->C / c->NH);
+        attention_forward(m->ga.proj, a->att, a->qkv, m->B, m->T, d->NH, d->KVH, d->HS);
     } else {
-        const float *input = l ? m->acts[l - 1].res3 : m->ga.encoded;
-        block_forward(m, l, input, false);
+        block_forward(m, l, block_input(m, l), false);
     }
     /* LAB 18 END */
     m->recomputing = false;
 }
 
-void model_backward(model *m, float loss_scale) {
+void model_backward(model *m, float loss_scale) { model_backward_stage(m, loss_scale, NULL, NULL); }
+
+void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, float *dhidden_in) {
     MP_ASSERT(m->have_targets, "model_backward needs a forward pass with targets first");
     if (m->lowp) {
         model_lowp_backward(m, loss_scale);
         return;
     }
     const model_config *c = &m->cfg;
-    int B = m->B, T = m->T, N = B * T, C = c->C, HS = C / c->NH, QKV = model_dim_size(c, DIM_QKV),
-        FC = model_dim_size(c, DIM_FC_IN);
+    const model_dims *d = &m->dims;
+    MP_ASSERT(d->head || dhidden_out, "a stage that is not the last needs its output's gradient");
+    int B = m->B, T = m->T, N = B * T, C = c->C, HS = d->HS;
     size_t NC = (size_t)N * C;
     global_acts *g = &m->ga;
 
-    /* The loss is the mean over counted positions, so each one's gradient is scale / count. */
-    float per_position = m->counted ? loss_scale / (float)m->counted : 0.0f;
-    for (int i = 0; i < N; i++) g->dloss[i] = per_position;
+    if (d->head) {
+        /* The loss is the mean over counted positions, so each one's gradient is scale / count. */
+        float per_position = m->counted ? loss_scale / (float)m->counted : 0.0f;
+        for (int i = 0; i < N; i++) g->dloss[i] = per_position;
 
-    model_hook(m->hooks.before_backward, m->hooks.ctx, c->L);
-    float *dlogits = g->logits; /* the logits are not needed again: overwrite them in place */
-    PROF_KERNEL("crossentropy_bwd", prof_cost_crossentropy_backward(N, c->V, c->Vp),
-                crossentropy_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, c->V, c->Vp));
-    memset(g->dln, 0, NC * sizeof(float));
-    PROF_KERNEL("matmul_bwd:head", prof_cost_matmul_backward(N, C, c->Vp),
-                matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, m->w.head, N, C, c->Vp));
-    const float *last = c->L ? m->acts[c->L - 1].res3 : g->encoded;
-    memset(g->dres, 0, NC * sizeof(float));
-    PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
-                model_norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, last, m->w.lnfw, g->lnf_mean, g->lnf_rstd, N));
-    model_grads_ready(m, c->L);
+        model_hook(m->hooks.before_backward, m->hooks.ctx, c->L);
+        float *dlogits = g->logits; /* the logits are not needed again: overwrite them in place */
+        if (m->shard.tp_size == 1)
+            PROF_KERNEL("crossentropy_bwd", prof_cost_crossentropy_backward(N, c->V, c->Vp),
+                        crossentropy_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, c->V, c->Vp));
+        else vocab_parallel_loss_backward(m, dlogits, N);
+        memset(g->dln, 0, NC * sizeof(float));
+        PROF_KERNEL("matmul_bwd:head", prof_cost_matmul_backward(N, C, d->Vp),
+                    matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, m->w.head, N, C, d->Vp));
+        tp_sum(m, g->dln, NC); /* f's backward: the column-parallel head's input gradient */
+        memset(g->dres, 0, NC * sizeof(float));
+        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
+                    model_norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, block_input(m, d->last), m->w.lnfw,
+                                        g->lnf_mean, g->lnf_rstd, N));
+        model_grads_ready(m, c->L);
+    } else {
+        memcpy(g->dres, dhidden_out, NC * sizeof(float));
+    }
 
     /* dres holds dLoss/d(residual stream) at the block's output; each block adds its branches' share. */
-    for (int l = c->L - 1; l >= 0; l--) {
+    for (int l = d->last - 1; l >= d->first; l--) {
         PROF_BEGIN("block_bwd");
         model_hook(m->hooks.before_backward, m->hooks.ctx, l);
         model_recompute_block(m, l); /* after the hook: a ZeRO-3 gather there brings the weights it reads */
         const layer_params *w = &m->layer_w[l];
         layer_params *dw = &m->layer_g[l];
         layer_acts *a = &m->acts[l];
-        const float *residual = l ? m->acts[l - 1].res3 : g->encoded;
+        const float *residual = block_input(m, l);
         /* MLP branch: res3 = res2 + fcproj(act(fc(norm2(res2)))) */
-        memset(g->dfch_act, 0, (size_t)N * c->F * sizeof(float));
-        PROF_KERNEL("matmul_bwd:fcproj", prof_cost_matmul_backward(N, c->F, C),
-                    matmul_backward(g->dfch_act, dw->fcprojw, dw->fcprojb, g->dres, a->fch_act, w->fcprojw, N, c->F, C));
-        memset(g->dfch, 0, (size_t)N * FC * sizeof(float));
+        memset(g->dfch_act, 0, (size_t)N * d->F * sizeof(float));
+        PROF_KERNEL("matmul_bwd:fcproj", prof_cost_matmul_backward(N, d->F, C),
+                    matmul_backward(g->dfch_act, dw->fcprojw, dw->fcprojb, g->dres, a->fch_act, w->fcprojw, N, d->F, C));
+        memset(g->dfch, 0, (size_t)N * d->FC * sizeof(float));
         if (c->arch == MODEL_GPT2)
-            PROF_KERNEL("gelu_bwd", prof_cost_elementwise((double)N * c->F, 14, 2, 2),
-                        gelu_backward(g->dfch, a->fch, g->dfch_act, (long)N * c->F));
-        else swiglu_backward(g->dfch, g->dfch_act, a->fch, N, c->F);
+            PROF_KERNEL("gelu_bwd", prof_cost_elementwise((double)N * d->F, 14, 2, 2),
+                        gelu_backward(g->dfch, a->fch, g->dfch_act, (long)N * d->F));
+        else swiglu_backward(g->dfch, g->dfch_act, a->fch, N, d->F);
         memset(g->dln, 0, NC * sizeof(float));
-        PROF_KERNEL("matmul_bwd:fc", prof_cost_matmul_backward(N, C, FC),
-                    matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, a->ln2, w->fcw, N, C, FC));
+        PROF_KERNEL("matmul_bwd:fc", prof_cost_matmul_backward(N, C, d->FC),
+                    matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, a->ln2, w->fcw, N, C, d->FC));
+        tp_sum(m, g->dln, NC); /* f's backward: fc is column-parallel */
         PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
                     model_norm_backward(m, g->dres, dw->ln2w, dw->ln2b, g->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N));
         /* attention branch: res2 = res + attproj(attention(qkv(norm1(res)))) */
-        memset(g->datty, 0, NC * sizeof(float));
-        PROF_KERNEL("matmul_bwd:attproj", prof_cost_matmul_backward(N, C, C),
-                    matmul_backward(g->datty, dw->attprojw, dw->attprojb, g->dres, a->atty, w->attprojw, N, C, C));
-        memset(g->dqkv, 0, (size_t)N * QKV * sizeof(float));
-        PROF_KERNEL("attention_bwd", prof_cost_attention_backward(B, T, c->NH, HS),
-                    attention_backward(g->dqkv, g->datty, a->qkv, a->att, B, T, c->NH, c->KVH, HS));
-        if (c->arch == MODEL_LLAMA) rope_backward(g->dqkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
+        memset(g->datty, 0, (size_t)N * d->ATT * sizeof(float));
+        PROF_KERNEL("matmul_bwd:attproj", prof_cost_matmul_backward(N, d->ATT, C),
+                    matmul_backward(g->datty, dw->attprojw, dw->attprojb, g->dres, a->atty, w->attprojw, N, d->ATT, C));
+        memset(g->dqkv, 0, (size_t)N * d->QKV * sizeof(float));
+        PROF_KERNEL("attention_bwd", prof_cost_attention_backward(B, T, d->NH, HS),
+                    attention_backward(g->dqkv, g->datty, a->qkv, a->att, B, T, d->NH, d->KVH, HS));
+        if (c->arch == MODEL_LLAMA) rope_backward(g->dqkv, B, T, d->NH, d->KVH, HS, c->rope_theta);
         memset(g->dln, 0, NC * sizeof(float));
-        PROF_KERNEL("matmul_bwd:qkv", prof_cost_matmul_backward(N, C, QKV),
-                    matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, w->qkvw, N, C, QKV));
+        PROF_KERNEL("matmul_bwd:qkv", prof_cost_matmul_backward(N, C, d->QKV),
+                    matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, w->qkvw, N, C, d->QKV));
+        tp_sum(m, g->dln, NC); /* f's backward: qkv is column-parallel */
         PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
                     model_norm_backward(m, g->dres, dw->ln1w, dw->ln1b, g->dln, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, N));
         model_grads_ready(m, l);
         PROF_END("block_bwd");
     }
-    model_hook(m->hooks.before_backward, m->hooks.ctx, -1);
-    PROF_KERNEL("encoder_bwd", prof_cost_encoder_backward(N, C), encoder_backward(m->g.wte, m->g.wpe, g->dres, m->inputs, B, T, C, c->V));
-    model_grads_ready(m, -1);
+    if (d->embed) {
+        model_hook(m->hooks.before_backward, m->hooks.ctx, -1);
+        if (m->shard.tp_size == 1)
+            PROF_KERNEL("encoder_bwd", prof_cost_encoder_backward(N, C), encoder_backward(m->g.wte, m->g.wpe, g->dres, m->inputs, B, T, C, c->V));
+        else vocab_parallel_embed_backward(m, B, T);
+        model_grads_ready(m, -1);
+    } else {
+        MP_ASSERT(dhidden_in, "a stage that is not the first hands its input's gradient back");
+        memcpy(dhidden_in, g->dres, NC * sizeof(float));
+    }
     m->have_targets = false; /* the logits now hold gradients: a second backward would be wrong */
 }

@@ -148,6 +148,75 @@ extern const char *const model_block_act_names[]; /* a block's activations, in f
 /* "h.3.fch", "encoded", "logits": the full name of activation `name` of `layer`. */
 void model_act_full_name(const model *m, int layer, const char *name, char *out, size_t len);
 
+/* ------------------------------------------------------------------ model parallelism (模型并行)
+ * A model can be one rank's shard of a bigger one (DESIGN.md: the model sees shapes, never communicators).
+ *
+ * Tensor parallel (张量并行, Megatron-LM, Shoeybi et al. 2019), tp ranks: rank t holds
+ *   attention  query heads t*NH/tp .. and key/value heads t*KVH/tp .. (tp divides KVH: a GQA group stays
+ *              on one rank): qkvw's rows of those heads (column-parallel), attprojw's input columns of
+ *              them (row-parallel, (C, C/tp));
+ *   MLP        fcw's rows t*F/tp .. of the hidden size (llama: those rows of the gate and of the up
+ *              projection, stacked (2F/tp, C)), fcprojw's matching input columns (C, F/tp);
+ *   vocabulary wte's (and an untied head's) rows t*Vp/tp .. (vocab-parallel embedding and loss);
+ *   the rest   norm gains and biases, row-parallel biases, wpe: whole, the same on every tp rank. Their
+ *              gradients are identical on every tp rank by construction (each is computed from tensors
+ *              that are whole on every rank after g's and f's sums), so they need no allreduce.
+ * The model calls the shard's tp_sum at Megatron's conjugate points: g after each row-parallel matmul
+ * (forward), f's backward after each column-parallel matmul's input gradient, the partial embeddings; and
+ * tp_max / tp_sum for the vocab-parallel cross-entropy (row max, sum of exp, target logit), so the
+ * logits (B,T,Vp/tp) are never gathered. tp_rank 0 of 1 needs neither.
+ *
+ * Pipeline parallel (流水线并行): a stage holds blocks [first, last). The first stage (first == 0) also
+ * holds the embeddings and reads tokens; the others read the previous stage's hidden state (B,T,C).
+ * The last stage (last == L) also holds the final norm and the head and computes the loss; the others
+ * hand their output (B,T,C) on. Tied embeddings on pp > 1: the last stage holds its own copy of wte
+ * (named "wte", layer L, as Megatron does), initialised to the same values; the pp strategy sums the two
+ * copies' gradients over the embedding group so they stay equal (dist/pp.h). Layer numbers and tensor
+ * names stay the whole model's ("h.5.qkvw" on the stage that runs block 5). */
+typedef struct {
+    int tp_rank, tp_size;                        /* [0, 1] */
+    int first, last;                             /* blocks of this stage [0, L] */
+    void (*tp_sum)(void *ctx, float *x, size_t n); /* x = sum over the tp ranks, in place */
+    void (*tp_max)(void *ctx, float *x, size_t n); /* x = max over the tp ranks, in place */
+    void *tp_ctx;
+} model_shard;
+
+/* The whole model as a shard (tp 1 of 1, blocks [0, L)). cfg completed. */
+model_shard model_shard_whole(const model_config *cfg);
+/* Checks a shard against a completed config: exits 2 naming what does not divide (heads, kv heads, the
+ * MLP's hidden size or the padded vocabulary by tp) or a bad block range. */
+void model_shard_check(const model_config *cfg, const model_shard *sh);
+/* A model holding only this shard's tensors (MEM_PARAM, MEM_GRAD); model_init gives each tensor the
+ * values of its slice of the whole model's model_init (same seed), so a sharded run starts exactly where
+ * one rank starts. fp32 compute only (model_lowp.h refuses a sharded model). */
+model *model_create_shard(const model_config *cfg, const model_shard *sh);
+const model_shard *model_get_shard(const model *m);
+bool model_is_shard(const model *m);                  /* tp > 1 or not all blocks */
+bool model_has_embedding(const model *m);             /* the first stage */
+bool model_has_head(const model *m);                  /* the last stage */
+/* A tensor every tp rank holds whole (norms, biases of row-parallel layers, wpe): counted once in a norm
+ * over the tp ranks. */
+bool model_tensor_tp_replicated(const model *m, const model_tensor *t);
+/* The last stage's copy of the tied embedding (pp > 1): counted once in a norm over the stages. */
+bool model_tensor_is_tied_copy(const model *m, const model_tensor *t);
+
+/* Activation slots: a pipeline stage holds several micro-batches' activations at once (GPipe all m,
+ * 1F1B at most p). Each slot has its own activations (MEM_ACT, allocated at the slot's first forward,
+ * kept for reuse); forward and backward work on the slot selected. Slot 0 is where a model starts. */
+void model_use_act_slot(model *m, int slot);
+int model_act_slots(const model *m);                  /* slots made so far (at least 1) */
+
+/* A pipeline stage's forward on one micro-batch: inputs (B,T) on the first stage, else hidden_in (B,T,C)
+ * (the previous stage's output); targets (B,T) on the last stage (NULL elsewhere). Returns the mean loss
+ * over counted positions on the last stage, 0 elsewhere. On a whole model it is model_forward. */
+float model_forward_stage(model *m, const int *inputs, const float *hidden_in, const int *targets, int B, int T);
+/* The stage's output of the last forward (B,T,C), on a stage that is not the last. */
+const float *model_stage_output(const model *m);
+/* Backward of the last forward on the selected slot: on the last stage from the loss (x loss_scale),
+ * elsewhere from dhidden_out (B,T,C), the gradient of this stage's output. Gradients ADD to the buffer.
+ * On a stage that is not the first, dhidden_in (B,T,C) receives the gradient of its input. */
+void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, float *dhidden_in);
+
 /* Bytes of activations the model holds for a (B,T) batch (what forward would allocate), fp32, no recompute. */
 size_t model_activation_bytes(const model_config *cfg, int B, int T);
 

@@ -50,6 +50,29 @@ typedef struct {
 
 typedef struct model_lowp model_lowp;
 
+/* One micro-batch's activations and batch (model_use_act_slot swaps them in and out of the model). */
+typedef struct {
+    float *act_memory;
+    size_t act_floats;
+    int B, T;
+    layer_acts *acts;
+    global_acts ga;
+    int *inputs, *targets;
+    size_t batch_capacity;
+    int counted;
+    bool have_targets;
+} model_act_slot;
+
+/* The sizes this rank's shard computes with (the whole model's when it is not a shard). */
+typedef struct {
+    int NH, KVH, HS;    /* local query and key/value heads; head size */
+    int QKV, ATT;       /* qkv rows (NH + 2 KVH) HS; attention output width NH HS */
+    int FC, F;          /* fc rows (llama: 2F); MLP hidden size */
+    int Vp, v0;         /* vocabulary rows held and the first one's index */
+    int first, last;    /* blocks [first, last) */
+    bool embed, head;   /* first stage, last stage */
+} model_dims;
+
 struct model {
     model_config cfg;
     model_tensor *tensors;
@@ -78,10 +101,15 @@ struct model {
     int recompute_k;                    /* every_k's k [1] */
     bool reserved;                      /* params and grads are reserved address space (model_create_reserved) */
     bool grads_reserved;                /* grads are (reserved, or model_create_sharded_grads) */
+    model_shard shard;                  /* what part of the whole model this is (model.h) */
+    model_dims dims;                    /* its sizes */
+    bool is_shard;                      /* tp > 1 or a block range */
+    model_act_slot *slots;              /* saved activation slots (model_use_act_slot); NULL: only slot 0 */
+    int nslots, slot;                   /* slots made, the one in use */
 };
 
 
-typedef enum { DIM_NONE, DIM_C, DIM_QKV, DIM_FC_IN, DIM_F, DIM_VP, DIM_MAXT } dim_kind;
+typedef enum { DIM_NONE, DIM_C, DIM_QKV, DIM_FC_IN, DIM_F, DIM_VP, DIM_MAXT, DIM_ATT } dim_kind;
 int model_dim_size(const model_config *c, dim_kind d);
 /* Checks a batch (sizes, token ranges; exit 2 naming the position) and keeps a copy of its tokens. */
 void model_check_batch(model *m, const int *inputs, const int *targets, int B, int T);

@@ -1,6 +1,8 @@
 /* config.c: reading, checking, overriding and writing back a training run's JSON configuration. */
 #include "train/config.h"
 
+#include "dist/pp.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <float.h>
@@ -226,6 +228,12 @@ static const field_spec top_fields[] = {
     {.key = "train_micro_batch_size_per_gpu", .kind = FK_INT, .offset = OFF(micro_batch), .lo = 1, .hi = NO_LIMIT},
     {.key = "gradient_accumulation_steps", .kind = FK_INT, .offset = OFF(grad_accum), .lo = 1, .hi = NO_LIMIT},
     {.key = "gradient_clipping", .kind = FK_DOUBLE, .offset = OFF(gradient_clipping), .lo = 0, .hi = NO_LIMIT, .about = "0 turns it off"},
+    {.key = "tensor_model_parallel_size", .kind = FK_INT, .offset = OFF(tensor_parallel), .lo = 1, .hi = 4096},
+    {.key = "pipeline_model_parallel_size", .kind = FK_INT, .offset = OFF(pipeline_parallel), .lo = 1, .hi = 4096},
+    {.key = "pipeline_schedule", .kind = FK_ENUM, .offset = OFF(pipeline_schedule), .names = pp_schedule_names,
+     .about = "the micro-batch order of pipeline parallel, dist/pp.h"},
+    {.key = "num_layers_per_virtual_pipeline_stage", .kind = FK_INT, .offset = OFF(layers_per_virtual_stage), .lo = 0,
+     .hi = 4096, .about = "blocks per model chunk of the interleaved schedule; 0: none"},
     {.key = "optimizer", .kind = FK_BLOCK},
     {.key = "scheduler", .kind = FK_BLOCK},
     {.key = "fp16", .kind = FK_SECTION, .sub = &fp16_section},
@@ -521,6 +529,8 @@ static void set_defaults(train_config *cfg, int world) {
     cfg->train.log_interval = 1;
     cfg->train.sample_tokens = 64;
     cfg->train.max_consecutive_skips = 32;
+    cfg->tensor_parallel = cfg->pipeline_parallel = 1;
+    cfg->pipeline_schedule = PP_1F1B;
 }
 
 static const cJSON *child(const cJSON *obj, const char *key) {
@@ -533,7 +543,15 @@ static bool resolve_batch(train_config *cfg, const cJSON *root, data_err *err) {
     const char *rule = "train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * world";
     bool has_total = child(root, "train_batch_size"), has_micro = child(root, "train_micro_batch_size_per_gpu");
     bool has_accum = child(root, "gradient_accumulation_steps");
-    int64_t W = cfg->world, total = cfg->train_batch_size, micro = cfg->micro_batch, accum = cfg->grad_accum;
+    int64_t model_parallel = (int64_t)cfg->tensor_parallel * cfg->pipeline_parallel;
+    if (cfg->world % model_parallel != 0)
+        return DATA_ERR(err, "a world size divisible by tensor_model_parallel_size x pipeline_model_parallel_size",
+                        "start a multiple of tp x pp ranks (mixpar run -n N): the rest are data-parallel replicas",
+                        "%d ranks, tensor_model_parallel_size %d x pipeline_model_parallel_size %d = %lld", cfg->world,
+                        cfg->tensor_parallel, cfg->pipeline_parallel, (long long)model_parallel);
+    /* world in the rule is the data-parallel ranks: tp x pp ranks share one replica's batch */
+    int64_t W = cfg->world / model_parallel, total = cfg->train_batch_size, micro = cfg->micro_batch,
+            accum = cfg->grad_accum;
     if (!has_total && !has_micro)
         return DATA_ERR(err, "train_batch_size or train_micro_batch_size_per_gpu", rule,
                         "neither (gradient_accumulation_steps alone does not give a batch size)");

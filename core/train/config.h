@@ -251,6 +251,16 @@ typedef struct {
     config_model model;
     config_data data;
     config_train train;
+    /* Model parallel, under Megatron-LM's key names (train/mp_step.h): world = dp x tp x pp ranks, and the
+     * batch rule's world is the dp = world / (tp x pp) data-parallel ranks. Under pipeline parallel a step's
+     * micro-batches are gradient_accumulation_steps (as DeepSpeed's PipelineEngine counts them): the
+     * pipeline runs that many micro-batches of train_micro_batch_size_per_gpu rows per step. */
+    int tensor_parallel;                     /* "tensor_model_parallel_size" [1] */
+    int pipeline_parallel;                   /* "pipeline_model_parallel_size" [1] */
+    int pipeline_schedule;                   /* "pipeline_schedule": "gpipe", "1f1b" or "interleaved" [1f1b]
+                                              * (dist/pp.h) */
+    int layers_per_virtual_stage;            /* "num_layers_per_virtual_pipeline_stage": interleaved's blocks per
+                                              * model chunk; v = layers / (pp x it) chunks per stage [0: none] */
 } train_config;
 
 /* Parses a config object. world >= 1. On success *cfg holds the resolved config. Keys that depend on

@@ -24,6 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/ranks_agree.h"
 #include "train/ckpt_sharded.h"
+#include "train/mp_step.h"
 #include "train/sample.h"
 #include "train/step.h"
 #include "train/train_profile.h"
@@ -852,6 +853,184 @@ static void print_offload(const train_step *ts, int world) {
            elems * sizeof(float) / 1e6, elems * sizeof(float) / 1e6, elems * sizeof(float) / 1e6);
 }
 
+/* ------------------------------------------------------------------ model parallel (tp x pp > 1) */
+
+/* What a tensor- or pipeline-parallel run does not do yet: refused before anything is built (exit 2). */
+static void check_model_parallel(const train_config *cfg, const amp_setup *precision, const trainer_options *opt) {
+    struct {
+        bool refused;
+        const char *what, *hint;
+    } limits[] = {
+        {precision->recipe != AMP_RECIPE_FP32, "precision recipe fp32", "the shards compute in fp32 only"},
+        {cfg->zero.stage > 1 || cfg->fsdp.enabled, "zero_optimization.stage 0 or 1 and no fsdp section",
+         "over the dp group gradients are allreduced and ZeRO-1 can shard the optimizer states; ZeRO-2/3 and "
+         "FSDP are not wired up"},
+        {cfg->zero.offload_optimizer != OFFLOAD_NONE, "no optimizer offload", "offload is not wired up for shards"},
+        {opt && opt->resume, "no --resume", "checkpoints of model-parallel shards are not written yet"},
+        {cfg->train.checkpoint_interval > 0, "train.checkpoint_interval 0",
+         "checkpoints of model-parallel shards are not written yet: --set train.checkpoint_interval=0"},
+        {cfg->train.freeze[0] != '\0', "no train.freeze", "freezing is not wired up for shards"},
+        {cfg->comm.hook != 0, "communication.hook \"allreduce\"", "the dp group's gradients are averaged in fp32"},
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++)
+        if (limits[i].refused)
+            MP_FAIL_HINT(limits[i].what, limits[i].hint, "tensor_model_parallel_size %d x pipeline_model_parallel_size %d",
+                         cfg->tensor_parallel, cfg->pipeline_parallel);
+}
+
+/* Training on a dp x tp x pp mesh (train/mp_step.h): each rank holds its shard; the dp group's ranks take
+ * the rows of a data-parallel run on dp ranks; the step event and the progress line carry the loss of the
+ * last stage, averaged over dp; evaluation runs forward through the pipeline (pp_evaluate). Samples and
+ * histograms need the whole model on one rank: not run (the header says so). */
+/* The validation loss through the pipeline: the eval_batches batches one rank's evaluate() reads. */
+static float evaluate_pipeline(pp *pipe, loader *vl, int batches, int *inputs, int *targets) {
+    loader_reset(vl);
+    size_t n = (size_t)vl->B * vl->T;
+    for (int i = 0; i < batches; i++) {
+        loader_next(vl);
+        memcpy(inputs + i * n, vl->inputs, n * sizeof(int));
+        memcpy(targets + i * n, vl->targets, n * sizeof(int));
+    }
+    return pp_evaluate(pipe, inputs, targets, batches, vl->B, vl->T);
+}
+
+static trainer_summary run_model_parallel(train_config *cfg, const model_config *mc, const tokfile *train_tokens,
+                                          const tokfile *val_tokens, comm_t *comm, bool quiet) {
+    trainer_summary sum = {.last_val_loss = NAN};
+    int world = comm ? comm_size(comm) : 1, rank = comm ? comm_rank(comm) : 0;
+    MP_ASSERT(comm, "tensor or pipeline parallel on one rank (the batch rule refuses it)");
+    mp_layout lay = {.dp = world / (cfg->tensor_parallel * cfg->pipeline_parallel), .tp = cfg->tensor_parallel,
+                     .pp = cfg->pipeline_parallel, .micro_batches = cfg->grad_accum,
+                     .schedule = (pp_schedule)cfg->pipeline_schedule, .chunks = 1, .zero_stage = cfg->zero.stage};
+    int per_chunk = cfg->layers_per_virtual_stage;
+    if (per_chunk > 0) { /* Megatron: v = L / (pp x layers per virtual stage), exactly */
+        if (mc->L % (lay.pp * per_chunk) != 0)
+            MP_FAIL_HINT("model.layers divisible by pipeline_model_parallel_size x num_layers_per_virtual_pipeline_stage",
+                         "each of the pp x v virtual stages gets the same number of blocks",
+                         "%d layers, %d stages x %d layers per virtual stage", mc->L, lay.pp, per_chunk);
+        lay.chunks = mc->L / (lay.pp * per_chunk);
+    }
+    ev_writer *ev = ev_open(cfg->train.run_dir, rank);
+    mp_step *s = mp_step_create(comm, mc, &lay, &cfg->optimizer, cfg->gradient_clipping, cfg->train.seed, ev);
+    mesh_t *mesh = mp_step_mesh(s);
+    for (int j = 0; j < mp_step_chunks(s); j++)
+        model_set_recompute(mp_step_model(s, j), (model_recompute)cfg->ckpt.policy, cfg->ckpt.every_k);
+    const int B = cfg->micro_batch, T = cfg->data.seq_len, accum = cfg->grad_accum;
+    train_data *td = train_data_open(cfg, train_tokens, B, T, mesh->dp); /* this dp rank's rows */
+    const int *first = mp_step_stages(s);
+
+    cJSON *config_tree = config_to_json(cfg);
+    char *config_json = cJSON_PrintUnformatted(config_tree);
+    cJSON_Delete(config_tree);
+    ev_begin(ev, "run");
+    ev_str(ev, "name", cfg->train.run_name);
+    ev_int(ev, "world", world);
+    ev_num(ev, "wall", mp_elapsed_origin_wall());
+    ev_int(ev, "params", (long long)model_count_params(mc));
+    ev_int(ev, "resumed_at", 0);
+    ev_object_begin(ev, "model_parallel");
+    ev_int(ev, "dp", lay.dp);
+    ev_int(ev, "tp", lay.tp);
+    ev_int(ev, "pp", lay.pp);
+    ev_str(ev, "schedule", pp_schedule_names[lay.schedule]);
+    ev_int(ev, "micro_batches", lay.micro_batches);
+    ev_int(ev, "zero_stage", lay.zero_stage);
+    ev_int(ev, "dp_rank", mesh->dp_rank);
+    ev_int(ev, "tp_rank", mesh->tp_rank);
+    ev_int(ev, "stage", mesh->pp_rank);
+    ev_int(ev, "chunks", lay.chunks);
+    long long blocks[2 * 64];
+    int nchunks = lay.chunks < 64 ? lay.chunks : 64;
+    for (int j = 0; j < nchunks; j++) { /* chunk j is virtual stage j pp + stage */
+        blocks[2 * j] = first[j * lay.pp + mesh->pp_rank];
+        blocks[2 * j + 1] = first[j * lay.pp + mesh->pp_rank + 1];
+    }
+    ev_int(ev, "first_block", blocks[0]);
+    ev_int(ev, "last_block", blocks[1]);
+    if (lay.chunks > 1) ev_ints(ev, "chunk_blocks", blocks, (size_t)(2 * nchunks));
+    ev_int(ev, "shard_params", (long long)mp_step_params(s));
+    ev_object_end(ev);
+    ev_json(ev, "config", config_json);
+    ev_end(ev);
+    free(config_json);
+    ev_mem(ev, 0);
+    if (!quiet) {
+        printf("model: %s, %zu parameters (L=%d, C=%d, heads %d/%d, context %d, vocab %d)\n", model_arch_name(mc->arch),
+               model_count_params(mc), mc->L, mc->C, mc->NH, mc->KVH, mc->maxT, mc->V);
+        printf("model parallel: dp %d x tp %d x pp %d on %d ranks (%s), schedule %s, %d micro-batches of %d x %d "
+               "tokens per step per replica; %s' first blocks:", lay.dp, lay.tp, lay.pp, world,
+               comm_backend_name(comm), pp_schedule_names[lay.schedule], accum, B, T,
+               lay.chunks > 1 ? "virtual stages" : "stages");
+        for (int st = 0; st <= lay.pp * lay.chunks; st++) printf(" %d", first[st]);
+        printf("\n(samples, histograms and checkpoints are not run under model parallel)\n");
+    }
+    loader vl; /* every rank reads the same validation batches: the loss is the pipeline's, the same on all */
+    loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
+    size_t eval_tokens = (size_t)cfg->train.eval_batches * B * T;
+    int *eval_inputs = malloc(eval_tokens * sizeof(int)), *eval_targets = malloc(eval_tokens * sizeof(int));
+    MP_ASSERT(eval_inputs && eval_targets, "out of memory");
+    size_t per_step = (size_t)accum * B * T;
+    int *inputs = malloc(per_step * sizeof(int)), *targets = malloc(per_step * sizeof(int));
+    MP_ASSERT(inputs && targets, "out of memory");
+    double t_start = mp_now();
+    for (long step = 0; step < cfg->train.steps; step++) {
+        for (int k = 0; k < accum; k++) train_data_next(td, inputs + (size_t)k * B * T, targets + (size_t)k * B * T);
+        double lr = lr_schedule_at(&cfg->scheduler, step), t0 = mp_now();
+        mp_step_result r = mp_step_run(s, inputs, targets, B, T, lr, step + 1);
+        double dt = mp_now() - t0;
+        const pp_stats *ps = pp_get_stats(mp_step_pipeline(s));
+        if (step == 0) sum.first_loss = r.loss;
+        sum.last_loss = r.loss;
+        ev_begin(ev, "step");
+        ev_int(ev, "step", step + 1);
+        ev_num(ev, "loss", r.loss);
+        ev_num(ev, "lr", lr);
+        ev_num(ev, "grad_norm", r.grad_norm);
+        ev_num(ev, "scale", 1);
+        ev_bool(ev, "skipped", r.skipped);
+        ev_num(ev, "tokens_per_s", per_step * lay.dp / dt);
+        ev_object_begin(ev, "pipeline");
+        ev_num(ev, "bubble", ps->bubble);
+        ev_num(ev, "bubble_schedule", ps->bubble_schedule);
+        ev_num(ev, "bubble_formula", pp_bubble_formula(lay.pp, accum, lay.chunks));
+        ev_int(ev, "in_flight", ps->max_in_flight);
+        ev_int(ev, "act_bytes", (long long)ps->act_peak_bytes);
+        ev_object_end(ev);
+        ev_end(ev);
+        long done = step + 1;
+        if (!quiet && (done % cfg->train.log_interval == 0 || done == 1 || done == cfg->train.steps)) {
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %6.3f%s | bubble %.2f (schedule %.2f) | %7.0f tok/s\n",
+                   done, cfg->train.steps, r.loss, lr, r.grad_norm, r.skipped ? " (skipped: not finite)" : "",
+                   ps->bubble, ps->bubble_schedule, per_step * lay.dp / dt);
+            fflush(stdout);
+        }
+        if (done % cfg->train.log_interval == 0) ev_mem(ev, done);
+        if (cfg->train.eval_interval > 0 && (done % cfg->train.eval_interval == 0 || done == cfg->train.steps)) {
+            sum.last_val_loss = evaluate_pipeline(mp_step_pipeline(s), &vl, cfg->train.eval_batches, eval_inputs,
+                                                  eval_targets);
+            ev_begin(ev, "eval");
+            ev_int(ev, "step", done);
+            ev_num(ev, "val_loss", sum.last_val_loss);
+            ev_end(ev);
+            if (!quiet) printf("eval at step %ld: validation loss %.4f\n", done, sum.last_val_loss);
+        }
+        sum.steps_done = done;
+    }
+    sum.seconds = mp_now() - t_start;
+    if (!quiet && sum.steps_done > 0)
+        printf("trained %ld steps in %.1f s: loss %.4f -> %.4f\n", sum.steps_done, sum.seconds, sum.first_loss,
+               sum.last_loss);
+    free(inputs);
+    free(targets);
+    free(eval_inputs);
+    free(eval_targets);
+    loader_free(&vl);
+    train_data_free(td);
+    mp_step_free(s);
+    ev_close(ev);
+    return sum;
+}
+
 /* ------------------------------------------------------------------ the loop */
 
 trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
@@ -884,6 +1063,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
         MP_FAIL_HINT("communication.deterministic with plain data parallel (zero_optimization.stage 0, no fsdp)",
                      "the deterministic reduction is an allreduce in rank order; ZeRO and FSDP reduce-scatter",
                      "communication.deterministic with stage %d%s", cfg->zero.stage, cfg->fsdp.enabled ? " (FSDP)" : "");
+    bool model_parallel = cfg->tensor_parallel * cfg->pipeline_parallel > 1;
+    if (model_parallel) check_model_parallel(cfg, &precision, opt);
     check_offload(cfg, &precision);
     bool offload = cfg->zero.offload_optimizer == OFFLOAD_CPU;
     if (cfg->train.threads > 0) omp_set_num_threads(cfg->train.threads);
@@ -907,6 +1088,13 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     tokenizer tok;
     tokenizer_load(&tok, vocab_path, NULL);
     check_sample_prompt(cfg, &tok, vocab_path, comm);
+    if (model_parallel) {
+        sum = run_model_parallel(cfg, &mc, train_tokens, val_tokens, comm, quiet);
+        tokenizer_free(&tok);
+        tokfile_close(train_tokens);
+        tokfile_close(val_tokens);
+        return sum;
+    }
     /* With either sampler, the ranks' rows of a step are the rows one rank with B x world would take. */
     train_data *td = train_data_open(cfg, train_tokens, B, T, comm);
     loader vl;

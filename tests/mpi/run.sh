@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh: the communicator's multi-rank suite: every algorithm against MPI's own collectives on 1..8 ranks
 # (tests/mpi/test_comm_mpi.c), groups, the dp x tp x pp mesh, pipeline p2p and tensor-parallel linears
-# (tests/mpi/test_comm_groups.c), the failure paths (debug-mode mismatch, a hung or killed peer, a size
+# (tests/mpi/test_comm_groups.c), 3D-parallel training against one rank (tests/mpi/test_model_parallel.c),
+# the failure paths (debug-mode mismatch, a hung or killed peer, a size
 # mismatch; tests/mpi/test_comm_fail.c), and the launcher's and comm-bench's command lines.
 # Prints "ok - ..." / "not ok - ..." lines (tests/lib.sh). About a minute on 2 cores.
 source "$(dirname "$0")/../lib.sh"
@@ -32,6 +33,18 @@ for n in 1 2 3 4 5 6 7 8; do
     tail -n 15 <<<"$out" | sed 's/^/    /'
   fi
 done
+
+# ---------------------------------------------------------------- model parallel, 8 ranks
+# GPT-2 and LLaMA tiny models on dp x tp x pp meshes 2x2x2, 1x2x4 (1f1b, gpipe, interleaved), 2x4x1
+# (ZeRO-1 over dp), 1x1x8 train the losses of one rank within 1e-5 over 20 steps; schedules' bubble,
+# in-flight micro-batches and their activation bytes (tests/mpi/test_model_parallel.c).
+out=$(timeout -k 5 "$(scaled 300)" "$MIXPAR" run -n 8 -- "$TESTS/test_model_parallel" 2>&1)
+rc=$?
+grep -E '^(ok|not ok) - |^    ' <<<"$out"
+if [ "$rc" -ne 0 ] && ! grep -q '^not ok - ' <<<"$out"; then
+  echo "not ok - test_model_parallel on 8 ranks exited with $rc"
+  tail -n 15 <<<"$out" | sed 's/^/    /'
+fi
 
 # ---------------------------------------------------------------- failure paths
 # check_timed NAME EXIT PATTERN MAX_SECONDS COMMAND...: like check_output, and it must end, not hang: within

@@ -1,0 +1,206 @@
+/* mp_step.c: the 3D-parallel step: pipeline, tied-embedding and data-parallel gradient reductions, the mesh-wide norm and clip, the shard's optimizer update. */
+#include "train/mp_step.h"
+
+#include "base/error.h"
+#include "dist/tp.h"
+#include "optim/clip.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mp_step {
+    mesh_t *mesh;
+    model **m;           /* (v) this rank's model chunks */
+    int v;
+    pp *pipe;
+    int *first;          /* (pp v + 1) virtual stage boundaries */
+    optim_config opt;
+    optim_state state;
+    optim_span *spans;   /* one per tensor of every chunk, chunk by chunk */
+    bool *in_norm;       /* (spans) the tensor counts in the global norm on this rank */
+    int nspans;
+    double grad_clip;
+    /* ZeRO-1 over dp: the optimizer updates the pieces of the tensors inside this dp rank's shard of each
+     * chunk's flat buffer, then the dp group all-gathers the updated shards. */
+    bool zero1;
+    optim_span *update;  /* (nupdate) what the optimizer steps: spans, or their pieces in the shard */
+    int nupdate;
+    size_t *shard;       /* (v) elements of one dp rank's shard of chunk j (ceil(n_j / dp)) */
+    float *gather;       /* (dp x the largest shard) the all-gather's buffer (MEM_COMM) */
+};
+
+/* The sum of one double per rank, added in rank order on every rank (comm.h has no fp64: the doubles
+ * travel as their 8 bytes; dist/zero.c's zero_sum_over_ranks does the same over its group). */
+static double sum_over(comm_t *c, double local) {
+    int n = comm_size(c);
+    int64_t mine, *all = malloc((size_t)n * sizeof *all);
+    MP_ASSERT(all, "out of memory");
+    memcpy(&mine, &local, sizeof mine);
+    comm_allgather(c, &mine, all, 1, COMM_INT64, COMM_ALGO_NATIVE);
+    double total = 0;
+    for (int r = 0; r < n; r++) {
+        double x;
+        memcpy(&x, &all[r], sizeof x);
+        total += x;
+    }
+    free(all);
+    return total;
+}
+
+mp_step *mp_step_create(comm_t *world, const model_config *cfg, const mp_layout *lay, const optim_config *opt,
+                        double grad_clip, uint64_t seed, ev_writer *ev) {
+    model_config mc = *cfg;
+    model_config_complete(&mc);
+    if (lay->micro_batches < 1)
+        MP_FAIL("micro_batches >= 1", "micro_batches = %d", lay->micro_batches);
+    if ((lay->tp > 1 || lay->zero_stage > 0) && opt->kind == OPTIM_LAMB)
+        MP_FAIL_HINT("an elementwise optimizer with tensor_model_parallel_size > 1 or ZeRO",
+                     "LAMB's trust ratio needs whole-tensor norms: use adamw, adam, momentum or sgd",
+                     "optimizer LAMB with tensor_model_parallel_size = %d, ZeRO stage %d", lay->tp, lay->zero_stage);
+    if (lay->zero_stage < 0 || lay->zero_stage > 1)
+        MP_FAIL_HINT("zero_optimization.stage 0 or 1 with tensor or pipeline parallel",
+                     "ZeRO-1 shards the optimizer states over the dp group; stages 2 and 3 are not wired up here",
+                     "stage %d", lay->zero_stage);
+    mp_step *s = calloc(1, sizeof *s);
+    MP_ASSERT(s, "out of memory");
+    s->v = lay->chunks > 1 ? lay->chunks : 1;
+    int virtual_stages = lay->pp * s->v;
+    pp_check_schedule(lay->schedule, lay->pp, lay->micro_batches, s->v);
+    s->first = malloc((size_t)(virtual_stages + 1) * sizeof(int));
+    s->m = calloc((size_t)s->v, sizeof *s->m);
+    MP_ASSERT(s->first && s->m, "out of memory");
+    /* Shapes first (exit 2 on every rank alike), then the groups. */
+    if (lay->stage_blocks) pp_stages_from_list(&mc, virtual_stages, lay->stage_blocks, s->first);
+    else pp_balance_stages(&mc, virtual_stages, s->first);
+    s->mesh = mesh_create(world, lay->dp, lay->tp, lay->pp);
+    for (int j = 0; j < s->v; j++) {
+        int vs = j * lay->pp + s->mesh->pp_rank;
+        model_shard sh = tp_model_shard(s->mesh, s->first[vs], s->first[vs + 1]);
+        s->m[j] = model_create_shard(&mc, &sh);
+        model_init(s->m[j], seed);
+    }
+    s->pipe = pp_create(s->mesh, s->m, s->v, lay->schedule, lay->micro_batches, ev);
+    s->opt = *opt;
+    s->grad_clip = grad_clip;
+    for (int j = 0; j < s->v; j++) {
+        int n;
+        model_tensors(s->m[j], &n);
+        s->nspans += n;
+    }
+    s->spans = calloc((size_t)s->nspans, sizeof *s->spans);
+    s->in_norm = calloc((size_t)s->nspans, sizeof *s->in_norm);
+    MP_ASSERT(s->spans && s->in_norm, "out of memory");
+    int at = 0;
+    for (int j = 0; j < s->v; j++) {
+        int n;
+        const model_tensor *t = model_tensors(s->m[j], &n);
+        for (int i = 0; i < n; i++, at++) {
+            s->spans[at] = (optim_span){model_params(s->m[j]) + t[i].offset, model_grads(s->m[j]) + t[i].offset,
+                                        t[i].size, t[i].decay};
+            s->in_norm[at] = (!model_tensor_tp_replicated(s->m[j], &t[i]) || s->mesh->tp_rank == 0) &&
+                             !model_tensor_is_tied_copy(s->m[j], &t[i]);
+        }
+    }
+    s->zero1 = lay->zero_stage == 1 && s->mesh->dp_size > 1;
+    if (!s->zero1) {
+        s->update = s->spans, s->nupdate = s->nspans;
+        optim_state_init(&s->state, opt->kind, mp_step_params(s));
+        return s;
+    }
+    /* ZeRO-1: this dp rank's shard [r z, r z + z) of each chunk's buffer, z = ceil(n / dp); the tensors'
+     * pieces inside it keep their weight-decay flag. */
+    int dp = s->mesh->dp_size, r = s->mesh->dp_rank;
+    s->shard = calloc((size_t)s->v, sizeof *s->shard);
+    s->update = calloc((size_t)s->nspans, sizeof *s->update);
+    MP_ASSERT(s->shard && s->update, "out of memory");
+    size_t owned = 0, biggest = 0;
+    at = 0;
+    for (int j = 0; j < s->v; j++) {
+        size_t n = model_num_params(s->m[j]), z = (n + (size_t)dp - 1) / (size_t)dp;
+        size_t lo = (size_t)r * z < n ? (size_t)r * z : n, hi = lo + z < n ? lo + z : n;
+        s->shard[j] = z, biggest = z > biggest ? z : biggest;
+        int count;
+        const model_tensor *t = model_tensors(s->m[j], &count);
+        for (int i = 0; i < count; i++, at++) {
+            size_t a = t[i].offset > lo ? t[i].offset : lo, b = t[i].offset + t[i].size < hi ? t[i].offset + t[i].size : hi;
+            if (a >= b) continue;
+            s->update[s->nupdate++] = (optim_span){model_params(s->m[j]) + a, model_grads(s->m[j]) + a, b - a,
+                                                   s->spans[at].decay};
+            owned += b - a;
+        }
+    }
+    s->gather = mem_alloc(biggest * (size_t)dp * sizeof(float), MEM_COMM, "zero1.gather");
+    optim_state_init(&s->state, opt->kind, owned);
+    return s;
+}
+
+/* ZeRO-1: every dp rank's updated shard of each chunk, gathered into every rank's weights. */
+static void gather_shards(mp_step *s) {
+    int r = s->mesh->dp_rank;
+    for (int j = 0; j < s->v; j++) {
+        size_t n = model_num_params(s->m[j]), z = s->shard[j], lo = (size_t)r * z;
+        float *w = model_params(s->m[j]), *mine = s->gather + (size_t)r * z;
+        memset(mine, 0, z * sizeof(float));
+        if (lo < n) memcpy(mine, w + lo, (lo + z < n ? z : n - lo) * sizeof(float));
+        comm_allgather(s->mesh->dp, mine, s->gather, z, COMM_FP32, COMM_ALGO_DEFAULT);
+        memcpy(w, s->gather, n * sizeof(float)); /* the padding past n stays behind */
+    }
+}
+
+void mp_step_free(mp_step *s) {
+    if (!s) return;
+    optim_state_free(&s->state);
+    pp_free(s->pipe);
+    for (int j = 0; j < s->v; j++) model_free(s->m[j]);
+    mesh_free(s->mesh);
+    free(s->m);
+    free(s->spans);
+    free(s->in_norm);
+    if (s->zero1) free(s->update);
+    free(s->shard);
+    mem_free(s->gather);
+    free(s->first);
+    free(s);
+}
+
+mesh_t *mp_step_mesh(mp_step *s) { return s->mesh; }
+int mp_step_chunks(const mp_step *s) { return s->v; }
+model *mp_step_model(mp_step *s, int chunk) { return s->m[chunk]; }
+pp *mp_step_pipeline(mp_step *s) { return s->pipe; }
+const int *mp_step_stages(const mp_step *s) { return s->first; }
+
+size_t mp_step_params(const mp_step *s) {
+    size_t n = 0;
+    for (int j = 0; j < s->v; j++) n += model_num_params(s->m[j]);
+    return n;
+}
+
+mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, int B, int T, double lr, long step) {
+    mp_step_result r = {0};
+    mesh_t *mesh = s->mesh;
+    for (int j = 0; j < s->v; j++) model_zero_grad(s->m[j]);
+    r.loss = pp_run(s->pipe, inputs, targets, B, T, 1.0f, step);
+    pp_sum_tied_grads(s->pipe);
+    if (mesh->dp_size > 1) {
+        for (int j = 0; j < s->v; j++)
+            comm_allreduce(mesh->dp, model_grads(s->m[j]), model_grads(s->m[j]), model_num_params(s->m[j]),
+                           COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
+        comm_allreduce(mesh->dp, &r.loss, &r.loss, 1, COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
+    }
+    /* The norm of the whole model's gradient: each piece counted once over the mp group (tp x pp). */
+    double local = 0;
+    for (int i = 0; i < s->nspans; i++)
+        if (s->in_norm[i]) local += clip_sum_squares(s->spans[i].grad, s->spans[i].n);
+    r.grad_norm = clip_norm_finish(sum_over(mesh->mp, local));
+    r.skipped = !clip_norm_is_finite(r.grad_norm); /* the same norm on every rank: the same decision */
+    if (r.skipped) return r;
+    float scale = s->grad_clip > 0 ? clip_scale_for(r.grad_norm, s->grad_clip) : 1.0f;
+    r.clipped = scale != 1.0f;
+    if (r.clipped)
+        for (int j = 0; j < s->v; j++) clip_scale(model_grads(s->m[j]), model_num_params(s->m[j]), scale);
+    optim_step(&s->opt, &s->state, s->update, s->nupdate, lr);
+    if (s->zero1) gather_shards(s);
+    return r;
+}
