@@ -11,13 +11,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 check_output "help lists config" 0 "config +translate" $m help
-check_output "megatron gpt2: tensor parallel not yet runnable" 0 "not yet runnable: --tensor-model-parallel-size -> tensor_model_parallel_size" \
+check_output "megatron gpt2: sequence parallel not yet runnable" 0 "not yet runnable: --sequence-parallel -> sequence_parallel" \
     $m config translate --from megatron $d/megatron_gpt2_pretrain.sh --base $base --world 4
 check_output "megatron gpt2: data path not mapped with reason" 0 "not mapped: --data-path: mixpar trains on its own datasets" \
     $m config translate --from megatron $d/megatron_gpt2_pretrain.sh --base $base --world 4
 $m config translate --from megatron $d/megatron_gpt2_pretrain.sh --base $base --world 4 -o $tmp/mg.json 2>/dev/null
 check_output "megatron gpt2: warmup fraction of decay iters, accumulation inferred" 0 '"warmup_steps":[[:space:]]*3200' cat $tmp/mg.json
-check_output "megatron gpt2: 16 = 2 x 2 accumulation x 4 ranks" 0 '"gradient_accumulation_steps":[[:space:]]*2' cat $tmp/mg.json
+check_output "megatron gpt2: tensor and pipeline parallel map to Megatron's own keys" 0 \
+    '"tensor_model_parallel_size":[[:space:]]*2,' cat $tmp/mg.json
+check_output "megatron gpt2: 16 = 2 x 8 accumulation x 1 data-parallel rank (4 ranks / (tp 2 x pp 2))" 0 \
+    '"gradient_accumulation_steps":[[:space:]]*8' cat $tmp/mg.json
 check_output "deepspeed zero3: nvme path not mapped" 0 "not mapped: zero_optimization.offload_param.nvme_path: parameter offload" \
     $m config translate --from deepspeed $d/deepspeed_zero3_bf16.json --base $base --world 4
 $m config translate --from deepspeed $d/deepspeed_zero3_bf16.json --base $base --world 4 -o $tmp/ds.json 2>/dev/null
