@@ -77,6 +77,7 @@ static int classify(vz_source *s, vz_file *f, line_kind k, int version) {
     f->lines++;
     s->lines++;
     if (k == LINE_MALFORMED) {
+        if (!f->malformed) f->first_malformed = f->lines;
         f->malformed++;
         s->malformed++;
         return 0;
@@ -177,7 +178,7 @@ static void file_rewind(vz_file *f) {
     f->offset = 0;
     f->dev = f->ino = 0;
     f->partial_len = 0;
-    f->lines = f->events = f->malformed = f->newer = f->truncated = 0;
+    f->lines = f->events = f->malformed = f->newer = f->truncated = f->first_malformed = 0;
 }
 
 static void source_rewind(vz_source *s) {

@@ -16,5 +16,6 @@ int cmd_amp(int argc, char **argv);   /* autocast policy, loss-scaler traces, un
 int cmd_precision(int argc, char **argv); /* running sums, range probe, flush counts, static scale (labs 04, 06) */
 int cmd_run(int argc, char **argv);   /* launcher: mpirun with what this machine needs */
 int cmd_comm_bench(int argc, char **argv); /* collective timing per algorithm and size (lab 12) */
+int cmd_doctor(int argc, char **argv); /* a run's problems, their evidence and fixes (lab 24) */
 
 #endif

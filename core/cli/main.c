@@ -21,6 +21,7 @@ static const struct {
     {"amp", cmd_amp, "mixed precision: autocast policy per recipe, loss-scaler traces, fp16 underflow of a run"},
     {"precision", cmd_precision, "running-sum error per format, range probe, fp16 flushes of runs, a static loss scale"},
     {"run", cmd_run, "start a program on N ranks (mpirun underneath): mixpar run -n 4 -- PROGRAM ARGS"},
+    {"doctor", cmd_doctor, "name a run's problems (divergence, leak, desync, dead rank, OOM) with evidence and fix"},
     {"comm-bench", cmd_comm_bench, "time collectives per algorithm and size: algbw, busbw, alpha-beta fit"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
