@@ -36,9 +36,11 @@ static void usage(FILE *out) {
 typedef struct {
     long step;
     double loss, scale;
-    bool skipped;
+    bool skipped, has_loss;
     uint64_t hash; /* DIAG_NO_HASH when not recorded */
 } step_rec;
+
+enum { MAX_DIAG = 8 };
 
 typedef struct {
     step_rec *steps;
@@ -50,9 +52,16 @@ typedef struct {
 
 typedef struct {
     rank_rec ranks[VZ_MAX_RANKS];
-    int world; /* from the run header; 0 when none */
+    int world;          /* from the run header; 0 when none */
+    long planned_steps; /* the config's train.steps; 0 when unknown */
     char recipe[32], scaler[32];
     bool stochastic_rounding;
+    struct {
+        char what[48], message[400];
+        int rank;
+        long step, count;
+    } diag[MAX_DIAG]; /* the trainer's diagnosis events, one entry per kind: the first, and how many */
+    int ndiag;
     int findings;
 } doctor;
 
@@ -81,6 +90,8 @@ static void on_event(void *ctx, int rank, const cJSON *ev) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(ev, "config");
         const cJSON *cp = c ? cJSON_GetObjectItemCaseSensitive(c, "precision") : NULL;
         d->stochastic_rounding = cp ? vz_json_bool(cp, "stochastic_rounding", true) : true;
+        const cJSON *ct = c ? cJSON_GetObjectItemCaseSensitive(c, "train") : NULL;
+        if (ct) d->planned_steps = (long)vz_json_int(ct, "steps", 0);
     } else if (!strcmp(kind, "step")) {
         long step = (long)vz_json_int(ev, "step", -1);
         if (r->nsteps && step <= r->steps[r->nsteps - 1].step) r->nsteps = 0; /* a resumed run starts again */
@@ -88,6 +99,7 @@ static void on_event(void *ctx, int rank, const cJSON *ev) {
         const char *hex = vz_json_str(ev, "param_hash", NULL);
         r->steps[r->nsteps++] = (step_rec){.step = step, .loss = vz_json_num(ev, "loss", NAN),
                                            .scale = vz_json_num(ev, "scale", 1), .skipped = vz_json_bool(ev, "skipped", false),
+                                           .has_loss = cJSON_GetObjectItemCaseSensitive(ev, "loss") != NULL,
                                            .hash = hex ? strtoull(hex, NULL, 16) : DIAG_NO_HASH};
     } else if (!strcmp(kind, "mem")) {
         const cJSON *cur = cJSON_GetObjectItemCaseSensitive(ev, "current");
@@ -105,14 +117,18 @@ static void on_event(void *ctx, int rank, const cJSON *ev) {
     } else if (!strcmp(kind, "diagnosis")) {
         const char *what = vz_json_str(ev, "what", "none");
         if (!strcmp(what, "none")) return;
-        d->findings++;
-        printf("PROBLEM  the trainer diagnosed %s\n", what);
-        printf("EVIDENCE rank %d step %lld: %s\n", rank, vz_json_int(ev, "step", -1), vz_json_str(ev, "message", ""));
-        printf("FIX      %s\n\n",
-               !strncmp(what, "scale_", 6) ? "the gradients overflow at every scale: lower optimizer.params.lr, set gradient_clipping, "
-                                             "or use bf16 (precision.recipe=bf16)"
-                                           : "find the first tensor it names; lower optimizer.params.lr, add warmup "
-                                             "(scheduler.params.warmup_steps) and gradient_clipping");
+        int i = 0;
+        while (i < d->ndiag && strcmp(d->diag[i].what, what)) i++;
+        if (i == d->ndiag) {
+            if (d->ndiag == MAX_DIAG) return;
+            d->ndiag++;
+            snprintf(d->diag[i].what, sizeof d->diag[i].what, "%s", what);
+            d->diag[i].rank = rank;
+            d->diag[i].step = (long)vz_json_int(ev, "step", -1);
+            const char *msg = vz_json_str(ev, "message", "");
+            snprintf(d->diag[i].message, sizeof d->diag[i].message, "%.*s", (int)strcspn(msg, "\n"), msg);
+        }
+        d->diag[i].count++;
     }
 }
 
@@ -123,16 +139,37 @@ static void report(doctor *d, const char *problem, const char *evidence, const c
     printf("PROBLEM  %s\nEVIDENCE %s\nFIX      %s\n\n", problem, evidence, fix);
 }
 
+/* The trainer's own diagnoses (core/amp): each kind once, with its first occurrence. */
+static void check_trainer_diagnoses(doctor *d) {
+    for (int i = 0; i < d->ndiag; i++) {
+        char problem[96], ev[512];
+        snprintf(problem, sizeof problem, "the trainer diagnosed %s", d->diag[i].what);
+        snprintf(ev, sizeof ev, "rank %d, first at step %ld (%ld such events): %s", d->diag[i].rank, d->diag[i].step,
+                 d->diag[i].count, d->diag[i].message);
+        report(d, problem, ev,
+               !strncmp(d->diag[i].what, "scale_", 6)
+                   ? "the gradients overflow at every scale: lower optimizer.params.lr, set gradient_clipping, or use "
+                     "bf16 (precision.recipe=bf16)"
+                   : "start from the first tensor it names (the trainer's log lists the likely causes in order); a "
+                     "static fp16.loss_scale too high, an lr too high (optimizer.params.lr), no warmup or no clipping");
+    }
+}
+
 static void check_divergence(doctor *d) {
     rank_rec *r = &d->ranks[0];
     if (!r->nsteps) return;
     double *loss = malloc((size_t)r->nsteps * sizeof *loss);
-    for (long i = 0; i < r->nsteps; i++) loss[i] = r->steps[i].loss;
+    long *at = malloc((size_t)r->nsteps * sizeof *at), n = 0; /* the steps that recorded a loss */
+    for (long i = 0; i < r->nsteps; i++)
+        if (r->steps[i].has_loss) {
+            at[n] = i;
+            loss[n++] = r->steps[i].loss;
+        }
     diag_divergence_rule rule = DIAG_DIVERGENCE_DEFAULT;
     diag_divergence dv;
     char ev[256];
-    if (diag_find_divergence(loss, r->nsteps, &rule, &dv)) {
-        const step_rec *s = &r->steps[dv.index];
+    if (diag_find_divergence(loss, n, &rule, &dv)) {
+        const step_rec *s = &r->steps[at[dv.index]];
         if (dv.kind == DIAG_NONFINITE)
             snprintf(ev, sizeof ev, "rank 0 step %ld: loss %g (loss scale %g%s)", s->step, dv.value, s->scale,
                      s->skipped ? ", step skipped" : "");
@@ -144,6 +181,7 @@ static void check_divergence(doctor *d) {
                "after scaling the batch or world size, scale the lr with a warmup");
     }
     free(loss);
+    free(at);
 }
 
 static void check_skipped_tail(doctor *d) {
@@ -207,22 +245,34 @@ static void check_desync(doctor *d, int nranks) {
     free(hash);
 }
 
-static void check_dead_rank(doctor *d, int nranks) {
+/* A rank whose events stop before the others' is dead. Ranks in data parallel wait for each other at every step, so
+ * when one dies the others stop within a step too and mpirun ends the job: then every rank stops before the
+ * config's train.steps, with no diagnosis from the trainer (which explains the runs it stops itself). */
+static void check_stopped_early(doctor *d, int nranks) {
     int world = d->world > nranks ? d->world : nranks;
-    if (world < 2) return;
-    long most = 0;
-    for (int r = 0; r < world; r++)
-        if (d->ranks[r].nsteps && d->ranks[r].steps[d->ranks[r].nsteps - 1].step > most)
-            most = d->ranks[r].steps[d->ranks[r].nsteps - 1].step;
+    long most = 0, least = -1;
+    int least_rank = 0;
     for (int r = 0; r < world; r++) {
         long last = d->ranks[r].nsteps ? d->ranks[r].steps[d->ranks[r].nsteps - 1].step : 0;
-        if (last >= most) continue;
-        char ev[256];
-        snprintf(ev, sizeof ev, "rank %d's last step is %ld, other ranks reached step %ld (world %d)", r, last, most, world);
+        if (last > most) most = last;
+        if (least < 0 || last < least) {
+            least = last;
+            least_rank = r;
+        }
+    }
+    char ev[256];
+    if (world > 1 && least < most) {
+        snprintf(ev, sizeof ev, "rank %d's last step is %ld, other ranks reached step %ld (world %d)", least_rank, least,
+                 most, world);
         report(d, "a rank stopped early (a dead rank): the others waited for it in a collective", ev,
                "look at that rank's own log (out of memory, a signal, a full disk); resume every rank from the last "
                "checkpoint (train.checkpoint_interval, mixpar train --resume auto)");
-        return;
+    } else if (d->planned_steps > 0 && most < d->planned_steps && d->ndiag == 0) {
+        snprintf(ev, sizeof ev, "every rank (world %d) stopped at step %ld of train.steps %ld, with no diagnosis from the "
+                 "trainer", world, most, d->planned_steps);
+        report(d, "the run ended early: a process was killed (with several ranks: one died, mpirun ended the others)",
+               ev, "find the cause in mpirun's or the system's log (a signal 9 is often the OOM killer); then resume "
+                   "from the last checkpoint: train.checkpoint_interval > 0 and mixpar train --resume auto");
     }
 }
 
@@ -257,11 +307,12 @@ static int diagnose(const char *dir) {
                     src.files[r]->path, src.files[r]->first_malformed, src.files[r]->malformed);
     if (!src.events) MP_FAIL("events in the run directory", "%s: no event in its files", dir);
     int nranks = src.nranks;
+    check_trainer_diagnoses(&d);
     check_divergence(&d);
     check_skipped_tail(&d);
     check_leak(&d);
     check_desync(&d, nranks);
-    check_dead_rank(&d, nranks);
+    check_stopped_early(&d, nranks);
     check_precision(&d);
     long steps = d.ranks[0].nsteps ? d.ranks[0].steps[d.ranks[0].nsteps - 1].step : 0;
     if (!d.findings) printf("healthy: %s, %d rank(s), %ld steps: no problem found\n", dir, nranks, steps);

@@ -12,9 +12,9 @@ static const zoo_bug bugs[] = {
     {"scale-stuck-at-minimum", {"fp16.enabled=true", "fp16.loss_scale=1e9"}},
     {"bf16-no-master-weights", {"precision.recipe=bf16-pure", "precision.stochastic_rounding=false",
                                 "optimizer.params.lr=1e-5", "optimizer.params.weight_decay=0", "scheduler.type=constant"}},
-    {"loss-spike-no-warmup", {"optimizer.params.lr=0.05", "scheduler.params.warmup_steps=0", "gradient_clipping=0"}},
-    {"oom-at-launch", {"train_micro_batch_size_per_gpu=512", "train.max_memory=64MB"}},
-    {"fp16-no-loss-scaling", {"precision.recipe=fp16", "precision.loss_scaler=none", "optimizer.params.lr=1e-3"}},
+    {"loss-spike-no-warmup", {"optimizer.params.lr=0.3", "scheduler.params.warmup_steps=0", "gradient_clipping=0"}},
+    {"oom-at-launch", {"train_micro_batch_size_per_gpu=128", "train.max_memory=32MB"}},
+    {"silent-skipped-run", {"fp16.enabled=true", "fp16.loss_scale=1e9", "train.max_consecutive_skips=0"}},
 };
 
 const zoo_bug *zoo_config_bugs(int *count) {
@@ -44,12 +44,12 @@ int zoo_fix_overrides(const char *bug, const char *fix[ZOO_MAX_OVERRIDES + 1]) {
         {"scale-stuck-at-minimum", {"fp16.loss_scale=0"}},
         /* bf16 weights round away updates under half an ulp: keep fp32 master weights */
         {"bf16-no-master-weights", {"precision.recipe=bf16"}},
-        /* a large lr from step 1 with no clipping: warm it up and clip the gradient norm */
+        /* lr 0.3 from step 1 with no clipping: a smaller peak, warmed up, and the gradient norm clipped */
         {"loss-spike-no-warmup", {"scheduler.params.warmup_steps=30", "gradient_clipping=1", "optimizer.params.lr=3e-3"}},
-        /* activations of 512 sequences do not fit: the same global batch in micro-batches of 32 */
-        {"oom-at-launch", {"train_micro_batch_size_per_gpu=32", "gradient_accumulation_steps=16"}},
-        /* fp16 gradients under 2^-24 flush to zero without a scale: a dynamic loss scaler */
-        {"fp16-no-loss-scaling", {"precision.loss_scaler=pytorch"}},
+        /* activations of 128 sequences do not fit: the same global batch in micro-batches of 32 */
+        {"oom-at-launch", {"train_micro_batch_size_per_gpu=32", "gradient_accumulation_steps=4"}},
+        /* every step skipped and nothing stops the run: the dynamic scaler, and the stop after 32 skips back */
+        {"silent-skipped-run", {"fp16.loss_scale=0", "train.max_consecutive_skips=32"}},
     };
     for (size_t i = 0; i < sizeof fixes / sizeof fixes[0]; i++) {
         if (strcmp(fixes[i].bug, bug)) continue;
