@@ -114,7 +114,7 @@ static const char *const oom_fix_by_tag[MEM_NTAGS] = {
     [MEM_OPTIM] = "shard the optimizer states: zero_optimization.stage=1 (or more), or offload them "
                   "(zero_optimization.offload_optimizer.device=cpu)",
     [MEM_ACT] = "keep fewer activations: a smaller train_micro_batch_size_per_gpu (with more "
-                "gradient_accumulation_steps for the same batch), activation_checkpointing.policy=full, or a bf16 recipe",
+                "gradient_accumulation_steps for the same batch), activation_checkpointing.policy=every",
     [MEM_COMM] = "smaller buckets: zero_optimization.reduce_bucket_size",
     [MEM_OTHER] = "a shorter data.seq_len or a smaller model",
     [MEM_HOST] = "host memory is not on the device",
