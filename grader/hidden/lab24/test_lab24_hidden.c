@@ -12,15 +12,17 @@ MPT_TEST(divergence_window_forgets_an_old_minimum) {
     DIVERGENCE_AT(loss, 120, DIAG_SPIKE, 11, "3.0 everywhere but 1.0 at index 10: index 11 is 3x the minimum");
     loss[10] = 2.5; /* 3.0 < 1.5 x 2.5 */
     DIVERGENCE_AT(loss, 120, DIAG_HEALTHY, -1, "3.0 everywhere but 2.5 at index 10");
-    for (int i = 0; i < 120; i++) loss[i] = i < 20 ? 1.0 : 2.0 + (i == 100 ? 1.5 : 0);
-    /* index 20..70: 2.0 > 1.5 x 1.0 while 1.0 is in the window: spike at 20 */
-    DIVERGENCE_AT(loss, 120, DIAG_SPIKE, 20, "1.0 for 20 steps, then 2.0");
-    for (int i = 0; i < 120; i++) loss[i] = 2.0 + (i == 100 ? 1.5 : 0) - (i == 40 ? 0.9 : 0);
-    /* 1.1 at 40 is in the window of index 100? 100 - 50 = 50 > 40: no; 3.5 > 1.5 x 2.0 = 3.0: spike at 100 */
-    DIVERGENCE_AT(loss, 120, DIAG_SPIKE, 41, "2.0 with 1.1 at index 40 (then 2.0 > 1.5 x 1.1 at 41)");
+    for (int i = 0; i < 120; i++) loss[i] = i < 20 ? 1.0 : 2.0;
+    DIVERGENCE_AT(loss, 120, DIAG_SPIKE, 20, "1.0 for 20 steps, then 2.0 (2.0 > 1.5 x 1.0 at index 20)");
+    for (int i = 0; i < 120; i++) loss[i] = i == 40 ? 1.1 : 2.0;
+    DIVERGENCE_AT(loss, 120, DIAG_SPIKE, 41, "2.0 with 1.1 at index 40 (2.0 > 1.5 x 1.1 = 1.65 at index 41)");
+    for (int i = 0; i < 120; i++) loss[i] = i == 40 ? 1.5 : (i == 95 ? 2.9 : 2.0);
+    DIVERGENCE_AT(loss, 120, DIAG_HEALTHY, -1,
+                  "2.0 with 1.5 at index 40 and 2.9 at index 95: 1.5 has left the window (95 - 50 = 45 > 40) and "
+                  "2.9 < 1.5 x 2.0");
 }
 
-/* Non-finite points never enter a minimum, and min_history counts only finite points. */
+/* No spike before min_history (5) points were seen; then random noisy series with one spike at a drawn index. */
 MPT_TEST(divergence_min_history_and_random_series) {
     double loss[8] = {5, 1, 1, 1, 1, 1.6, 1.6, 1.6};
     DIVERGENCE_AT(loss, 8, DIAG_SPIKE, 5, "5 1 1 1 1 then 1.6 (index 5: five finite points seen)");
@@ -33,7 +35,7 @@ MPT_TEST(divergence_min_history_and_random_series) {
         double s[300];
         long at = 10 + (long)(mp_rng_u32(&rng) % 280);
         for (int i = 0; i < 300; i++) s[i] = (2 + 3 * exp(-i / 30.0)) * (1 + 0.08 * mp_rng_uniform(&rng));
-        s[at] = 1.0e9 * 0 + s[at] * (1.9 + mp_rng_uniform(&rng));
+        s[at] *= 1.9 + mp_rng_uniform(&rng);
         DIVERGENCE_AT(s, 300, DIAG_SPIKE, at, "a noisy falling loss with one point 1.9-2.9x its level");
     }
 }

@@ -81,8 +81,8 @@ static int run_desync(const char *dir, bool fixed, comm_t *world) {
         if (step == 5 && rank == 1) g[7] = INFINITY;
         float found = 0; /* this rank's own finding */
         for (int i = 0; i < N; i++) found = isfinite(g[i]) ? found : 1;
-        if (fixed) comm_allreduce(world, &found, &found, 1, COMM_FP32, COMM_MAX, COMM_ALGO_RING);
-        comm_allreduce(world, g, g, N, COMM_FP32, COMM_AVG, COMM_ALGO_RING);
+        if (fixed) comm_allreduce(world, &found, &found, 1, COMM_FP32, COMM_MAX, COMM_ALGO_NATIVE);
+        comm_allreduce(world, g, g, N, COMM_FP32, COMM_AVG, COMM_ALGO_NATIVE);
         bool skip = found != 0;
         if (!skip)
             for (int i = 0; i < N; i++) w[i] -= 0.1f * g[i];
@@ -110,10 +110,10 @@ static int run_skip_collective(bool fixed, comm_t *world) {
     float grad[256], stats[2];
     for (int step = 1; step <= 5; step++) {
         for (int i = 0; i < 256; i++) grad[i] = (float)(rank + i);
-        comm_allreduce(world, grad, grad, 256, COMM_FP32, COMM_AVG, COMM_ALGO_RING);
+        comm_allreduce(world, grad, grad, 256, COMM_FP32, COMM_AVG, COMM_ALGO_NATIVE);
         stats[0] = grad[0];
         stats[1] = (float)step;
-        if (fixed || !(rank == 1 && step == 3)) comm_allreduce(world, stats, stats, 2, COMM_FP32, COMM_SUM, COMM_ALGO_RING);
+        if (fixed || !(rank == 1 && step == 3)) comm_allreduce(world, stats, stats, 2, COMM_FP32, COMM_SUM, COMM_ALGO_NATIVE);
         if (rank == 0) printf("skip-collective: step %d done\n", step);
     }
     return 0;
