@@ -104,13 +104,15 @@ static void on_event(void *ctx, int rank, const cJSON *ev) {
     } else if (!strcmp(kind, "mem")) {
         const cJSON *cur = cJSON_GetObjectItemCaseSensitive(ev, "current");
         if (!cur) return;
-        long cap = r->mem_cap;
-        r->mem_step = grow(r->mem_step, &cap, r->nmem + 1, sizeof(double));
-        for (int t = 0; t < MEM_NTAGS; t++) {
-            long c2 = r->mem_cap;
-            r->mem_bytes[t] = grow(r->mem_bytes[t], &c2, r->nmem + 1, sizeof(double));
+        if (r->nmem == r->mem_cap) { /* the step array and every tag's grow together */
+            long cap = r->mem_cap;
+            r->mem_step = grow(r->mem_step, &cap, r->nmem + 1, sizeof(double));
+            for (int t = 0; t < MEM_NTAGS; t++) {
+                long tag_cap = r->mem_cap;
+                r->mem_bytes[t] = grow(r->mem_bytes[t], &tag_cap, r->nmem + 1, sizeof(double));
+            }
+            r->mem_cap = cap;
         }
-        r->mem_cap = cap;
         r->mem_step[r->nmem] = (double)vz_json_int(ev, "step", r->nmem);
         for (int t = 0; t < MEM_NTAGS; t++) r->mem_bytes[t][r->nmem] = vz_json_num(cur, mem_tag_name((mem_tag)t), 0);
         r->nmem++;
@@ -315,7 +317,8 @@ static int diagnose(const char *dir) {
     check_stopped_early(&d, nranks);
     check_precision(&d);
     long steps = d.ranks[0].nsteps ? d.ranks[0].steps[d.ranks[0].nsteps - 1].step : 0;
-    if (!d.findings) printf("healthy: %s, %d rank(s), %ld steps: no problem found\n", dir, nranks, steps);
+    if (!d.findings && !steps) printf("healthy: %s, %d rank(s), no step events (%lld events): no problem found\n", dir, nranks, src.events);
+    else if (!d.findings) printf("healthy: %s, %d rank(s), %ld steps: no problem found\n", dir, nranks, steps);
     else printf("%d problem(s) found in %s (%d rank(s), %ld steps)\n", d.findings, dir, nranks, steps);
     vz_source_close(&src);
     return d.findings ? 1 : 0;
