@@ -180,7 +180,8 @@ static void check_divergence(doctor *d) {
                      dv.value, rule.factor, dv.reference, rule.window);
         report(d, dv.kind == DIAG_NONFINITE ? "the loss is not finite (divergence)" : "the loss spiked (divergence)", ev,
                "lower optimizer.params.lr; warm it up (scheduler.params.warmup_steps); clip (gradient_clipping=1); "
-               "after scaling the batch or world size, scale the lr with a warmup");
+               "after scaling the batch or world size, scale the lr with a warmup; with gradient accumulation, "
+               "check each micro-batch's loss is divided by gradient_accumulation_steps");
     }
     free(loss);
     free(at);
