@@ -253,6 +253,7 @@ static void check_desync(doctor *d, int nranks) {
  * config's train.steps, with no diagnosis from the trainer (which explains the runs it stops itself). */
 static void check_stopped_early(doctor *d, int nranks) {
     int world = d->world > nranks ? d->world : nranks;
+    if (world > VZ_MAX_RANKS) world = VZ_MAX_RANKS; /* the reader keeps no more */
     long most = 0, least = -1;
     int least_rank = 0;
     for (int r = 0; r < world; r++) {
