@@ -24,7 +24,8 @@ static void usage(FILE *out) {
             "values) and FIX (the config key or code change): divergence (a loss not finite, or above 1.5x its\n"
             "minimum over the 50 steps before), the trainer's own diagnoses, a loss scale stuck with every step\n"
             "skipped, memory that grows step after step (a leak), replicas whose parameter hashes differ\n"
-            "(MIXPAR_PARAM_HASH=1), ranks that stopped early, and precision settings that lose updates.\n"
+            "(MIXPAR_PARAM_HASH=1), ranks that read the same data (its batch_hash), ranks that stopped early, and\n"
+            "precision settings that lose updates.\n"
             "Exit 0: healthy; 1: problems found; 2: bad input (no such directory, malformed events at file:line).\n"
             "With --config: the planner's bytes per rank for that run against --max-memory, before launching it.\n"
             "With --zoo: the overrides that reproduce a config bug of labs/lab24-common-problems/zoo/ (on top of\n"
@@ -37,7 +38,8 @@ typedef struct {
     long step;
     double loss, scale;
     bool skipped, has_loss;
-    uint64_t hash; /* DIAG_NO_HASH when not recorded */
+    uint64_t hash;  /* the parameters' hash after the step; DIAG_NO_HASH when not recorded */
+    uint64_t batch; /* the step's input tokens' hash; DIAG_NO_HASH when not recorded */
 } step_rec;
 
 enum { MAX_DIAG = 8 };
@@ -96,11 +98,12 @@ static void on_event(void *ctx, int rank, const cJSON *ev) {
         long step = (long)vz_json_int(ev, "step", -1);
         if (r->nsteps && step <= r->steps[r->nsteps - 1].step) r->nsteps = 0; /* a resumed run starts again */
         r->steps = grow(r->steps, &r->cap, r->nsteps + 1, sizeof *r->steps);
-        const char *hex = vz_json_str(ev, "param_hash", NULL);
+        const char *hex = vz_json_str(ev, "param_hash", NULL), *batch = vz_json_str(ev, "batch_hash", NULL);
         r->steps[r->nsteps++] = (step_rec){.step = step, .loss = vz_json_num(ev, "loss", NAN),
                                            .scale = vz_json_num(ev, "scale", 1), .skipped = vz_json_bool(ev, "skipped", false),
                                            .has_loss = cJSON_GetObjectItemCaseSensitive(ev, "loss") != NULL,
-                                           .hash = hex ? strtoull(hex, NULL, 16) : DIAG_NO_HASH};
+                                           .hash = hex ? strtoull(hex, NULL, 16) : DIAG_NO_HASH,
+                                           .batch = batch ? strtoull(batch, NULL, 16) : DIAG_NO_HASH};
     } else if (!strcmp(kind, "mem")) {
         const cJSON *cur = cJSON_GetObjectItemCaseSensitive(ev, "current");
         if (!cur) return;
@@ -248,6 +251,31 @@ static void check_desync(doctor *d, int nranks) {
     free(hash);
 }
 
+/* Data parallel ranks must read different data: when every step whose input hash all ranks recorded (at least 3) had
+ * the same hash on every rank, the sampler hands every rank the same shard. */
+static void check_same_data(doctor *d, int nranks) {
+    if (nranks < 2) return;
+    long compared = 0, same = 0, first = -1;
+    for (long s = 0; s < d->ranks[0].nsteps; s++) {
+        uint64_t want = d->ranks[0].steps[s].batch;
+        bool all = want != DIAG_NO_HASH, equal = true;
+        for (int r = 1; r < nranks && all; r++) {
+            all = s < d->ranks[r].nsteps && d->ranks[r].steps[s].batch != DIAG_NO_HASH;
+            equal &= all && d->ranks[r].steps[s].batch == want;
+        }
+        if (!all) continue;
+        compared++;
+        if (equal && ++same == 1) first = d->ranks[0].steps[s].step;
+    }
+    if (compared < 3 || same < compared) return;
+    char ev[256];
+    snprintf(ev, sizeof ev, "the input tokens' hash (batch_hash) is the same on all %d ranks at every one of %ld steps, "
+             "from step %ld", nranks, compared, first);
+    report(d, "every rank reads the same data: the extra ranks add no samples", ev,
+           "give each rank its own share: data.sampler (global slices the global batch by rank, distributed is "
+           "PyTorch's DistributedSampler, which needs the rank) and no rank-independent shard choice in the loader");
+}
+
 /* A rank whose events stop before the others' is dead. Ranks in data parallel wait for each other at every step, so
  * when one dies the others stop within a step too and mpirun ends the job: then every rank stops before the
  * config's train.steps, with no diagnosis from the trainer (which explains the runs it stops itself). */
@@ -316,6 +344,7 @@ static int diagnose(const char *dir) {
     check_skipped_tail(&d);
     check_leak(&d);
     check_desync(&d, nranks);
+    check_same_data(&d, nranks);
     check_stopped_early(&d, nranks);
     check_precision(&d);
     long steps = d.ranks[0].nsteps ? d.ranks[0].steps[d.ranks[0].nsteps - 1].step : 0;

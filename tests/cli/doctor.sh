@@ -39,6 +39,10 @@ MIXPAR_PARAM_HASH=1 timeout "$(scaled 120)" "$MIXPAR" run -n 2 -- "$MIXPAR" trai
 check_output "doctor: two DDP ranks with parameter hashes are healthy" 0 "^healthy: .*2 rank\(s\), 10 steps" \
   doctor "$work/ddp"
 
+MIXPAR_DEBUG_SAME_SHARD=1 MIXPAR_PARAM_HASH=1 timeout "$(scaled 120)" "$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" \
+  --set train.steps=10 --set train.run_dir="$work/same" >/dev/null 2>&1
+check_output "doctor: two ranks reading the same shard are named" 1 "every rank reads the same data" doctor "$work/same"
+
 check_output "doctor --config: 128 sequences do not fit 32MB, activations named" 1 \
   "the largest tag is act" doctor --config configs/synthetic-addition.json \
   --set train_micro_batch_size_per_gpu=128 --max-memory 32MB
