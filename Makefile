@@ -98,7 +98,7 @@ $(LIB): $(call obj,$(LIB_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(MIXPAR): $(call obj,$(CLI_SRC)) $(LIB)
+$(MIXPAR): $(call obj,$(CLI_SRC)) $(call obj,viz/source.c) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(GRADER): $(call obj,$(wildcard grader/*.c)) $(LIB)

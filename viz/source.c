@@ -73,10 +73,12 @@ static line_kind parse_line(const char *line, size_t len, cJSON **out, int *vers
 
 /* Counts a line that will not be handed on; returns 1 when it is an event to hand on. */
 static int classify(vz_source *s, vz_file *f, line_kind k, int version) {
+    f->line_number++;
     if (k == LINE_BLANK) return 0;
     f->lines++;
     s->lines++;
     if (k == LINE_MALFORMED) {
+        if (!f->malformed) f->first_malformed = f->line_number;
         f->malformed++;
         s->malformed++;
         return 0;
@@ -177,7 +179,7 @@ static void file_rewind(vz_file *f) {
     f->offset = 0;
     f->dev = f->ino = 0;
     f->partial_len = 0;
-    f->lines = f->events = f->malformed = f->newer = f->truncated = 0;
+    f->lines = f->events = f->malformed = f->newer = f->truncated = f->first_malformed = f->line_number = 0;
 }
 
 static void source_rewind(vz_source *s) {

@@ -29,6 +29,8 @@ typedef struct {
     size_t partial_len, partial_cap;
     long long lines, events;          /* lines read; events handed on */
     long long malformed, newer, truncated;
+    long long line_number;            /* lines seen so far, blank ones too: the last one's number in the file */
+    long long first_malformed;        /* line number (from 1) of the first malformed line; 0 when none */
 } vz_file;
 
 typedef struct {

@@ -25,6 +25,8 @@ static void step_defaults(train_step *s) {
     s->host_spans = NULL;
     s->ordered_accumulation = false;
     s->accum_grads = NULL;
+    const char *no_divide = getenv("MIXPAR_DEBUG_ACCUM_NO_DIVIDE");
+    s->accum_no_divide = no_divide && *no_divide && strcmp(no_divide, "0") != 0;
 }
 
 /* What every layout starts from: the model, the optimizer, the clip, no sharding (the caller sets one). */
@@ -376,7 +378,7 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
         if (s->ddp) ddp_set_sync(s->ddp, k == accum - 1); /* no_sync on the micro-batches before the last */
         if (ordered && k > 0) model_zero_grad(s->m);
         PROF_BEGIN("backward");
-        model_backward(s->m, scale / (float)accum);
+        model_backward(s->m, scale / (float)(s->accum_no_divide ? 1 : accum));
         PROF_END("backward");
         if (ordered) add_in_order(s, k, k == accum - 1);
         r.t_forward += t1 - t0;

@@ -44,6 +44,8 @@ typedef struct {
      * more gradient buffer (MEM_GRAD). Ignored with data parallel or sharding (their buffers are reduced in
      * place during backward). [false] */
     bool ordered_accumulation;
+    bool accum_no_divide;      /* MIXPAR_DEBUG_ACCUM_NO_DIVIDE=1: a bug on purpose (lab 24's zoo): the micro-batches'
+                                * gradients are summed, not averaged, so the step is `accum` times too large */
     float *accum_grads;  /* its running sum, allocated at the first step that needs it */
     /* ZeRO-Offload (train_step_init_offload): the optimizer state (s->state) and these live in host memory
      * (MEM_HOST), and the update runs there; host_spans == NULL: no offload. */

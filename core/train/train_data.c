@@ -12,6 +12,7 @@
 struct train_data {
     data_sampler kind;
     int B, T, world, rank;
+    int shard;                 /* the rank's slice of each global batch: its rank, or 0 under MIXPAR_DEBUG_SAME_SHARD */
     const tokfile *file;
     loader global;             /* DATA_SAMPLER_GLOBAL: batches of B x world windows */
     prefetch_config pcfg;      /* DATA_SAMPLER_DISTRIBUTED: this rank's share, reopened on restore */
@@ -73,6 +74,9 @@ train_data *train_data_open(const train_config *cfg, const tokfile *file, int B,
     d->T = T;
     d->world = comm ? comm_size(comm) : 1;
     d->rank = comm ? comm_rank(comm) : 0;
+    /* MIXPAR_DEBUG_SAME_SHARD=1: a bug on purpose (lab 24's zoo): every rank reads rank 0's share of the data */
+    const char *same = getenv("MIXPAR_DEBUG_SAME_SHARD");
+    d->shard = same && *same && strcmp(same, "0") != 0 ? 0 : d->rank;
     d->file = file;
     if (d->kind == DATA_SAMPLER_GLOBAL) {
         data_err err;
@@ -81,7 +85,7 @@ train_data *train_data_open(const train_config *cfg, const tokfile *file, int B,
             MP_FAIL_HINT(err.expected, err.hint, "%s (a global batch of %d ranks x %d rows)",
                          err.found, d->world, B);
     } else {
-        d->pcfg = (prefetch_config){.B = B, .T = T, .world = d->world, .rank = d->rank,
+        d->pcfg = (prefetch_config){.B = B, .T = T, .world = d->world, .rank = d->shard,
                                     .shuffle = cfg->data.order == LOADER_SHUFFLE, .drop_last = cfg->data.drop_last,
                                     .seed = cfg->train.seed, .workers = cfg->data.workers};
         d->prefetch = open_prefetch(d);
@@ -94,8 +98,8 @@ void train_data_next(train_data *d, int32_t *inputs, int32_t *targets) {
     const size_t bt = (size_t)d->B * (size_t)d->T;
     if (d->kind == DATA_SAMPLER_GLOBAL) {
         loader_next(&d->global);
-        memcpy(inputs, d->global.inputs + (size_t)d->rank * bt, bt * sizeof *inputs);
-        memcpy(targets, d->global.targets + (size_t)d->rank * bt, bt * sizeof *targets);
+        memcpy(inputs, d->global.inputs + (size_t)d->shard * bt, bt * sizeof *inputs);
+        memcpy(targets, d->global.targets + (size_t)d->shard * bt, bt * sizeof *targets);
         return;
     }
     const prefetch_batch *b = prefetch_next(d->prefetch);

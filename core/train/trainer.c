@@ -91,13 +91,16 @@ static uint64_t config_hash(const train_config *cfg) {
     return h;
 }
 
-/* FNV-1a over the parameters' bytes (MIXPAR_PARAM_HASH=1 writes it in every step event). */
-static uint64_t params_hash(model *m) {
-    const unsigned char *p = (const unsigned char *)model_params(m);
+/* FNV-1a over n bytes. MIXPAR_PARAM_HASH=1 writes the parameters' hash (replicas must agree) and the step's input
+ * tokens' hash (data parallel ranks must not: each reads its own share) into every step event. */
+static uint64_t fnv1a(const void *data, size_t n) {
+    const unsigned char *p = data;
     uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0, n = model_num_params(m) * sizeof(float); i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
     return h;
 }
+
+static uint64_t params_hash(model *m) { return fnv1a(model_params(m), model_num_params(m) * sizeof(float)); }
 
 /* ------------------------------------------------------------------ memory plan */
 
@@ -1341,6 +1344,12 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             char hex[24];
             snprintf(hex, sizeof hex, "%016llx", (unsigned long long)params_hash(m));
             ev_str(ev, "param_hash", hex);
+        }
+        if (hash_params) {
+            char hex[24];
+            snprintf(hex, sizeof hex, "%016llx",
+                     (unsigned long long)fnv1a(inputs, (size_t)accum * B * T * sizeof *inputs));
+            ev_str(ev, "batch_hash", hex);
         }
         ev_end(ev);
         const struct { const char *name; double a, b; } spans[] = {
