@@ -95,12 +95,15 @@ else
   echo "not ok - glossary: $(grep -c . <<<"$out") of ${#handouts[@]} handouts lack a complete 中文导读 at their top"
   sed 's/^/    /' <<<"$out" | head -40
 fi
-mkdir -p "$planted/labs/lab98-good" "$planted/labs/lab99-bad"
+mkdir -p "$planted/labs/lab97-late" "$planted/labs/lab98-good" "$planted/labs/lab99-bad"
+{ echo '# Lab 97: Planted (植入)'; for i in $(seq 15); do echo 'English text.'; done
+  printf '%s\n' '## 中文导读' '### 目标' '### 练习' '### 完成标准' '### 评分' '## Goals'; } > "$planted/labs/lab97-late/README.md"
 printf '%s\n' '# Lab 98: Planted (植入)' '' '## 中文导读' '' '导读。' '### 目标' '- a' '### 练习' '1. b' \
   '### 完成标准' '- c' '### 评分' 'd' '' '## Goals' > "$planted/labs/lab98-good/README.md"
 printf '%s\n' '# Lab 99: Planted (植入)' '' '## 中文导读' '' '### 目标' '- a' '### 完成标准' '- c' '### 练习' \
   '1. b' '## Goals' '### 评分' 'd' > "$planted/labs/lab99-bad/README.md"
 check_output "glossary: the 中文导读 check names a handout whose section is out of order or cut short" 1 \
   'lab99-bad/README.md: its 中文导读 lacks "### 评分"' python3 "$zh_checker" "$planted"/labs/*/README.md
-check "glossary: ... and passes a complete one, naming only the bad handout" bash -c \
-  "python3 '$zh_checker' '$planted/labs/lab98-good/README.md' && [ \"\$(python3 '$zh_checker' '$planted'/labs/*/README.md | grep -c .)\" = 1 ]"
+check "glossary: ... and one whose section starts after line 15, passes a complete one, and names only the bad two" \
+  bash -c "python3 '$zh_checker' '$planted/labs/lab98-good/README.md' && [ \"\$(python3 '$zh_checker' \
+  '$planted'/labs/*/README.md | grep -o 'lab9[0-9]-[a-z]*' | paste -sd' ')\" = 'lab97-late lab99-bad' ]"
