@@ -59,3 +59,51 @@ check_output "glossary: the check catches a wrong pairing and a rejected word, a
   'deck.md:1: "reduce-scatter \(规约散射\)".*' python3 "$checker" "$ROOT" "$planted/deck.md"
 check "glossary: ... and reports exactly those two lines (1 and 2)" bash -c \
   "[ \"\$(python3 '$checker' '$ROOT' '$planted/deck.md' | grep -o 'deck.md:[0-9]*' | sort -u | paste -sd' ')\" = 'deck.md:1 deck.md:2' ]"
+
+# Every handout opens with its Chinese section: in its first 15 lines a line "## 中文导读", then, in this order and
+# before the next "## " heading (the English text), "### 目标", "### 练习", "### 完成标准" and "### 评分".
+zh_checker=$(mktemp)
+trap 'rm -f "$checker" "$zh_checker"; rm -rf "$planted"' EXIT
+cat > "$zh_checker" <<'PY'
+import sys
+want = ['### 目标', '### 练习', '### 完成标准', '### 评分']
+lacking = []
+for path in sys.argv[1:]:
+    lines = [l.rstrip('\n').rstrip() for l in open(path, encoding='utf-8')]
+    why = None
+    start = next((i for i, l in enumerate(lines[:15]) if l == '## 中文导读'), None)
+    if start is None:
+        why = 'no "## 中文导读" in its first 15 lines'
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith('## ')), len(lines))
+        found = [l for l in lines[start + 1:end] if l in want]
+        missing = [h for h in want if h not in found]
+        if missing:
+            why = 'its 中文导读 lacks ' + ', '.join('"%s"' % h for h in missing)
+        elif found != want:
+            why = 'its 中文导读 has ' + ', '.join(found) + ' out of order (want ' + ', '.join(want) + ')'
+    if why:
+        lacking.append(path)
+        print(f'{path}: {why}')
+sys.exit(1 if lacking else 0)
+PY
+handouts=(labs/lab[0-9]*-*/README.md)
+out=$(python3 "$zh_checker" "${handouts[@]}" 2>&1); rc=$?
+if [ "$rc" -eq 0 ]; then
+  echo "ok - glossary: all ${#handouts[@]} handouts open with a 中文导读 (目标 / 练习 / 完成标准 / 评分)"
+else
+  echo "not ok - glossary: $(grep -c . <<<"$out") of ${#handouts[@]} handouts lack a complete 中文导读 at their top"
+  sed 's/^/    /' <<<"$out" | head -40
+fi
+mkdir -p "$planted/labs/lab97-late" "$planted/labs/lab98-good" "$planted/labs/lab99-bad"
+{ echo '# Lab 97: Planted (植入)'; for i in $(seq 15); do echo 'English text.'; done
+  printf '%s\n' '## 中文导读' '### 目标' '### 练习' '### 完成标准' '### 评分' '## Goals'; } > "$planted/labs/lab97-late/README.md"
+printf '%s\n' '# Lab 98: Planted (植入)' '' '## 中文导读' '' '导读。' '### 目标' '- a' '### 练习' '1. b' \
+  '### 完成标准' '- c' '### 评分' 'd' '' '## Goals' > "$planted/labs/lab98-good/README.md"
+printf '%s\n' '# Lab 99: Planted (植入)' '' '## 中文导读' '' '### 目标' '- a' '### 完成标准' '- c' '### 练习' \
+  '1. b' '## Goals' '### 评分' 'd' > "$planted/labs/lab99-bad/README.md"
+check_output "glossary: the 中文导读 check names a handout whose section is out of order or cut short" 1 \
+  'lab99-bad/README.md: its 中文导读 lacks "### 评分"' python3 "$zh_checker" "$planted"/labs/*/README.md
+check "glossary: ... and one whose section starts after line 15, passes a complete one, and names only the bad two" \
+  bash -c "python3 '$zh_checker' '$planted/labs/lab98-good/README.md' && [ \"\$(python3 '$zh_checker' \
+  '$planted'/labs/*/README.md | grep -o 'lab9[0-9]-[a-z]*' | paste -sd' ')\" = 'lab97-late lab99-bad' ]"
