@@ -17,6 +17,7 @@ static const char USAGE[] =
     "usage: mixpar viz RUN_DIR [options]\n"
     "       mixpar viz --replay RUN_DIR [--speed X] [options]\n"
     "       mixpar viz --snapshot RUN_DIR [--panel NAME] [--step N] [--width W --height H]\n"
+    "       mixpar viz [--replay|--snapshot] RUN_A RUN_B [RUN_C RUN_D] [options]   (runs side by side)\n"
     "\n"
     "A terminal view of a training run, drawn from its event files (RUN_DIR/events.rank<R>.jsonl):\n"
     "  1 Loss       training and validation loss, learning rate, tokens/s\n"
@@ -25,6 +26,10 @@ static const char USAGE[] =
     "  3 Comm       per-rank timelines of compute and comm; bandwidth per collective; a ring allreduce\n"
     "  4 Memory     bytes by tag per rank, now and peak, beside the planner's prediction\n"
     "Live (the default) follows the files as the run writes them; --replay plays a finished run.\n"
+    "With two to four runs, the loss panel overlays them (A, B, ... in their own colours, a legend, a header\n"
+    "row per run with its directory, recipe, world and strategy); underflow, comm and memory draw each run\n"
+    "in its own part of the screen (side by side when wide enough, else one above the other). Replay plays\n"
+    "them on one clock from each run's start; . and , step every run to the same step.\n"
     "\n"
     "options:\n"
     "  --replay          play the events at their recorded pace (times --speed)\n"
@@ -47,10 +52,13 @@ static const char USAGE[] =
     "examples:\n"
     "  mixpar viz runs/tiny-poetry\n"
     "  mixpar viz --replay viz/samples/tiny-poetry --speed 20\n"
-    "  mixpar viz --snapshot viz/samples/tiny-poetry --panel underflow --width 120 --height 36\n";
+    "  mixpar viz --snapshot viz/samples/tiny-poetry --panel underflow --width 120 --height 36\n"
+    "  mixpar viz --replay viz/samples/synthetic-addition viz/samples/fp16-scale1 --speed 10\n";
 
 typedef struct {
-    const char *dir;
+    const char *dir;          /* the first run */
+    const char *dirs[VZ_MAX_RUNS];
+    int ndirs;
     bool replay, snapshot, no_color, ascii;
     double speed;
     int refresh_ms, width, height, layer, rank;
@@ -101,9 +109,10 @@ static viz_options parse_args(int argc, char **argv) {
         else if (strcmp(a, "--panel") == 0) o.panel = panel_arg(next), i++;
         else if (strcmp(a, "--step") == 0) o.step = int_arg(a, next, 0, 1LL << 50), i++;
         else if (a[0] == '-' && a[1] != '\0') mp_usage_error("viz", "unknown option '%s'", a);
-        else if (o.dir) mp_usage_error("viz", "one RUN_DIR expected, got '%s' and '%s'", o.dir, a);
-        else o.dir = a;
+        else if (o.ndirs == VZ_MAX_RUNS) mp_usage_error("viz", "at most %d runs side by side, got a fifth: '%s'", VZ_MAX_RUNS, a);
+        else o.dirs[o.ndirs++] = a;
     }
+    o.dir = o.ndirs ? o.dirs[0] : NULL;
     if (!o.dir) mp_usage_error("viz", "RUN_DIR is required (a run directory such as runs/tiny-poetry)");
     if (size_given && !o.snapshot) mp_usage_error("viz", "--width and --height size a --snapshot; live, the terminal decides");
     if (speed_given && !o.replay) mp_usage_error("viz", "--speed sets the pace of --replay");
@@ -119,7 +128,7 @@ static viz_options parse_args(int argc, char **argv) {
     return o;
 }
 
-static void check_focus(const viz_options *o, const vz_model *m, bool whole_run);
+static void check_focus(const viz_options *o, const vz_model *m, const char *dir, bool whole_run);
 
 static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
     vz_view_init(v);
@@ -155,15 +164,49 @@ static void reset_until(void *ctx) {
     memset(u->cut, 0, sizeof u->cut);
 }
 
-static int snapshot(const viz_options *o) {
+/* A run as the viewer holds it: its files, what they say, and (replay) its lines in time order. */
+typedef struct {
+    const char *dir;
     vz_source src;
     vz_model m;
-    vz_open_run(&src, "viz", o->dir);
-    vz_model_init(&m);
-    until_ctx until = {.m = &m, .until = o->step};
-    vz_read_run(&src, apply_until, &until, reset_until);
-    if (m.world > 0) vz_source_expect(&src, m.world);
-    check_focus(o, &m, true);
+    vz_replay rp;
+    until_ctx until;
+    double clock; /* replay: the time reached on this run's clock */
+} viz_run;
+
+/* The runs' arrays the frame takes. */
+typedef struct {
+    const vz_model *ms[VZ_MAX_RUNS];
+    const vz_source *srcs[VZ_MAX_RUNS];
+    const char *dirs[VZ_MAX_RUNS];
+    char names[600]; /* the status bar's: "RUN_A vs RUN_B" */
+} viz_frame;
+
+static void frame_of(viz_frame *f, viz_run *runs, int n) {
+    size_t used = 0;
+    f->names[0] = '\0';
+    for (int r = 0; r < n; r++) {
+        f->ms[r] = &runs[r].m, f->srcs[r] = &runs[r].src, f->dirs[r] = runs[r].dir;
+        if (used < sizeof f->names - 1)
+            used += (size_t)snprintf(f->names + used, sizeof f->names - used, "%s%s", r ? " vs " : "", runs[r].dir);
+    }
+}
+
+static int snapshot(const viz_options *o) {
+    int n = o->ndirs;
+    viz_run *runs = calloc((size_t)n, sizeof *runs);
+    if (!runs) MP_FAIL("memory for the runs", "mixpar viz: out of memory");
+    for (int r = 0; r < n; r++) { /* every run read and checked before anything is drawn */
+        viz_run *run = &runs[r];
+        run->dir = o->dirs[r];
+        vz_open_run(&run->src, "viz", run->dir);
+        vz_model_init(&run->m);
+        run->until = (until_ctx){.m = &run->m, .until = o->step};
+        vz_read_run(&run->src, apply_until, &run->until, reset_until);
+        if (n > 1) vz_report_reading(&run->src, "viz"); /* side by side, a run with nothing readable is a mistake */
+        if (run->m.world > 0) vz_source_expect(&run->src, run->m.world);
+        check_focus(o, &run->m, run->dir, true);
+    }
     bool utf8 = vz_locale_utf8(!o->ascii) && !o->ascii;
     SCREEN *sp = vz_virtual_screen(o->height, o->width);
     if (!sp)
@@ -171,19 +214,25 @@ static int snapshot(const viz_options *o) {
                      "none could be loaded");
     vz_style style = {.color = false, .unicode = utf8};
     vz_view v;
-    start_view(&v, o, &m);
+    start_view(&v, o, &runs[0].m);
     v.mode = "snapshot";
+    viz_frame f;
+    frame_of(&f, runs, n);
+    if (n > 1) v.run_dir = f.names;
     /* the ring view at the end of reduce-scatter: each rank owns one fully reduced chunk */
-    int n = vz_view_ring_ranks(&v, &m);
-    vz_allreduce_reset(&v.ring, n);
-    for (int i = 0; i < n - 1; i++) vz_allreduce_advance(&v.ring);
-    vz_draw_screen(stdscr, &m, &src, &v, &style);
+    int nr = vz_view_ring_ranks(&v, &runs[0].m);
+    vz_allreduce_reset(&v.ring, nr);
+    for (int i = 0; i < nr - 1; i++) vz_allreduce_advance(&v.ring);
+    vz_draw_runs(stdscr, f.ms, f.srcs, f.dirs, n, &v, &style);
     char *text = vz_window_text(stdscr);
     vz_virtual_screen_end(sp);
     if (text) fputs(text, stdout);
     free(text);
-    vz_model_free(&m);
-    vz_source_close(&src);
+    for (int r = 0; r < n; r++) {
+        vz_model_free(&runs[r].m);
+        vz_source_close(&runs[r].src);
+    }
+    free(runs);
     return 0;
 }
 
@@ -230,7 +279,7 @@ static void end_curses(void) {
 /* --layer and --rank must name a layer and a rank the run has: the layers with gradient histograms (else the
  * run header's -1..L), and the ranks of the run header's world or with event files. A live run may not have
  * written its header yet; with `whole_run` false, what is not known yet is not checked. */
-static void check_focus(const viz_options *o, const vz_model *m, bool whole_run) {
+static void check_focus(const viz_options *o, const vz_model *m, const char *dir, bool whole_run) {
     char msg[512] = "";
     if (o->have_layer) {
         int lo = 0, hi = -1;
@@ -240,15 +289,15 @@ static void check_focus(const viz_options *o, const vz_model *m, bool whole_run)
         char lo_name[32], hi_name[32];
         if (hi >= lo && (o->layer < lo || o->layer > hi))
             snprintf(msg, sizeof msg, "--layer %d: %s has %s for layers %d (%s) to %d (%s); choose one of those", o->layer,
-                     o->dir, from, lo, vz_model_layer_name(m, lo, lo_name, sizeof lo_name), hi,
+                     dir, from, lo, vz_model_layer_name(m, lo, lo_name, sizeof lo_name), hi,
                      vz_model_layer_name(m, hi, hi_name, sizeof hi_name));
         else if (hi < lo && whole_run)
             snprintf(msg, sizeof msg, "--layer %d: %s has no layers to choose from (no run header with the model's "
-                     "layers and no hist events); leave --layer out", o->layer, o->dir);
+                     "layers and no hist events); leave --layer out", o->layer, dir);
     }
     int world = vz_model_world(m);
     if (!msg[0] && o->have_rank && (world > 0 || whole_run) && o->rank >= world)
-        snprintf(msg, sizeof msg, "--rank %d: %s has %d rank%s (%s%d); choose one of those", o->rank, o->dir, world,
+        snprintf(msg, sizeof msg, "--rank %d: %s has %d rank%s (%s%d); choose one of those", o->rank, dir, world,
                  world == 1 ? "" : "s", world > 1 ? "0 to " : "", world > 0 ? world - 1 : 0);
     if (msg[0]) {
         end_curses();
@@ -263,21 +312,26 @@ static double now_s(void) {
 }
 
 static int interactive(const viz_options *o) {
-    vz_source src;
-    vz_model m;
-    vz_replay rp;
-    if (o->replay) vz_open_run(&src, "viz", o->dir);
-    else vz_open_run_waiting(&src, "viz", o->dir); /* the demo starts us before the trainer writes */
-    vz_model_init(&m);
+    int n = o->ndirs;
+    viz_run *runs = calloc((size_t)n, sizeof *runs);
+    if (!runs) MP_FAIL("memory for the runs", "mixpar viz: out of memory");
+    for (int r = 0; r < n; r++) {
+        runs[r].dir = o->dirs[r];
+        if (o->replay) vz_open_run(&runs[r].src, "viz", runs[r].dir);
+        else vz_open_run_waiting(&runs[r].src, "viz", runs[r].dir); /* the demo starts us before the trainer writes */
+        vz_model_init(&runs[r].m);
+    }
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         MP_FAIL_HINT("a terminal on stdin and stdout", "for text output use mixpar viz --snapshot RUN_DIR",
                      "mixpar viz: %s is not a terminal", isatty(STDIN_FILENO) ? "stdout" : "stdin");
-    double clock = 0, speed = o->speed;
+    /* Replay: `elapsed` seconds since the start, the same for every run (each from its own first event). */
+    double elapsed = 0, speed = o->speed;
     char mode[48];
     if (o->replay) {
-        vz_replay_load(&rp, &src);
-        if (rp.nlines == 0) vz_report_reading(&src, "viz"); /* stops with the reason */
-        clock = rp.t_begin;
+        for (int r = 0; r < n; r++) {
+            vz_replay_load(&runs[r].rp, &runs[r].src);
+            if (runs[r].rp.nlines == 0) vz_report_reading(&runs[r].src, "viz"); /* stops with the reason */
+        }
         snprintf(mode, sizeof mode, "replay x%g", o->speed);
     } else {
         snprintf(mode, sizeof mode, "live");
@@ -311,11 +365,15 @@ static int interactive(const viz_options *o) {
         style.color = true;
     }
 
+    vz_model *m = &runs[0].m; /* the keys and the ring follow run A */
     vz_view v;
-    start_view(&v, o, &m);
+    start_view(&v, o, m);
     v.mode = mode;
+    viz_frame f;
+    frame_of(&f, runs, n);
+    if (n > 1) v.run_dir = f.names;
     double last = now_s(), last_ring = last;
-    bool running = true, focus_checked = false;
+    bool running = true, focus_checked[VZ_MAX_RUNS] = {0};
     while (running && !quit_signal) {
         if (resized) {
             resized = 0;
@@ -324,53 +382,69 @@ static int interactive(const viz_options *o) {
         }
         double t = now_s();
         if (!v.paused) {
-            if (o->replay) {
-                /* Wall time between two frames, but never more than a few frames' worth: a process stopped
-                 * (Ctrl-Z) or a machine suspended resumes where it was, not minutes later. */
-                double frame = t - last, most = 4 * o->refresh_ms / 1000.0 + 0.1;
-                clock += (frame < most ? frame : most) * speed;
-                vz_replay_until(&rp, clock, vz_model_apply, &m);
-                if (vz_replay_done(&rp)) snprintf(v.notice, sizeof v.notice, "replay finished");
-            } else if (vz_source_poll(&src, vz_model_apply, &m) == VZ_SOURCE_RESET) {
-                vz_model_reset(&m); /* a new run truncated the files: start over */
-                vz_source_poll(&src, vz_model_apply, &m);
+            /* Wall time between two frames, but never more than a few frames' worth: a process stopped (Ctrl-Z)
+             * or a machine suspended resumes where it was, not minutes later. */
+            double frame = t - last, most = 4 * o->refresh_ms / 1000.0 + 0.1;
+            if (o->replay) elapsed += (frame < most ? frame : most) * speed;
+            bool done = true;
+            for (int r = 0; r < n; r++) {
+                viz_run *run = &runs[r];
+                if (o->replay) {
+                    run->clock = run->rp.t_begin + elapsed;
+                    vz_replay_until(&run->rp, run->clock, vz_model_apply, &run->m);
+                    done = done && vz_replay_done(&run->rp);
+                } else if (vz_source_poll(&run->src, vz_model_apply, &run->m) == VZ_SOURCE_RESET) {
+                    vz_model_reset(&run->m); /* a new run truncated the files: start over */
+                    vz_source_poll(&run->src, vz_model_apply, &run->m);
+                }
+                if (run->m.world > 0) vz_source_expect(&run->src, run->m.world);
+                if (!focus_checked[r] && run->m.have_run) check_focus(o, &run->m, run->dir, false), focus_checked[r] = true;
             }
-            if (m.world > 0) vz_source_expect(&src, m.world);
-            if (!focus_checked && m.have_run) check_focus(o, &m, false), focus_checked = true;
+            if (o->replay && done) snprintf(v.notice, sizeof v.notice, "replay finished");
             if (v.panel == VZ_PANEL_COMM && t - last_ring >= 0.7) {
-                vz_view_ring_tick(&v, &m);
+                vz_view_ring_tick(&v, m);
                 last_ring = t;
             }
         }
         last = t;
-        vz_view_clamp(&v, &m);
+        vz_view_clamp(&v, m);
         if (!o->replay) {
-            if (m.events == 0 && src.events == 0)
-                snprintf(v.notice, sizeof v.notice, "waiting for %s to start (no events.rank0.jsonl yet)...", o->dir);
+            int waiting = -1;
+            for (int r = 0; r < n && waiting < 0; r++)
+                if (runs[r].m.events == 0 && runs[r].src.events == 0) waiting = r;
+            if (waiting >= 0)
+                snprintf(v.notice, sizeof v.notice, "waiting for %s to start (no events.rank0.jsonl yet)...", runs[waiting].dir);
             else if (strncmp(v.notice, "waiting for ", 12) == 0)
                 v.notice[0] = '\0';
         }
-        vz_draw_screen(stdscr, &m, &src, &v, &style);
+        vz_draw_runs(stdscr, f.ms, f.srcs, f.dirs, n, &v, &style);
         wnoutrefresh(stdscr);
         doupdate();
         int key = getch();
         if (o->replay && (key == '.' || key == ',')) { /* step by step: the clock stops there */
-            const vz_step *now = vz_model_last_step(&m);
+            const vz_step *now = vz_model_last_step(m);
             long long at = now ? now->step : 0, want = key == '.' ? at + 1 : at - 1;
-            if (want >= 1) clock = replay_to_step(&rp, &m, want, clock);
+            if (want >= 1)
+                for (int r = 0; r < n; r++) {
+                    runs[r].clock = replay_to_step(&runs[r].rp, &runs[r].m, want, runs[r].clock);
+                    if (r == 0) elapsed = runs[0].clock - runs[0].rp.t_begin;
+                }
             v.paused = true;
             v.notice[0] = '\0';
         } else if (o->replay && (key == '>' || key == '<')) {
             speed = key == '>' ? (speed * 2 <= 1e6 ? speed * 2 : speed) : (speed / 2 >= 1e-6 ? speed / 2 : speed);
             snprintf(mode, sizeof mode, "replay x%g", speed);
         } else if (key != ERR) {
-            running = vz_view_key(&v, &m, key);
+            running = vz_view_key(&v, m, key);
         }
     }
     end_curses();
-    if (o->replay) vz_replay_free(&rp);
-    vz_model_free(&m);
-    vz_source_close(&src);
+    for (int r = 0; r < n; r++) {
+        if (o->replay) vz_replay_free(&runs[r].rp);
+        vz_model_free(&runs[r].m);
+        vz_source_close(&runs[r].src);
+    }
+    free(runs);
     return 0;
 }
 

@@ -224,6 +224,83 @@ void vz_draw_screen(WINDOW *w, const vz_model *m, const vz_source *src, const vz
     if (v->help) draw_help(w, rows, cols, s);
 }
 
+/* ---------------------------------------------------------------- runs side by side */
+
+void vz_run_part(int rows, int cols, int n, int i, int *y, int *x, int *h, int *wd) {
+    if (n < 1) n = 1;
+    if (cols / n >= VZ_MIN_COLS - 12) { /* side by side, a blank column between parts */
+        int each = (cols - (n - 1)) / n;
+        *y = 0, *h = rows, *x = i * (each + 1), *wd = i == n - 1 ? cols - *x : each;
+    } else {
+        int each = rows / n;
+        *x = 0, *wd = cols, *y = i * each, *h = i == n - 1 ? rows - *y : each;
+    }
+}
+
+void vz_draw_runs(WINDOW *w, const vz_model *const *ms, const vz_source *const *srcs, const char *const *dirs, int n,
+                  const vz_view *v, const vz_style *s) {
+    if (n <= 1) {
+        vz_draw_screen(w, ms[0], srcs ? srcs[0] : NULL, v, s);
+        return;
+    }
+    if (n > VZ_MAX_RUNS) n = VZ_MAX_RUNS;
+    int rows, cols;
+    getmaxyx(w, rows, cols);
+    werase(w);
+    if (cols < VZ_MIN_COLS || rows < VZ_MIN_ROWS) {
+        draw_too_small(w, rows, cols, s);
+        return;
+    }
+    /* tabs, then the runs by letter */
+    int x = vz_text(w, 0, 0, cols, vz_attr(s, VZ_PAIR_ACCENT) | A_BOLD, "mixpar viz ");
+    for (int p = 0; p < VZ_NPANELS; p++) {
+        bool on = p == (int)v->panel;
+        x += vz_text(w, 0, x, cols - x, on ? (A_REVERSE | A_BOLD) : A_NORMAL, s->color ? " %d %s " : on ? "[%d %s]" : " %d %s ",
+                     p + 1, VZ_PANEL_TITLES[p]);
+    }
+    x += 1;
+    for (int r = 0; r < n; r++) {
+        x += 1 + vz_text(w, 0, x + 1, cols - x - 1, vz_attr(s, vz_run_pair(r)) | A_BOLD, "%c", 'A' + r);
+        const char *base = strrchr(dirs[r], '/') && strrchr(dirs[r], '/')[1] ? strrchr(dirs[r], '/') + 1 : dirs[r];
+        x += vz_text(w, 0, x, cols - x, vz_attr(s, VZ_PAIR_DIM), " %s", base);
+    }
+    WINDOW *body = derwin(w, rows - 2, cols, 1, 0);
+    if (body) {
+        if (v->panel == VZ_PANEL_LOSS) {
+            vz_panel_loss_runs(body, ms, dirs, n, v, s);
+        } else {
+            for (int r = 0; r < n; r++) {
+                int py, px, ph, pw;
+                vz_run_part(rows - 2, cols, n, r, &py, &px, &ph, &pw);
+                char label[300];
+                int lx = vz_text(body, py, px, pw, vz_attr(s, vz_run_pair(r)) | A_BOLD | A_REVERSE, " %c ", 'A' + r);
+                vz_text(body, py, px + lx, pw - lx, A_BOLD, " %s", vz_model_run_label(ms[r], dirs[r], label, sizeof label));
+                if (px > 0)
+                    for (int yy = py; yy < py + ph; yy++) vz_glyph_at(body, yy, px - 1, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
+                WINDOW *part = ph > 1 ? derwin(body, ph - 1, pw, py + 1, px) : NULL;
+                if (!part) continue;
+                vz_view pv = *v; /* each run's own layers and ranks */
+                vz_view_clamp(&pv, ms[r]);
+                PANELS[v->panel](part, ms[r], &pv, s);
+                delwin(part);
+            }
+        }
+        delwin(body);
+    }
+    /* the status bar: run A's source, then what the other runs' files say */
+    draw_status(w, ms[0], srcs ? srcs[0] : NULL, v, rows - 1, cols, s);
+    if (srcs) {
+        char more[160] = "";
+        size_t used = 0;
+        for (int r = 1; r < n; r++)
+            if (srcs[r] && (srcs[r]->malformed || srcs[r]->truncated || srcs[r]->newer) && used < sizeof more - 40)
+                used += (size_t)snprintf(more + used, sizeof more - used, " %c: %lld malformed, %lld truncated, %lld newer", 'A' + r,
+                                         srcs[r]->malformed, srcs[r]->truncated, srcs[r]->newer);
+        if (more[0]) vz_text(w, rows - 2, 0, cols, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, "%s", more);
+    }
+    if (v->help) draw_help(w, rows, cols, s);
+}
+
 /* ---------------------------------------------------------------- virtual screens and text */
 
 static FILE *virtual_out, *virtual_in;
