@@ -46,8 +46,11 @@ static const char USAGE[] =
     "  --height H        snapshot height in rows (default 30, at least 20)\n"
     "  --help            this text\n"
     "\n"
-    "keys: tab/1-4 panels, up/down layer or rank, left/right scroll, +/- zoom, space pause, m ring model,\n"
-    "      [ ] ring ranks, h or ? help, q quit; replay: . , one step forward, back; > < speed x2, /2\n"
+    "keys: tab/1-4 panels, up/down layer or rank, +/- zoom, space pause, m ring model, [ ] ring ranks,\n"
+    "      h or ? help, q quit; replay: . , one step forward, back; > < speed x2, /2\n"
+    "      underflow: left/right move the step cursor one step (the histograms drawn are those of that step;\n"
+    "      the status bar shows it), g N Enter puts it on step N (in a replay, a step not reached yet is\n"
+    "      replayed up to), End follows the newest step again, [ ] scroll the binades; comm: left/right time\n"
     "\n"
     "examples:\n"
     "  mixpar viz runs/tiny-poetry\n"
@@ -251,6 +254,15 @@ static void apply_watching(void *ctx, int rank, const cJSON *ev) {
     if (rank == 0 && strcmp(vz_json_str(ev, "kind", ""), "step") == 0) w->step = vz_json_int(ev, "step", w->step);
 }
 
+/* The "step" of the next line to replay (-1 when it has none or is not JSON). */
+static long long next_line_step(const vz_replay *rp) {
+    const vz_replay_line *l = &rp->lines[rp->next];
+    cJSON *ev = cJSON_ParseWithLength(rp->text[l->rank] + l->offset, l->length);
+    long long step = ev ? vz_json_int(ev, "step", -1) : -1;
+    cJSON_Delete(ev);
+    return step;
+}
+
 static double replay_to_step(vz_replay *rp, vz_model *m, long long want, double clock) {
     step_watch w = {m, -1};
     const vz_step *last = vz_model_last_step(m);
@@ -260,6 +272,12 @@ static double replay_to_step(vz_replay *rp, vz_model *m, long long want, double 
         clock = rp->t_begin;
     }
     while (rp->next < rp->nlines && w.step < want) {
+        clock = rp->lines[rp->next].t;
+        vz_replay_until(rp, clock, apply_watching, &w);
+    }
+    /* then the rest of that step (its spans, histograms, rounding counts, written after its step event),
+     * up to the first line of a later step or without one */
+    while (rp->next < rp->nlines && w.step >= want && next_line_step(rp) == w.step) {
         clock = rp->lines[rp->next].t;
         vz_replay_until(rp, clock, apply_watching, &w);
     }
@@ -436,6 +454,18 @@ static int interactive(const viz_options *o) {
             snprintf(mode, sizeof mode, "replay x%g", speed);
         } else if (key != ERR) {
             running = vz_view_key(&v, m, key);
+            /* g N Enter in a replay: a step not reached yet is replayed up to (and the clock stops there) */
+            const vz_step *now = vz_model_last_step(m);
+            if (o->replay && v.jump >= 0 && (!now || v.jump > now->step)) {
+                for (int r = 0; r < n; r++) {
+                    runs[r].clock = replay_to_step(&runs[r].rp, &runs[r].m, v.jump, runs[r].clock);
+                    if (r == 0) elapsed = runs[0].clock - runs[0].rp.t_begin;
+                }
+                v.cursor = v.jump;
+                v.paused = true;
+                vz_view_clamp(&v, m);
+            }
+            v.jump = -1;
         }
     }
     end_curses();

@@ -17,6 +17,7 @@ void vz_model_init(vz_model *m) {
     vz_ring_init(&m->steps, sizeof(vz_step), VZ_STEP_CAPACITY);
     vz_ring_init(&m->evals, sizeof(vz_eval), VZ_EVAL_CAPACITY);
     vz_ring_init(&m->roundings, sizeof(vz_rounding), VZ_ROUNDING_CAPACITY);
+    vz_ring_init(&m->hist_history, sizeof(vz_hist), VZ_HIST_HISTORY);
     m->round_lo = 0;
     m->round_hi = -1;
     for (int r = 0; r < VZ_MAX_RANKS; r++) {
@@ -34,6 +35,7 @@ void vz_model_free(vz_model *m) {
     vz_ring_free(&m->steps);
     vz_ring_free(&m->evals);
     vz_ring_free(&m->roundings);
+    vz_ring_free(&m->hist_history);
     free(m->rounding_totals);
     m->rounding_totals = NULL;
     for (int r = 0; r < VZ_MAX_RANKS; r++) {
@@ -109,6 +111,8 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
         while ((e = vz_ring_last(&m->evals)) && e->step > m->resumed_at) vz_ring_pop_last(&m->evals);
         vz_rounding *r;
         while ((r = vz_ring_last(&m->roundings)) && r->step > m->resumed_at) vz_ring_pop_last(&m->roundings);
+        vz_hist *h;
+        while ((h = vz_ring_last(&m->hist_history)) && h->step > m->resumed_at) vz_ring_pop_last(&m->hist_history);
     }
     if (m->resumed_at >= 0) { /* each rank's memory history rewinds with it */
         vz_mem_sample *ms;
@@ -194,6 +198,7 @@ static void apply_hist(vz_model *m, int rank, const cJSON *ev) {
         h->underflow[t] = vz_json_num(one, "underflow", 0);
         h->overflow[t] = vz_json_num(one, "overflow", 0);
     }
+    memcpy(vz_ring_push(&m->hist_history), h, sizeof *h); /* for the step cursor */
     if (m->hist_hi < m->hist_lo) m->hist_lo = m->hist_hi = (int)layer;
     if (layer < m->hist_lo) m->hist_lo = (int)layer;
     if (layer > m->hist_hi) m->hist_hi = (int)layer;
@@ -364,6 +369,15 @@ size_t vz_model_nsteps(const vz_model *m) { return m->steps.count; }
 const vz_step *vz_model_step(const vz_model *m, size_t i) { return vz_ring_at(&m->steps, i); }
 const vz_step *vz_model_last_step(const vz_model *m) { return vz_ring_last(&m->steps); }
 const vz_eval *vz_model_last_eval(const vz_model *m) { return vz_ring_last(&m->evals); }
+
+const vz_hist *vz_model_hist_at(const vz_model *m, int layer, long long step) {
+    if (step < 0) return vz_model_hist(m, layer);
+    for (size_t i = m->hist_history.count; i-- > 0;) {
+        const vz_hist *h = vz_ring_at(&m->hist_history, i);
+        if (h->layer == layer && h->step <= step) return h;
+    }
+    return NULL;
+}
 
 const vz_hist *vz_model_hist(const vz_model *m, int layer) {
     if (!m->hists || layer < -1 || layer >= VZ_MAX_LAYERS - 1) return NULL;

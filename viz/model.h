@@ -20,6 +20,7 @@ enum {
     VZ_NOPSTATS = 32,           /* distinct (op, algorithm) pairs tracked for the comm table */
     VZ_ROUNDING_CAPACITY = 1 << 16, /* (step, layer) rounding records kept for the heat map */
     VZ_MEM_HISTORY = 4096,      /* per rank: mem events kept for the memory panel's history */
+    VZ_HIST_HISTORY = 2048,     /* gradient histograms kept for the step cursor (2.3 kB each) */
 };
 
 /* Memory tags, in the order of core/base/mem.h and the mem event's objects. */
@@ -144,6 +145,7 @@ typedef struct {
     char round_compute[16];    /* the format the rounding went into ("fp16") */
 
     vz_hist *hists;            /* [VZ_MAX_LAYERS], by layer + 1 */
+    vz_ring hist_history;      /* vz_hist, the newest VZ_HIST_HISTORY of every layer, in the order read */
     int hist_lo, hist_hi;      /* layers with a histogram: lo..hi (hi < lo when none) */
 
     vz_rank ranks[VZ_MAX_RANKS];
@@ -175,6 +177,9 @@ const vz_step *vz_model_last_step(const vz_model *m);
 const vz_eval *vz_model_last_eval(const vz_model *m);
 /* The histogram of a layer (-1 .. L), NULL when none arrived. */
 const vz_hist *vz_model_hist(const vz_model *m, int layer);
+/* The histogram of a layer as it stood at `step`: the newest one of that layer written at or before it
+ * (NULL when none is kept); step < 0: the newest, as vz_model_hist. */
+const vz_hist *vz_model_hist_at(const vz_model *m, int layer, long long step);
 /* Rounding: whether any layer's gradients were rounded; the run total of a layer (NULL when none); the
  * record of (step, layer) among those kept (NULL when none). Shares are of the nonzero values, in percent. */
 bool vz_model_has_rounding(const vz_model *m);

@@ -26,6 +26,7 @@ void vz_view_init(vz_view *v) {
     v->ring_alpha = 5e-6; /* 5 us per message: a typical network latency */
     v->ring_beta = 10e9;  /* 10 GB/s per link */
     v->mode = "live";
+    v->cursor = v->jump = -1;
 }
 
 void vz_view_clamp(vz_view *v, const vz_model *m) {
@@ -36,6 +37,36 @@ void vz_view_clamp(vz_view *v, const vz_model *m) {
     int world = vz_model_world(m);
     if (v->rank >= world) v->rank = world - 1;
     if (v->rank < 0) v->rank = 0;
+    size_t n = vz_model_nsteps(m);
+    if (v->cursor >= 0 && n > 0) { /* within the steps kept */
+        if (v->cursor < vz_model_step(m, 0)->step) v->cursor = vz_model_step(m, 0)->step;
+        if (v->cursor > vz_model_last_step(m)->step) v->cursor = vz_model_last_step(m)->step;
+    }
+}
+
+/* Left, right: one step back or forward from the cursor (from the newest step when it follows the run). */
+static void move_cursor(vz_view *v, const vz_model *m, int by) {
+    const vz_step *last = vz_model_last_step(m);
+    if (!last) return;
+    long long at = v->cursor >= 0 ? v->cursor : last->step;
+    v->cursor = at + by < 0 ? 0 : at + by;
+}
+
+/* g N Enter: digits collected in v->entry. Returns true when the key was taken. */
+static bool entry_key(vz_view *v, int key) {
+    if (!v->entering) return false;
+    size_t len = strlen(v->entry);
+    if (key >= '0' && key <= '9') {
+        if (len + 1 < sizeof v->entry) v->entry[len] = (char)key, v->entry[len + 1] = '\0';
+    } else if (key == KEY_BACKSPACE || key == 127 || key == 8) {
+        if (len) v->entry[len - 1] = '\0';
+    } else if (key == '\n' || key == '\r' || key == KEY_ENTER) {
+        if (len) v->cursor = v->jump = atoll(v->entry);
+        v->entering = false;
+    } else {
+        v->entering = false; /* Esc or any other key: no jump */
+    }
+    return true;
 }
 
 bool vz_view_key(vz_view *v, const vz_model *m, int key) {
@@ -43,8 +74,14 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
         v->help = false;
         return true;
     }
+    if (entry_key(v, key)) {
+        vz_view_clamp(v, m);
+        return true;
+    }
     switch (key) {
     case 'q': case 'Q': return false;
+    case 'g': v->entering = true; v->entry[0] = '\0'; break;
+    case KEY_END: case '$': v->cursor = -1; break;
     case '\t': v->panel = (vz_panel)((v->panel + 1) % VZ_NPANELS); v->scroll = 0; v->zoom = 0; break;
     case KEY_BTAB: v->panel = (vz_panel)((v->panel + VZ_NPANELS - 1) % VZ_NPANELS); v->scroll = 0; v->zoom = 0; break;
     case '1': case '2': case '3': case '4':
@@ -60,11 +97,11 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
         else v->rank++;
         break;
     case KEY_LEFT:
-        if (v->panel == VZ_PANEL_UNDERFLOW) v->scroll -= 4;
+        if (v->panel == VZ_PANEL_UNDERFLOW) move_cursor(v, m, -1);
         if (v->panel == VZ_PANEL_COMM) v->scroll++; /* back in time */
         break;
     case KEY_RIGHT:
-        if (v->panel == VZ_PANEL_UNDERFLOW) v->scroll += 4;
+        if (v->panel == VZ_PANEL_UNDERFLOW) move_cursor(v, m, +1);
         if (v->panel == VZ_PANEL_COMM && v->scroll > 0) v->scroll--;
         break;
     case '+': case '=':
@@ -81,6 +118,10 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
         v->ring.ranks = 0; /* restart the animation */
         break;
     case '[': case ']':
+        if (v->panel == VZ_PANEL_UNDERFLOW) { /* the binades shown */
+            v->scroll += key == ']' ? 4 : -4;
+            break;
+        }
         v->ring_ranks += key == ']' ? 1 : -1;
         if (v->ring_ranks < 2) v->ring_ranks = 2;
         if (v->ring_ranks > VZ_ALLREDUCE_MAX_RANKS) v->ring_ranks = VZ_ALLREDUCE_MAX_RANKS;
@@ -140,6 +181,8 @@ static void draw_status(WINDOW *w, const vz_model *m, const vz_source *src, cons
     attr_t warn = vz_attr(s, VZ_PAIR_WARN) | A_BOLD;
     x += vz_text(w, y, x, room - x, A_BOLD, "%s", v->mode ? v->mode : "");
     if (v->paused) x += vz_text(w, y, x, room - x, warn, " PAUSED");
+    if (v->entering) x += vz_text(w, y, x, room - x, A_BOLD | A_REVERSE, " go to step: %s_ ", v->entry);
+    else if (v->cursor >= 0) x += vz_text(w, y, x, room - x, vz_attr(s, VZ_PAIR_ACCENT) | A_BOLD, " | cursor step %lld", v->cursor);
     /* counts first (short), then what explains them: the bar is cut at the keys' column */
     if (src) {
         if (src->malformed) x += vz_text(w, y, x, room - x, warn, " | %lld malformed", src->malformed);
@@ -167,14 +210,15 @@ static void draw_help(WINDOW *w, int rows, int cols, const vz_style *s) {
         "tab, shift-tab   next, previous panel",
         "1 2 3 4          loss, underflow, comm, memory",
         "up, down         underflow: layer;  comm, memory: rank",
-        "left, right      underflow: binades; comm: back/forward in time",
+        "left, right      underflow: step cursor; comm: back/forward in time",
+        "g N Enter, End   underflow: cursor to step N (Esc: cancel); back to newest",
+        "[ ]              underflow: binades left, right; model ring: ranks",
         "+ -              zoom in, out (loss: steps; comm: time)",
         "0                reset zoom and scroll",
         "space            pause (live: stop reading; replay: stop the clock)",
         ". ,              replay: one step forward, back (and pause)",
         "> <              replay: twice, half the speed",
         "m                ring view: comm events <-> alpha-beta model",
-        "[ ]              model ring: fewer, more ranks",
         "h ? F1           this help (any key closes it)",
         "q                quit",
     };

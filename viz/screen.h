@@ -27,6 +27,10 @@ typedef struct {
     int scroll;           /* underflow: binades moved right; comm: windows moved back in time */
     bool paused;
     bool help;
+    long long cursor;     /* underflow: the step whose histograms are drawn; -1: the newest (follow the run) */
+    long long jump;       /* a step asked for with g N Enter, until the caller has seen it (-1: none) */
+    bool entering;        /* g was pressed: digits are a step number until Enter (Esc cancels) */
+    char entry[20];
     bool ring_model;      /* comm: the ring view from the alpha-beta model rather than from comm events */
     int ring_ranks;       /* ring ranks in model mode */
     vz_allreduce ring;    /* the animation's state */

@@ -184,6 +184,19 @@ tmux_ send-keys -t viz '>' '>'
 check "tmux replay: > > doubles the speed twice" wait_for "replay x0.004"
 tmux_ send-keys -t viz '<'
 check "tmux replay: < halves it" wait_for "replay x0.002"
+# the step cursor (underflow): g N Enter replays up to step N; left/right move it; End follows the newest again
+tmux_ send-keys -t viz 2 g 3 0
+check "tmux cursor: g opens the step prompt in the status bar" wait_for "go to step: 30_"
+tmux_ send-keys -t viz Enter
+check "tmux cursor: Enter replays to step 30, the status bar shows the cursor" wait_for "cursor step 30"
+check "tmux cursor: and the histograms drawn are step 30's" wait_for "^gradient exponents: .*, step 30 \\(cursor 30\\)"
+tmux_ send-keys -t viz Left
+check "tmux cursor: left moves it to step 29: the newest histogram at or before it is step 20's" \
+  wait_for "^gradient exponents: .*, step 20 \\(cursor 29\\)"
+check "tmux cursor: the status bar follows" wait_for "cursor step 29"
+tmux_ send-keys -t viz End
+check "tmux cursor: End follows the newest step again" wait_for "^gradient exponents: .*, step 30, "
+check "tmux cursor: and the status bar drops it" wait_gone "cursor step"
 tmux_ send-keys -t viz q
 check "tmux replay: q quits cleanly" wait_for "viz exited with 0"
 

@@ -222,3 +222,85 @@ Test(viz_runs, one_run_draws_as_before) {
     free_two(&t);
     vz_virtual_screen_end(sp);
 }
+
+/* ---------------------------------------------------------------- the step cursor */
+
+static void keys(vz_view *v, const vz_model *m, const char *k) {
+    for (; *k; k++) vz_view_key(v, m, *k);
+}
+
+Test(viz_runs, step_cursor_keys) {
+    SCREEN *sp = screen(30, 100);
+    vz_model m;
+    vz_source src;
+    load(&m, &src, DIRS[1]); /* fp16-scale1: steps 1..100 */
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_UNDERFLOW;
+    cr_expect_eq(v.cursor, -1, "the cursor follows the newest step at first");
+    vz_view_key(&v, &m, KEY_LEFT);
+    cr_expect_eq(v.cursor, 99, "left: one step before the newest (100): %lld", v.cursor);
+    vz_view_key(&v, &m, KEY_RIGHT);
+    vz_view_key(&v, &m, KEY_RIGHT);
+    cr_expect_eq(v.cursor, 100, "right stops at the newest step: %lld", v.cursor);
+    keys(&v, &m, "g42");
+    cr_expect(v.entering && strcmp(v.entry, "42") == 0 && v.panel == VZ_PANEL_UNDERFLOW,
+              "after g, digits are the step (4 does not switch to the memory panel)");
+    vz_view_key(&v, &m, '\n');
+    cr_expect(!v.entering && v.cursor == 42 && v.jump == 42, "Enter jumps to step 42: %lld", v.cursor);
+    keys(&v, &m, "g500\n");
+    cr_expect_eq(v.cursor, 100, "a step after the run's last is the last: %lld", v.cursor);
+    keys(&v, &m, "g7\033");
+    cr_expect(!v.entering && v.cursor == 100, "Esc cancels: %lld", v.cursor);
+    vz_view_key(&v, &m, KEY_END);
+    cr_expect_eq(v.cursor, -1, "End follows the newest step again");
+    vz_view_key(&v, &m, ']');
+    cr_expect_eq(v.scroll, 4, "] scrolls the binades in the underflow panel");
+    vz_model_free(&m);
+    vz_source_close(&src);
+    vz_virtual_screen_end(sp);
+}
+
+Test(viz_runs, step_cursor_chooses_the_histogram_drawn) {
+    SCREEN *sp = screen(36, 120);
+    vz_model m;
+    vz_source src;
+    load(&m, &src, DIRS[1]);
+    /* block 0's gradient histogram of step 30 (hist_interval 10: the newest at or before step 35) */
+    FILE *f = fopen("viz/samples/fp16-scale1/events.rank0.jsonl", "r");
+    cr_assert_not_null(f);
+    static char line[65536];
+    double count = 0, sub = 0, under = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "\"kind\":\"hist\"") && strstr(line, "\"step\":30,") && strstr(line, "\"tensor\":\"grad\"") &&
+            strstr(line, "\"layer\":0,")) {
+            count = strtod(strstr(line, "\"count\":") + 8, NULL);
+            const char *fp16 = strstr(line, "\"fp16\":{");
+            sub = strtod(strstr(fp16, "\"subnormal\":") + 12, NULL);
+            under = strtod(strstr(fp16, "\"underflow\":") + 12, NULL);
+        }
+    fclose(f);
+    cr_assert_gt(count, 0, "the sample has block 0's histogram of step 30");
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_UNDERFLOW;
+    v.layer = 0;
+    v.cursor = 35;
+    WINDOW *w = newwin(34, 120, 0, 0);
+    vz_panel_underflow(w, &m, &v, &PLAIN);
+    char *text = vz_window_text(w);
+    cr_expect(strncmp(text, "gradient exponents: block 0, step 30 (cursor 35),", 49) == 0, "the title:\n%s", text);
+    char want[64];
+    snprintf(want, sizeof want, "> b0    %8.2f%% %8.2f%%", 100 * under / count, 100 * sub / count);
+    cr_expect(strstr(text, want) != NULL, "block 0's row has step 30's fp16 shares (%s):\n%s", want, text);
+    /* the arrow under step 35's column: steps 1..100 over 100 columns from column 7 */
+    int rows = getmaxy(w), arrow = -1;
+    for (int x = 0; x < 120; x++)
+        if (cell(w, rows - 1, x) == L'\x2191') arrow = x;
+    cr_expect_eq(arrow, 7 + 34, "the cursor's arrow in the skip row at step 35's column: %d\n%s", arrow, text);
+    free(text);
+    delwin(w);
+    vz_model_free(&m);
+    vz_source_close(&src);
+    vz_virtual_screen_end(sp);
+}
