@@ -56,8 +56,9 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
     int world = vz_model_world(m) > 0 ? vz_model_world(m) : 1;
     vz_text(w, 0, 0, cols, A_BOLD, "memory per rank by tag: now, peak (per-tag peaks; the total is the allocator's peak) and the plan");
 
-    /* one scale for every bar, so ranks and the plan compare by length */
+    /* one scale for every bar, so ranks and the plan compare by length (and runs side by side, too) */
     double scale = m->have_plan ? total(m->plan) : 0;
+    if (v->mem_scale > scale) scale = v->mem_scale;
     for (int r = 0; r < world; r++) {
         const vz_mem *mem = &m->ranks[r].mem;
         if (!mem->valid) continue;

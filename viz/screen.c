@@ -313,6 +313,21 @@ void vz_draw_runs(WINDOW *w, const vz_model *const *ms, const vz_source *const *
         if (v->panel == VZ_PANEL_LOSS) {
             vz_panel_loss_runs(body, ms, dirs, n, v, s);
         } else {
+            double mem_scale = 0; /* the largest bar of any run: the memory parts compare by length */
+            for (int r = 0; r < n; r++) {
+                double plan = 0;
+                for (int t = 0; t < VZ_NTAGS; t++)
+                    if (t != VZ_TAG_HOST) plan += ms[r]->plan[t];
+                if (plan > mem_scale) mem_scale = plan;
+                for (int k = 0; k < vz_model_world(ms[r]) && k < VZ_MAX_RANKS; k++) {
+                    const vz_mem *mem = &ms[r]->ranks[k].mem;
+                    double now = 0, peak = 0;
+                    for (int t = 0; t < VZ_NTAGS; t++)
+                        if (t != VZ_TAG_HOST) now += mem->current[t], peak += mem->peak[t];
+                    if (mem->valid && now > mem_scale) mem_scale = now;
+                    if (mem->valid && peak > mem_scale) mem_scale = peak;
+                }
+            }
             for (int r = 0; r < n; r++) {
                 int py, px, ph, pw;
                 vz_run_part(rows - 2, cols, n, r, &py, &px, &ph, &pw);
@@ -324,6 +339,7 @@ void vz_draw_runs(WINDOW *w, const vz_model *const *ms, const vz_source *const *
                 WINDOW *part = ph > 1 ? derwin(body, ph - 1, pw, py + 1, px) : NULL;
                 if (!part) continue;
                 vz_view pv = *v; /* each run's own layers and ranks */
+                pv.mem_scale = mem_scale;
                 vz_view_clamp(&pv, ms[r]);
                 PANELS[v->panel](part, ms[r], &pv, s);
                 delwin(part);

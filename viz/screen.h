@@ -31,6 +31,7 @@ typedef struct {
     long long jump;       /* a step asked for with g N Enter, until the caller has seen it (-1: none) */
     bool entering;        /* g was pressed: digits are a step number until Enter (Esc cancels) */
     char entry[20];
+    double mem_scale;     /* memory: bytes a full bar stands for, at least; runs side by side share one (0: own) */
     bool ring_model;      /* comm: the ring view from the alpha-beta model rather than from comm events */
     int ring_ranks;       /* ring ranks in model mode */
     vz_allreduce ring;    /* the animation's state */

@@ -201,6 +201,20 @@ Test(viz_runs, memory_parts_show_each_runs_peak) {
         }
         cr_expect(found, "run %c's part shows its peak total %s:\n%s", 'A' + r, want, text);
     }
+    /* one scale for both parts: B's smaller peak is a shorter bar, in proportion */
+    int len[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        char row[1024];
+        for (int y = 1; y < 39; y++) {
+            row_text(stdscr, y, r * 80, 79, row, sizeof row);
+            if (strncmp(row, "    peak", 8) != 0) continue;
+            for (int x = r * 80 + 9; x < r * 80 + 79 && cell(stdscr, y, x) != L'\x2502'; x++) len[r] += cell(stdscr, y, x) != L' ';
+            break;
+        }
+    }
+    double ratio = (double)len[1] / len[0], want_ratio = t.m[1].ranks[0].mem.peak_total / t.m[0].ranks[0].mem.peak_total;
+    cr_expect(len[0] > 0 && ratio < want_ratio + 0.05 && ratio > want_ratio - 0.05,
+              "peak bars %d and %d columns: %.2f, as the peaks %.2f\n%s", len[0], len[1], ratio, want_ratio, text);
     free(text);
     free_two(&t);
     vz_virtual_screen_end(sp);
