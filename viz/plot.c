@@ -24,6 +24,8 @@ static const char USAGE[] =
     "  loss_scale      the loss scale over steps, skipped steps marked\n"
     "  underflow       per layer, the share of gradient values each format rounds to 0\n"
     "  memory          bytes by tag: measured peak beside the planner's prediction\n"
+    "  memory_time     device memory over steps: each rank's total, rank 0's tags, the capacity of\n"
+    "                  train.max_memory when the run had one\n"
     "  timeline        the last three steps of every rank: compute spans and comm calls\n"
     "  comm_bandwidth  bus bandwidth against message size, per collective and algorithm\n"
     "Each figure is NAME.png and NAME.svg, drawn from NAME.dat by NAME.gp (all in --out). A figure\n"
@@ -37,6 +39,7 @@ static const char USAGE[] =
     "  flushed         per layer, the share of nonzero gradients each fp16/bf16 run really flushed to 0 in\n"
     "                  backward (rounding events, as mixpar precision flushed sums them)\n"
     "  memory          per tag, each run's measured peak (the largest over its ranks)\n"
+    "  memory_time     each run's device memory over steps, per rank\n"
     "The timeline and comm figures stay per run (mixpar plot RUN_DIR).\n"
     "\n"
     "options:\n"
@@ -140,6 +143,9 @@ static void skip(plot_ctx *p, const char *name, const char *why) {
     p->skipped++;
 }
 
+static const char *gp_quote(const char *s, char *buf, size_t n);
+static void cat(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ---------------------------------------------------------------- figures */
 
 static void quoted(FILE *f, const char *s) { fprintf(f, "\"%s\"", s); }
@@ -242,6 +248,70 @@ static void memory_figure(plot_ctx *p, const vz_model *m) {
            "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset yrange [0:*]\n"
            "plot 'memory.dat' using 2:xtic(1) title 'measured peak'%s\n",
            p->label, m->have_plan ? ", '' using 3 title 'plan (mixpar plan)'" : "");
+}
+
+/* Device memory over steps: each rank's total (the tags summed, host left out) and, when the run had one, the
+ * capacity of train.max_memory. With several runs, one block per (run, rank). */
+static bool memory_time_block(FILE *f, const vz_model *m, int rank) {
+    size_t n = vz_model_mem_samples(m, rank);
+    if (n == 0) return false;
+    for (size_t i = 0; i < n; i++) {
+        const vz_mem_sample *s = vz_model_mem_sample(m, rank, i);
+        double total = 0;
+        for (int t = 0; t < VZ_NTAGS; t++)
+            if (t != VZ_TAG_HOST) total += s->current[t];
+        fprintf(f, "%lld %.6g", s->step, total / 1e6);
+        for (int t = 0; t < VZ_NTAGS; t++) fprintf(f, " %.6g", s->current[t] / 1e6);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\n\n");
+    return true;
+}
+
+static void memory_time_figure(plot_ctx *p, const vz_model *const *ms, const char *const *labels, int nruns) {
+    FILE *f = NULL;
+    char plot[8192] = "", q[900];
+    int block = 0;
+    double cap = 0;
+    for (int r = 0; r < nruns; r++) {
+        for (int k = 0; k < vz_model_world(ms[r]) && k < VZ_MAX_RANKS; k++) {
+            if (vz_model_mem_samples(ms[r], k) == 0) continue;
+            if (!f) {
+                f = open_out(p, "memory_time.dat");
+                fprintf(f, "# step total_MB then MB by tag: param grad master optim act comm other host   (mem events; one "
+                           "block per %srank; total leaves out host)\n", nruns > 1 ? "run and " : "");
+            }
+            if (nruns > 1) fprintf(f, "# run %d: %s, rank %d\n", r + 1, labels[r], k);
+            else fprintf(f, "# rank %d\n", k);
+            memory_time_block(f, ms[r], k);
+            gp_quote(nruns > 1 ? labels[r] : "", q, sizeof q);
+            cat(plot, sizeof plot, "%s'memory_time.dat' index %d using 1:2 with linespoints pt 7 ps 0.6 lw 2 lc %d dt %d title '%s%srank %d total'",
+                block ? ", " : "", block, nruns > 1 ? r + 1 : k + 1, nruns > 1 ? k + 1 : 1, q, nruns > 1 ? ", " : "", k);
+            if (nruns == 1 && k == 0) /* one run: rank 0's tags as well */
+                for (int t = 0; t < VZ_NTAGS; t++) {
+                    if (t == VZ_TAG_HOST) continue;
+                    bool any = false;
+                    for (size_t i = 0; i < vz_model_mem_samples(ms[r], k) && !any; i++)
+                        any = vz_model_mem_sample(ms[r], k, i)->current[t] > 0;
+                    if (any)
+                        cat(plot, sizeof plot, ", '' index %d using 1:%d with lines lw 1.5 dt 2 lc %d title 'rank 0 %s'", block,
+                            3 + t, 3 + t, VZ_TAG_NAMES[t]);
+                }
+            block++;
+        }
+        if (ms[r]->max_memory > cap) cap = ms[r]->max_memory;
+    }
+    if (!f) {
+        skip(p, "memory_time", nruns > 1 ? "no run has mem events" : "no mem events");
+        return;
+    }
+    close_out(f, p, "memory_time.dat");
+    char capline[160] = "";
+    if (cap > 0) snprintf(capline, sizeof capline, ", %.6g with lines lw 2 lc rgb 'red' title 'capacity (train.max_memory)'", cap / 1e6);
+    figure(p, "memory_time", "memory_time.dat",
+           "set title '%s: device memory over steps'\nset xlabel 'step'\nset ylabel 'MB (10^6 bytes)'\nset yrange [0:*]\n"
+           "%s\nplot %s%s\n",
+           p->label, nruns > 1 ? "set key bottom right box opaque" : "set key outside right top", plot, capline);
 }
 
 static void timeline_figure(plot_ctx *p, const vz_model *m) {
@@ -350,7 +420,6 @@ static const char *gp_quote(const char *s, char *buf, size_t n) {
 }
 
 /* Appends to a plot command being built. */
-static void cat(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void cat(char *buf, size_t n, const char *fmt, ...) {
     size_t used = strlen(buf);
     if (used + 1 >= n) return;
@@ -569,6 +638,10 @@ static int plot_runs(plot_ctx *p, const char *const *dirs, int n) {
     compare_loss(p, runs, n);
     compare_flushed(p, runs, n);
     compare_memory(p, runs, n);
+    const vz_model *ms[PLOT_MAX_RUNS];
+    const char *labels[PLOT_MAX_RUNS];
+    for (int r = 0; r < n; r++) ms[r] = &runs[r].m, labels[r] = runs[r].label;
+    memory_time_figure(p, ms, labels, n);
     skip(p, "timeline", "one run at a time (mixpar plot RUN_DIR)");
     skip(p, "comm_bandwidth", "one run at a time (mixpar plot RUN_DIR)");
     for (int r = 0; r < n; r++) {
@@ -615,6 +688,9 @@ int vz_cmd_plot(int argc, char **argv) {
     loss_figures(&p, &m);
     underflow_figure(&p, &m);
     memory_figure(&p, &m);
+    const vz_model *one = &m;
+    const char *label = p.label;
+    memory_time_figure(&p, &one, &label, 1);
     timeline_figure(&p, &m);
     comm_figure(&p, &m);
     printf("%d figure%s %s, %d skipped\n", p.written, p.written == 1 ? "" : "s", p.term ? "drawn" : "written", p.skipped);

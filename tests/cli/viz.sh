@@ -248,8 +248,8 @@ for pid in $(ps -eo pid=,args= | awk -v c="train --config $work/demo.json" 'inde
 done
 
 # ---------------------------------------------------------------- plot and trace
-check_output "plot: figures of the poetry sample" 0 "5 figures written, 1 skipped" "$MIXPAR" plot "$poetry" --out "$work/plots"
-for fig in loss loss_scale underflow memory timeline; do
+check_output "plot: figures of the poetry sample" 0 "6 figures written, 1 skipped" "$MIXPAR" plot "$poetry" --out "$work/plots"
+for fig in loss loss_scale underflow memory memory_time timeline; do
   check "plot: $fig.png is a PNG and $fig.svg an SVG, with their script" bash -c \
     "head -c 8 '$work/plots/$fig.png' | od -An -c | grep -q 'P   N   G' && grep -q '<svg' '$work/plots/$fig.svg' && [ -s '$work/plots/$fig.gp' ]"
 done
@@ -268,8 +268,8 @@ check_output "plot: the timeline key names data and the loss allreduce, under th
 check_output "plot: make plots RUN=... runs it" 0 "figures written" make -s plots RUN="$addition" OUT="$work/mkplots"
 
 # runs side by side
-check_output "plot: two runs side by side" 0 "4 figures written, 2 skipped" "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
-for fig in loss loss_scale flushed memory; do
+check_output "plot: two runs side by side" 0 "5 figures written, 2 skipped" "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
+for fig in loss loss_scale flushed memory memory_time; do
   check "plot two runs: $fig.png and $fig.svg written" bash -c \
     "head -c 8 '$work/cmp/$fig.png' | od -An -c | grep -q 'P   N   G' && grep -q '<svg' '$work/cmp/$fig.svg'"
 done
@@ -279,6 +279,8 @@ check "plot two runs: loss.dat holds both runs, one block each ($steps_a + $step
 check_output "plot two runs: the loss figure plots both blocks, labelled by run" 0 \
   "index 0 .*title 'synthetic-addition \\(synthetic-addition, fp32, 1 rank\\): train'.*index 1 .*title 'fp16-scale1 \\(synthetic-addition, fp16, 1 rank\\): train'" \
   cat "$work/cmp/loss.gp"
+check "plot two runs: memory_time.dat has a block per run and rank, as many lines as mem events" bash -c \
+  "grep -q '^# run 2: fp16-scale1 .*, rank 0' '$work/cmp/memory_time.dat' && [ \$(awk 'NF && !/^#/' '$work/cmp/memory_time.dat' | wc -l) -eq \$(cat '$addition/events.rank0.jsonl' '$fp16/events.rank0.jsonl' | grep -c '\"kind\":\"mem\"') ]"
 check_output "plot two runs: memory.dat has a peak column per run" 0 "^act [0-9.]+ [0-9.]+$" cat "$work/cmp/memory.dat"
 check_output "plot two runs: flushed leaves out the fp32 run with a note" 0 "synthetic-addition has no rounding events" \
   "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
