@@ -307,9 +307,10 @@ static void memory_time_figure(plot_ctx *p, const vz_model *const *ms, const cha
     }
     close_out(f, p, "memory_time.dat");
     char capline[160] = "";
-    if (cap > 0) snprintf(capline, sizeof capline, ", %.6g with lines lw 2 lc rgb 'red' title 'capacity (train.max_memory)'", cap / 1e6);
+    if (cap > 0) snprintf(capline, sizeof capline, ", %.6g with lines lw 3 lc rgb 'black' title 'capacity (train.max_memory)'", cap / 1e6);
     figure(p, "memory_time", "memory_time.dat",
            "set title '%s: device memory over steps'\nset xlabel 'step'\nset ylabel 'MB (10^6 bytes)'\nset yrange [0:*]\n"
+           "set offsets 0, 0, graph 0.08, 0\n" /* room above the capacity line */
            "%s\nplot %s%s\n",
            p->label, nruns > 1 ? "set key bottom right box opaque" : "set key outside right top", plot, capline);
 }
