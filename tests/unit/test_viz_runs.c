@@ -318,3 +318,32 @@ Test(viz_runs, step_cursor_chooses_the_histogram_drawn) {
     vz_source_close(&src);
     vz_virtual_screen_end(sp);
 }
+
+Test(viz_runs, no_size_crashes_any_panel_of_two_or_four_runs) {
+    SCREEN *sp = screen(70, 240);
+    two_runs t;
+    load_two(&t);
+    const vz_model *four[4] = {t.ms[0], t.ms[1], t.ms[0], t.ms[1]};
+    const vz_source *srcs[4] = {t.srcs[0], t.srcs[1], t.srcs[0], t.srcs[1]};
+    const char *dirs[4] = {DIRS[0], DIRS[1], DIRS[0], DIRS[1]};
+    static const int SIZES[][2] = {{1, 1}, {19, 71}, {20, 72}, {24, 80}, {30, 100}, {36, 120}, {40, 160}, {70, 240}};
+    for (size_t k = 0; k < sizeof SIZES / sizeof SIZES[0]; k++)
+        for (int n = 2; n <= 4; n += 2)
+            for (int p = 0; p < VZ_NPANELS; p++) {
+                WINDOW *w = newwin(SIZES[k][0], SIZES[k][1], 0, 0);
+                cr_assert_not_null(w);
+                vz_view v;
+                vz_view_init(&v);
+                v.panel = (vz_panel)p;
+                v.cursor = 50;
+                v.help = p == 3;
+                vz_draw_runs(w, four, srcs, dirs, n, &v, &PLAIN);
+                char *text = vz_window_text(w);
+                if (SIZES[k][1] < VZ_MIN_COLS)
+                    cr_expect(strstr(text, "terminal too small") != NULL || SIZES[k][1] < 20, "%dx%d", SIZES[k][1], SIZES[k][0]);
+                free(text);
+                delwin(w);
+            }
+    free_two(&t);
+    vz_virtual_screen_end(sp);
+}
