@@ -44,6 +44,7 @@ static const char USAGE[] =
     "  --ascii           ASCII characters only (the default when the locale is not UTF-8)\n"
     "  --snapshot        print one frame as text and exit (no terminal needed)\n"
     "  --step N          snapshot: the run as it stood after step N (each rank's events up to it)\n"
+    "  --cursor N        underflow: start with the step cursor on step N (the histograms of that step)\n"
     "  --width W         snapshot width in columns (default 100, at least 72)\n"
     "  --height H        snapshot height in rows (default 30, at least 20)\n"
     "  --help            this text\n"
@@ -68,6 +69,7 @@ typedef struct {
     double speed;
     int refresh_ms, width, height, layer, rank;
     long long step;           /* --step: the last step applied; -1 for all */
+    long long cursor;         /* --cursor: the underflow panel's step cursor; -1: the newest step */
     bool have_layer, have_rank;
     vz_panel panel;
 } viz_options;
@@ -90,7 +92,7 @@ static vz_panel panel_arg(const char *value) {
 }
 
 static viz_options parse_args(int argc, char **argv) {
-    viz_options o = {.speed = 1, .refresh_ms = 250, .width = 100, .height = 30, .panel = VZ_PANEL_LOSS, .step = -1};
+    viz_options o = {.speed = 1, .refresh_ms = 250, .width = 100, .height = 30, .panel = VZ_PANEL_LOSS, .step = -1, .cursor = -1};
     bool size_given = false, speed_given = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -113,6 +115,7 @@ static viz_options parse_args(int argc, char **argv) {
         else if (strcmp(a, "--rank") == 0) o.rank = (int)int_arg(a, next, 0, VZ_MAX_RANKS - 1), o.have_rank = true, i++;
         else if (strcmp(a, "--panel") == 0) o.panel = panel_arg(next), i++;
         else if (strcmp(a, "--step") == 0) o.step = int_arg(a, next, 0, 1LL << 50), i++;
+        else if (strcmp(a, "--cursor") == 0) o.cursor = int_arg(a, next, 0, 1LL << 50), i++;
         else if (a[0] == '-' && a[1] != '\0') mp_usage_error("viz", "unknown option '%s'", a);
         else if (o.ndirs == VZ_MAX_RUNS) mp_usage_error("viz", "at most %d runs side by side, got a fifth: '%s'", VZ_MAX_RUNS, a);
         else o.dirs[o.ndirs++] = a;
@@ -141,6 +144,7 @@ static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
     v->run_dir = o->dir;
     v->rank = o->rank;
     if (o->have_layer) v->layer = o->layer;
+    v->cursor = o->cursor;
     vz_view_clamp(v, m);
 }
 
@@ -463,7 +467,8 @@ static int interactive(const viz_options *o) {
                     runs[r].clock = replay_to_step(&runs[r].rp, &runs[r].m, v.jump, runs[r].clock);
                     if (r == 0) elapsed = runs[0].clock - runs[0].rp.t_begin;
                 }
-                v.cursor = v.jump;
+                const vz_step *reached = vz_model_last_step(m);
+                v.cursor = reached && v.jump > reached->step ? reached->step : v.jump; /* past the end: the end */
                 v.paused = true;
                 vz_view_clamp(&v, m);
             }

@@ -37,19 +37,24 @@ void vz_view_clamp(vz_view *v, const vz_model *m) {
     int world = vz_model_world(m);
     if (v->rank >= world) v->rank = world - 1;
     if (v->rank < 0) v->rank = 0;
-    size_t n = vz_model_nsteps(m);
-    if (v->cursor >= 0 && n > 0) { /* within the steps kept */
-        if (v->cursor < vz_model_step(m, 0)->step) v->cursor = vz_model_step(m, 0)->step;
-        if (v->cursor > vz_model_last_step(m)->step) v->cursor = vz_model_last_step(m)->step;
-    }
+    /* not before the oldest step kept; a cursor after the newest (--cursor at the start of a replay) waits
+     * for the run to get there, drawing the newest histograms meanwhile */
+    if (v->cursor >= 0 && vz_model_nsteps(m) > 0 && v->cursor < vz_model_step(m, 0)->step) v->cursor = vz_model_step(m, 0)->step;
+}
+
+/* The keys put the cursor on a step the run has: from the oldest kept to the newest. */
+static void clamp_cursor(vz_view *v, const vz_model *m) {
+    const vz_step *last = vz_model_last_step(m);
+    if (v->cursor >= 0 && last && v->cursor > last->step) v->cursor = last->step;
 }
 
 /* Left, right: one step back or forward from the cursor (from the newest step when it follows the run). */
 static void move_cursor(vz_view *v, const vz_model *m, int by) {
     const vz_step *last = vz_model_last_step(m);
     if (!last) return;
-    long long at = v->cursor >= 0 ? v->cursor : last->step;
+    long long at = v->cursor >= 0 && v->cursor <= last->step ? v->cursor : last->step;
     v->cursor = at + by < 0 ? 0 : at + by;
+    clamp_cursor(v, m);
 }
 
 /* g N Enter: digits collected in v->entry. Returns true when the key was taken. */
@@ -75,6 +80,7 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
         return true;
     }
     if (entry_key(v, key)) {
+        clamp_cursor(v, m); /* v->jump keeps the step asked for: a replay may go there */
         vz_view_clamp(v, m);
         return true;
     }

@@ -285,6 +285,9 @@ check_output "plot two runs: memory.dat has a peak column per run" 0 "^act [0-9.
 check_output "plot two runs: flushed leaves out the fp32 run with a note" 0 "synthetic-addition has no rounding events" \
   "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
 check_output "plot two runs: the titles name both runs" 0 "set title 'synthetic-addition vs fp16-scale1: loss'" cat "$work/cmp/loss.gp"
+check_output "snapshot --cursor 35: the underflow panel draws the histograms of step 30 (the newest at or before it)" 0 \
+  "^gradient exponents: block 0, step 30 \\(cursor 35\\)" snap "$fp16" --panel underflow --layer 0 --cursor 35
+check_output "snapshot --cursor 35: the status bar shows the cursor" 0 "^snapshot \\| cursor step 35 " snap "$fp16" --panel underflow --cursor 35
 check_output "snapshot of two runs: the loss panel overlays them with a legend" 0 "A train .*B train" \
   snap "$addition" "$fp16" --width 120 --height 36
 check_output "snapshot of two runs: each header row has its run's last loss" 0 "^B fp16-scale1 \\(synthetic-addition, fp16, 1 rank\\)  step 100  loss" \
