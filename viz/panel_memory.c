@@ -13,7 +13,7 @@ enum { LABEL_COLS = 9, VALUE_COLS = 10 };
 static const char TAG_CHARS[VZ_NTAGS] = {'P', 'G', 'M', 'O', 'A', 'C', '.', 'H'};
 
 /* The device tags: every one but host, which is another pool (as mem_current_total counts them). */
-void vz_memory_history(WINDOW *w, int y, int x, int h, int wd, const vz_model *m, int rank, const vz_style *s);
+static void memory_history(WINDOW *w, int y, int x, int h, int wd, const vz_model *m, int rank, const vz_style *s);
 
 static bool on_device(int tag) { return tag != VZ_TAG_HOST; }
 
@@ -150,20 +150,22 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
     y++;
 
     /* the history of the rank in focus: right of the table when there is room, else under it */
-    if (cols >= 112) vz_memory_history(w, table_top, 70, rows - table_top, cols - 70, m, v->rank, s);
-    else if (rows - y >= 6) vz_memory_history(w, y, 0, rows - y, cols, m, v->rank, s);
+    if (cols >= 112) memory_history(w, table_top, 70, rows - table_top, cols - 70, m, v->rank, s);
+    else if (rows - y >= 6) memory_history(w, y, 0, rows - y, cols, m, v->rank, s);
 }
 
-void vz_memory_history(WINDOW *w, int y, int x, int h, int wd, const vz_model *m, int rank, const vz_style *s) {
+/* The rank's device memory over its mem events: the total and each tag in use, and the capacity of
+ * train.max_memory when the run had one. */
+static void memory_history(WINDOW *w, int y, int x, int h, int wd, const vz_model *m, int rank, const vz_style *s) {
     size_t n = vz_model_mem_samples(m, rank);
     if (h < 5 || wd < 20) return;
-    /* x, then total and each device tag's bytes (MB), then the capacity line */
-    double *buf = malloc(((n + 1) * (VZ_NTAGS + 3) + 2 * ((size_t)wd + 1)) * sizeof *buf);
+    /* steps, the total and each tag in MB, then the capacity line's points */
+    double *buf = malloc(((n + 1) * (VZ_NTAGS + 2) + 2 * ((size_t)wd + 1)) * sizeof *buf);
     if (!buf) {
         fprintf(stderr, "mixpar viz: out of memory\n");
         exit(3);
     }
-    double *xs = buf, *tot = buf + (n + 1), *cap = tot + (n + 1), *tags = cap + (n + 1);
+    double *xs = buf, *tot = buf + (n + 1), *tags = tot + (n + 1);
     double *capx = tags + VZ_NTAGS * (n + 1), *capy = capx + wd + 1;
     vz_series series[VZ_NTAGS + 2];
     int ns = 0;
@@ -173,16 +175,13 @@ void vz_memory_history(WINDOW *w, int y, int x, int h, int wd, const vz_model *m
         tot[i] = total(ms->current) / 1e6;
         for (int t = 0; t < VZ_NTAGS; t++) tags[t * (n + 1) + i] = ms->current[t] / 1e6;
     }
-    (void)cap;
     series[ns++] = (vz_series){"total", VZ_PAIR_ACCENT, xs, tot, n, 0};
-    static char names[VZ_NTAGS][16];
     for (int t = 0; t < VZ_NTAGS; t++) {
         if (!on_device(t)) continue;
         bool any = false;
         for (size_t i = 0; i < n && !any; i++) any = tags[t * (n + 1) + i] > 0;
         if (!any) continue;
-        snprintf(names[t], sizeof names[t], "%s", VZ_TAG_NAMES[t]);
-        series[ns++] = (vz_series){names[t], (short)(VZ_PAIR_TAG + t), xs, tags + t * (n + 1), n,
+        series[ns++] = (vz_series){VZ_TAG_NAMES[t], (short)(VZ_PAIR_TAG + t), xs, tags + t * (n + 1), n,
                                    s->color ? 0 : (wchar_t)TAG_CHARS[t]};
     }
     double xmin = n ? xs[0] : 0, xmax = n ? xs[n - 1] : 1;
