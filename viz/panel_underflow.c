@@ -395,3 +395,27 @@ void vz_panel_underflow(WINDOW *w, const vz_model *m, const vz_view *v, const vz
     if (vz_model_has_rounding(m)) draw_heat_map(w, m, v, rows - foot, foot, cols, s);
     else draw_scale_strip(w, m, rows - 2, cols, s);
 }
+
+/* Runs one above the other leave each part too few rows for the whole panel: the part keeps what the run
+ * really did (the heat map, or the loss scale strip of a run without rounding events) under one line on
+ * the chosen layer's histogram. */
+void vz_panel_underflow_compact(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s) {
+    int rows, cols;
+    getmaxyx(w, rows, cols);
+    const vz_hist *h = vz_model_hist_at(m, v->layer, v->cursor);
+    char name[24];
+    vz_model_layer_name(m, v->layer, name, sizeof name);
+    if (h)
+        vz_text(w, 0, 0, cols, A_NORMAL, "%s, step %lld: if cast, fp16 would round %.2f%% to 0 (%.2f%% subnormal)", name, h->step,
+                share(h->underflow[VZ_TARGET_FP16], h->count), share(h->subnormal[VZ_TARGET_FP16], h->count));
+    else
+        vz_text(w, 0, 0, cols, vz_attr(s, VZ_PAIR_DIM), "%s: no gradient histogram yet", name);
+    if (vz_model_has_rounding(m)) {
+        int foot = 3 + heat_layers(m); /* the scale and skip rows right under the layers */
+        draw_heat_map(w, m, v, 1, foot < rows - 1 ? foot : rows - 1, cols, s);
+    } else {
+        vz_text(w, 1, 0, cols, vz_attr(s, VZ_PAIR_DIM), "no rounding events: this %s run rounds no gradients to a low format",
+                m->precision);
+        if (rows >= 4) draw_scale_strip(w, m, 2, cols, s);
+    }
+}

@@ -347,7 +347,8 @@ void vz_draw_runs(WINDOW *w, const vz_model *const *ms, const vz_source *const *
                 vz_view pv = *v; /* each run's own layers and ranks */
                 pv.mem_scale = mem_scale;
                 vz_view_clamp(&pv, ms[r]);
-                PANELS[v->panel](part, ms[r], &pv, s);
+                if (v->panel == VZ_PANEL_UNDERFLOW && ph - 1 < 24) vz_panel_underflow_compact(part, ms[r], &pv, s);
+                else PANELS[v->panel](part, ms[r], &pv, s);
                 delwin(part);
             }
         }

@@ -347,3 +347,26 @@ Test(viz_runs, no_size_crashes_any_panel_of_two_or_four_runs) {
     free_two(&t);
     vz_virtual_screen_end(sp);
 }
+
+Test(viz_runs, stacked_underflow_parts_keep_the_heat_map) {
+    SCREEN *sp = screen(30, 100);
+    two_runs t;
+    load_two(&t);
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_UNDERFLOW;
+    vz_draw_runs(stdscr, t.ms, t.srcs, DIRS, 2, &v, &PLAIN);
+    char *text = vz_window_text(stdscr);
+    const vz_rounding_total *b0 = vz_model_rounding_total(&t.m[1], 0);
+    cr_assert_not_null(b0);
+    char total[32];
+    snprintf(total, sizeof total, "%.4f%%", vz_share_pct(b0->flushed, b0->nonzero));
+    const char *part_b = strstr(text, " B  fp16-scale1");
+    cr_assert_not_null(part_b, "run B's part below run A's:\n%s", text);
+    cr_expect(strstr(part_b, "was flushed") && strstr(part_b, total), "B's heat map with block 0's total %s:\n%s", total, text);
+    cr_expect(strstr(text, "binade") == NULL, "no histogram squeezed into 13 rows:\n%s", text);
+    cr_expect(strstr(text, "no rounding events: this fp32 run") != NULL, "A (fp32) says why it has no heat map:\n%s", text);
+    free(text);
+    free_two(&t);
+    vz_virtual_screen_end(sp);
+}
