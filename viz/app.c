@@ -17,14 +17,21 @@ static const char USAGE[] =
     "usage: mixpar viz RUN_DIR [options]\n"
     "       mixpar viz --replay RUN_DIR [--speed X] [options]\n"
     "       mixpar viz --snapshot RUN_DIR [--panel NAME] [--step N] [--width W --height H]\n"
+    "       mixpar viz [--replay|--snapshot] RUN_A RUN_B [RUN_C RUN_D] [options]   (runs side by side)\n"
     "\n"
     "A terminal view of a training run, drawn from its event files (RUN_DIR/events.rank<R>.jsonl):\n"
     "  1 Loss       training and validation loss, learning rate, tokens/s\n"
     "  2 Underflow  a layer's gradient exponents against the ranges of fp32, bf16, fp16, e4m3, e5m2;\n"
-    "               what each format would round to 0; the loss scale\n"
+    "               what each format would round to 0; what the run's format really flushed per layer and\n"
+    "               step (heat map); the loss scale; a step cursor picks the step whose histograms are drawn\n"
     "  3 Comm       per-rank timelines of compute and comm; bandwidth per collective; a ring allreduce\n"
-    "  4 Memory     bytes by tag per rank, now and peak, beside the planner's prediction\n"
+    "  4 Memory     bytes by tag per rank, now and peak, beside the planner's prediction (tags over it\n"
+    "               marked); the rank's memory over steps with the capacity line of train.max_memory\n"
     "Live (the default) follows the files as the run writes them; --replay plays a finished run.\n"
+    "With two to four runs, the loss panel overlays them (A, B, ... in their own colours, a legend, a header\n"
+    "row per run with its directory, recipe, world and strategy); underflow, comm and memory draw each run\n"
+    "in its own part of the screen (side by side when wide enough, else one above the other). Replay plays\n"
+    "them on one clock from each run's start; . and , step every run to the same step.\n"
     "\n"
     "options:\n"
     "  --replay          play the events at their recorded pace (times --speed)\n"
@@ -37,24 +44,32 @@ static const char USAGE[] =
     "  --ascii           ASCII characters only (the default when the locale is not UTF-8)\n"
     "  --snapshot        print one frame as text and exit (no terminal needed)\n"
     "  --step N          snapshot: the run as it stood after step N (each rank's events up to it)\n"
+    "  --cursor N        underflow: start with the step cursor on step N (the histograms of that step)\n"
     "  --width W         snapshot width in columns (default 100, at least 72)\n"
     "  --height H        snapshot height in rows (default 30, at least 20)\n"
     "  --help            this text\n"
     "\n"
-    "keys: tab/1-4 panels, up/down layer or rank, left/right scroll, +/- zoom, space pause, m ring model,\n"
-    "      [ ] ring ranks, h or ? help, q quit; replay: . , one step forward, back; > < speed x2, /2\n"
+    "keys: tab/1-4 panels, up/down layer or rank, +/- zoom, space pause, m ring model, [ ] ring ranks,\n"
+    "      h or ? help, q quit; replay: . , one step forward, back; > < speed x2, /2\n"
+    "      underflow: left/right move the step cursor one step (the histograms drawn are those of that step;\n"
+    "      the status bar shows it), g N Enter puts it on step N (in a replay, a step not reached yet is\n"
+    "      replayed up to), End follows the newest step again, [ ] scroll the binades; comm: left/right time\n"
     "\n"
     "examples:\n"
     "  mixpar viz runs/tiny-poetry\n"
     "  mixpar viz --replay viz/samples/tiny-poetry --speed 20\n"
-    "  mixpar viz --snapshot viz/samples/tiny-poetry --panel underflow --width 120 --height 36\n";
+    "  mixpar viz --snapshot viz/samples/tiny-poetry --panel underflow --width 120 --height 36\n"
+    "  mixpar viz --replay viz/samples/synthetic-addition viz/samples/fp16-scale1 --speed 10\n";
 
 typedef struct {
-    const char *dir;
+    const char *dir;          /* the first run */
+    const char *dirs[VZ_MAX_RUNS];
+    int ndirs;
     bool replay, snapshot, no_color, ascii;
     double speed;
     int refresh_ms, width, height, layer, rank;
     long long step;           /* --step: the last step applied; -1 for all */
+    long long cursor;         /* --cursor: the underflow panel's step cursor; -1: the newest step */
     bool have_layer, have_rank;
     vz_panel panel;
 } viz_options;
@@ -77,7 +92,7 @@ static vz_panel panel_arg(const char *value) {
 }
 
 static viz_options parse_args(int argc, char **argv) {
-    viz_options o = {.speed = 1, .refresh_ms = 250, .width = 100, .height = 30, .panel = VZ_PANEL_LOSS, .step = -1};
+    viz_options o = {.speed = 1, .refresh_ms = 250, .width = 100, .height = 30, .panel = VZ_PANEL_LOSS, .step = -1, .cursor = -1};
     bool size_given = false, speed_given = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -100,10 +115,12 @@ static viz_options parse_args(int argc, char **argv) {
         else if (strcmp(a, "--rank") == 0) o.rank = (int)int_arg(a, next, 0, VZ_MAX_RANKS - 1), o.have_rank = true, i++;
         else if (strcmp(a, "--panel") == 0) o.panel = panel_arg(next), i++;
         else if (strcmp(a, "--step") == 0) o.step = int_arg(a, next, 0, 1LL << 50), i++;
+        else if (strcmp(a, "--cursor") == 0) o.cursor = int_arg(a, next, 0, 1LL << 50), i++;
         else if (a[0] == '-' && a[1] != '\0') mp_usage_error("viz", "unknown option '%s'", a);
-        else if (o.dir) mp_usage_error("viz", "one RUN_DIR expected, got '%s' and '%s'", o.dir, a);
-        else o.dir = a;
+        else if (o.ndirs == VZ_MAX_RUNS) mp_usage_error("viz", "at most %d runs side by side, got a fifth: '%s'", VZ_MAX_RUNS, a);
+        else o.dirs[o.ndirs++] = a;
     }
+    o.dir = o.ndirs ? o.dirs[0] : NULL;
     if (!o.dir) mp_usage_error("viz", "RUN_DIR is required (a run directory such as runs/tiny-poetry)");
     if (size_given && !o.snapshot) mp_usage_error("viz", "--width and --height size a --snapshot; live, the terminal decides");
     if (speed_given && !o.replay) mp_usage_error("viz", "--speed sets the pace of --replay");
@@ -119,7 +136,7 @@ static viz_options parse_args(int argc, char **argv) {
     return o;
 }
 
-static void check_focus(const viz_options *o, const vz_model *m, bool whole_run);
+static void check_focus(const viz_options *o, const vz_model *m, const char *dir, bool whole_run);
 
 static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
     vz_view_init(v);
@@ -127,6 +144,7 @@ static void start_view(vz_view *v, const viz_options *o, const vz_model *m) {
     v->run_dir = o->dir;
     v->rank = o->rank;
     if (o->have_layer) v->layer = o->layer;
+    v->cursor = o->cursor;
     vz_view_clamp(v, m);
 }
 
@@ -155,15 +173,49 @@ static void reset_until(void *ctx) {
     memset(u->cut, 0, sizeof u->cut);
 }
 
-static int snapshot(const viz_options *o) {
+/* A run as the viewer holds it: its files, what they say, and (replay) its lines in time order. */
+typedef struct {
+    const char *dir;
     vz_source src;
     vz_model m;
-    vz_open_run(&src, "viz", o->dir);
-    vz_model_init(&m);
-    until_ctx until = {.m = &m, .until = o->step};
-    vz_read_run(&src, apply_until, &until, reset_until);
-    if (m.world > 0) vz_source_expect(&src, m.world);
-    check_focus(o, &m, true);
+    vz_replay rp;
+    until_ctx until;
+    double clock; /* replay: the time reached on this run's clock */
+} viz_run;
+
+/* The runs' arrays the frame takes. */
+typedef struct {
+    const vz_model *ms[VZ_MAX_RUNS];
+    const vz_source *srcs[VZ_MAX_RUNS];
+    const char *dirs[VZ_MAX_RUNS];
+    char names[600]; /* the status bar's: "RUN_A vs RUN_B" */
+} viz_frame;
+
+static void frame_of(viz_frame *f, viz_run *runs, int n) {
+    size_t used = 0;
+    f->names[0] = '\0';
+    for (int r = 0; r < n; r++) {
+        f->ms[r] = &runs[r].m, f->srcs[r] = &runs[r].src, f->dirs[r] = runs[r].dir;
+        if (used < sizeof f->names - 1)
+            used += (size_t)snprintf(f->names + used, sizeof f->names - used, "%s%s", r ? " vs " : "", runs[r].dir);
+    }
+}
+
+static int snapshot(const viz_options *o) {
+    int n = o->ndirs;
+    viz_run *runs = calloc((size_t)n, sizeof *runs);
+    if (!runs) MP_FAIL("memory for the runs", "mixpar viz: out of memory");
+    for (int r = 0; r < n; r++) { /* every run read and checked before anything is drawn */
+        viz_run *run = &runs[r];
+        run->dir = o->dirs[r];
+        vz_open_run(&run->src, "viz", run->dir);
+        vz_model_init(&run->m);
+        run->until = (until_ctx){.m = &run->m, .until = o->step};
+        vz_read_run(&run->src, apply_until, &run->until, reset_until);
+        if (n > 1) vz_report_reading(&run->src, "viz"); /* side by side, a run with nothing readable is a mistake */
+        if (run->m.world > 0) vz_source_expect(&run->src, run->m.world);
+        check_focus(o, &run->m, run->dir, true);
+    }
     bool utf8 = vz_locale_utf8(!o->ascii) && !o->ascii;
     SCREEN *sp = vz_virtual_screen(o->height, o->width);
     if (!sp)
@@ -171,19 +223,25 @@ static int snapshot(const viz_options *o) {
                      "none could be loaded");
     vz_style style = {.color = false, .unicode = utf8};
     vz_view v;
-    start_view(&v, o, &m);
+    start_view(&v, o, &runs[0].m);
     v.mode = "snapshot";
+    viz_frame f;
+    frame_of(&f, runs, n);
+    if (n > 1) v.run_dir = f.names;
     /* the ring view at the end of reduce-scatter: each rank owns one fully reduced chunk */
-    int n = vz_view_ring_ranks(&v, &m);
-    vz_allreduce_reset(&v.ring, n);
-    for (int i = 0; i < n - 1; i++) vz_allreduce_advance(&v.ring);
-    vz_draw_screen(stdscr, &m, &src, &v, &style);
+    int nr = vz_view_ring_ranks(&v, &runs[0].m);
+    vz_allreduce_reset(&v.ring, nr);
+    for (int i = 0; i < nr - 1; i++) vz_allreduce_advance(&v.ring);
+    vz_draw_runs(stdscr, f.ms, f.srcs, f.dirs, n, &v, &style);
     char *text = vz_window_text(stdscr);
     vz_virtual_screen_end(sp);
     if (text) fputs(text, stdout);
     free(text);
-    vz_model_free(&m);
-    vz_source_close(&src);
+    for (int r = 0; r < n; r++) {
+        vz_model_free(&runs[r].m);
+        vz_source_close(&runs[r].src);
+    }
+    free(runs);
     return 0;
 }
 
@@ -202,6 +260,15 @@ static void apply_watching(void *ctx, int rank, const cJSON *ev) {
     if (rank == 0 && strcmp(vz_json_str(ev, "kind", ""), "step") == 0) w->step = vz_json_int(ev, "step", w->step);
 }
 
+/* The "step" of the next line to replay (-1 when it has none or is not JSON). */
+static long long next_line_step(const vz_replay *rp) {
+    const vz_replay_line *l = &rp->lines[rp->next];
+    cJSON *ev = cJSON_ParseWithLength(rp->text[l->rank] + l->offset, l->length);
+    long long step = ev ? vz_json_int(ev, "step", -1) : -1;
+    cJSON_Delete(ev);
+    return step;
+}
+
 static double replay_to_step(vz_replay *rp, vz_model *m, long long want, double clock) {
     step_watch w = {m, -1};
     const vz_step *last = vz_model_last_step(m);
@@ -211,6 +278,12 @@ static double replay_to_step(vz_replay *rp, vz_model *m, long long want, double 
         clock = rp->t_begin;
     }
     while (rp->next < rp->nlines && w.step < want) {
+        clock = rp->lines[rp->next].t;
+        vz_replay_until(rp, clock, apply_watching, &w);
+    }
+    /* then the rest of that step (its spans, histograms, rounding counts, written after its step event),
+     * up to the first line of a later step or without one */
+    while (rp->next < rp->nlines && w.step >= want && next_line_step(rp) == w.step) {
         clock = rp->lines[rp->next].t;
         vz_replay_until(rp, clock, apply_watching, &w);
     }
@@ -230,7 +303,7 @@ static void end_curses(void) {
 /* --layer and --rank must name a layer and a rank the run has: the layers with gradient histograms (else the
  * run header's -1..L), and the ranks of the run header's world or with event files. A live run may not have
  * written its header yet; with `whole_run` false, what is not known yet is not checked. */
-static void check_focus(const viz_options *o, const vz_model *m, bool whole_run) {
+static void check_focus(const viz_options *o, const vz_model *m, const char *dir, bool whole_run) {
     char msg[512] = "";
     if (o->have_layer) {
         int lo = 0, hi = -1;
@@ -240,15 +313,15 @@ static void check_focus(const viz_options *o, const vz_model *m, bool whole_run)
         char lo_name[32], hi_name[32];
         if (hi >= lo && (o->layer < lo || o->layer > hi))
             snprintf(msg, sizeof msg, "--layer %d: %s has %s for layers %d (%s) to %d (%s); choose one of those", o->layer,
-                     o->dir, from, lo, vz_model_layer_name(m, lo, lo_name, sizeof lo_name), hi,
+                     dir, from, lo, vz_model_layer_name(m, lo, lo_name, sizeof lo_name), hi,
                      vz_model_layer_name(m, hi, hi_name, sizeof hi_name));
         else if (hi < lo && whole_run)
             snprintf(msg, sizeof msg, "--layer %d: %s has no layers to choose from (no run header with the model's "
-                     "layers and no hist events); leave --layer out", o->layer, o->dir);
+                     "layers and no hist events); leave --layer out", o->layer, dir);
     }
     int world = vz_model_world(m);
     if (!msg[0] && o->have_rank && (world > 0 || whole_run) && o->rank >= world)
-        snprintf(msg, sizeof msg, "--rank %d: %s has %d rank%s (%s%d); choose one of those", o->rank, o->dir, world,
+        snprintf(msg, sizeof msg, "--rank %d: %s has %d rank%s (%s%d); choose one of those", o->rank, dir, world,
                  world == 1 ? "" : "s", world > 1 ? "0 to " : "", world > 0 ? world - 1 : 0);
     if (msg[0]) {
         end_curses();
@@ -263,21 +336,26 @@ static double now_s(void) {
 }
 
 static int interactive(const viz_options *o) {
-    vz_source src;
-    vz_model m;
-    vz_replay rp;
-    if (o->replay) vz_open_run(&src, "viz", o->dir);
-    else vz_open_run_waiting(&src, "viz", o->dir); /* the demo starts us before the trainer writes */
-    vz_model_init(&m);
+    int n = o->ndirs;
+    viz_run *runs = calloc((size_t)n, sizeof *runs);
+    if (!runs) MP_FAIL("memory for the runs", "mixpar viz: out of memory");
+    for (int r = 0; r < n; r++) {
+        runs[r].dir = o->dirs[r];
+        if (o->replay) vz_open_run(&runs[r].src, "viz", runs[r].dir);
+        else vz_open_run_waiting(&runs[r].src, "viz", runs[r].dir); /* the demo starts us before the trainer writes */
+        vz_model_init(&runs[r].m);
+    }
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         MP_FAIL_HINT("a terminal on stdin and stdout", "for text output use mixpar viz --snapshot RUN_DIR",
                      "mixpar viz: %s is not a terminal", isatty(STDIN_FILENO) ? "stdout" : "stdin");
-    double clock = 0, speed = o->speed;
+    /* Replay: `elapsed` seconds since the start, the same for every run (each from its own first event). */
+    double elapsed = 0, speed = o->speed;
     char mode[48];
     if (o->replay) {
-        vz_replay_load(&rp, &src);
-        if (rp.nlines == 0) vz_report_reading(&src, "viz"); /* stops with the reason */
-        clock = rp.t_begin;
+        for (int r = 0; r < n; r++) {
+            vz_replay_load(&runs[r].rp, &runs[r].src);
+            if (runs[r].rp.nlines == 0) vz_report_reading(&runs[r].src, "viz"); /* stops with the reason */
+        }
         snprintf(mode, sizeof mode, "replay x%g", o->speed);
     } else {
         snprintf(mode, sizeof mode, "live");
@@ -311,11 +389,15 @@ static int interactive(const viz_options *o) {
         style.color = true;
     }
 
+    vz_model *m = &runs[0].m; /* the keys and the ring follow run A */
     vz_view v;
-    start_view(&v, o, &m);
+    start_view(&v, o, m);
     v.mode = mode;
+    viz_frame f;
+    frame_of(&f, runs, n);
+    if (n > 1) v.run_dir = f.names;
     double last = now_s(), last_ring = last;
-    bool running = true, focus_checked = false;
+    bool running = true, focus_checked[VZ_MAX_RUNS] = {0};
     while (running && !quit_signal) {
         if (resized) {
             resized = 0;
@@ -324,53 +406,82 @@ static int interactive(const viz_options *o) {
         }
         double t = now_s();
         if (!v.paused) {
-            if (o->replay) {
-                /* Wall time between two frames, but never more than a few frames' worth: a process stopped
-                 * (Ctrl-Z) or a machine suspended resumes where it was, not minutes later. */
-                double frame = t - last, most = 4 * o->refresh_ms / 1000.0 + 0.1;
-                clock += (frame < most ? frame : most) * speed;
-                vz_replay_until(&rp, clock, vz_model_apply, &m);
-                if (vz_replay_done(&rp)) snprintf(v.notice, sizeof v.notice, "replay finished");
-            } else if (vz_source_poll(&src, vz_model_apply, &m) == VZ_SOURCE_RESET) {
-                vz_model_reset(&m); /* a new run truncated the files: start over */
-                vz_source_poll(&src, vz_model_apply, &m);
+            /* Wall time between two frames, but never more than a few frames' worth: a process stopped (Ctrl-Z)
+             * or a machine suspended resumes where it was, not minutes later. */
+            double frame = t - last, most = 4 * o->refresh_ms / 1000.0 + 0.1;
+            if (o->replay) elapsed += (frame < most ? frame : most) * speed;
+            bool done = true;
+            for (int r = 0; r < n; r++) {
+                viz_run *run = &runs[r];
+                if (o->replay) {
+                    run->clock = run->rp.t_begin + elapsed;
+                    vz_replay_until(&run->rp, run->clock, vz_model_apply, &run->m);
+                    done = done && vz_replay_done(&run->rp);
+                } else if (vz_source_poll(&run->src, vz_model_apply, &run->m) == VZ_SOURCE_RESET) {
+                    vz_model_reset(&run->m); /* a new run truncated the files: start over */
+                    vz_source_poll(&run->src, vz_model_apply, &run->m);
+                }
+                if (run->m.world > 0) vz_source_expect(&run->src, run->m.world);
+                if (!focus_checked[r] && run->m.have_run) check_focus(o, &run->m, run->dir, false), focus_checked[r] = true;
             }
-            if (m.world > 0) vz_source_expect(&src, m.world);
-            if (!focus_checked && m.have_run) check_focus(o, &m, false), focus_checked = true;
+            if (o->replay && done) snprintf(v.notice, sizeof v.notice, "replay finished");
             if (v.panel == VZ_PANEL_COMM && t - last_ring >= 0.7) {
-                vz_view_ring_tick(&v, &m);
+                vz_view_ring_tick(&v, m);
                 last_ring = t;
             }
         }
         last = t;
-        vz_view_clamp(&v, &m);
+        vz_view_clamp(&v, m);
         if (!o->replay) {
-            if (m.events == 0 && src.events == 0)
-                snprintf(v.notice, sizeof v.notice, "waiting for %s to start (no events.rank0.jsonl yet)...", o->dir);
+            int waiting = -1;
+            for (int r = 0; r < n && waiting < 0; r++)
+                if (runs[r].m.events == 0 && runs[r].src.events == 0) waiting = r;
+            if (waiting >= 0)
+                snprintf(v.notice, sizeof v.notice, "waiting for %s to start (no events.rank0.jsonl yet)...", runs[waiting].dir);
             else if (strncmp(v.notice, "waiting for ", 12) == 0)
                 v.notice[0] = '\0';
         }
-        vz_draw_screen(stdscr, &m, &src, &v, &style);
+        vz_draw_runs(stdscr, f.ms, f.srcs, f.dirs, n, &v, &style);
         wnoutrefresh(stdscr);
         doupdate();
         int key = getch();
         if (o->replay && (key == '.' || key == ',')) { /* step by step: the clock stops there */
-            const vz_step *now = vz_model_last_step(&m);
+            const vz_step *now = vz_model_last_step(m);
             long long at = now ? now->step : 0, want = key == '.' ? at + 1 : at - 1;
-            if (want >= 1) clock = replay_to_step(&rp, &m, want, clock);
+            if (want >= 1)
+                for (int r = 0; r < n; r++) {
+                    runs[r].clock = replay_to_step(&runs[r].rp, &runs[r].m, want, runs[r].clock);
+                    if (r == 0) elapsed = runs[0].clock - runs[0].rp.t_begin;
+                }
             v.paused = true;
             v.notice[0] = '\0';
         } else if (o->replay && (key == '>' || key == '<')) {
             speed = key == '>' ? (speed * 2 <= 1e6 ? speed * 2 : speed) : (speed / 2 >= 1e-6 ? speed / 2 : speed);
             snprintf(mode, sizeof mode, "replay x%g", speed);
         } else if (key != ERR) {
-            running = vz_view_key(&v, &m, key);
+            running = vz_view_key(&v, m, key);
+            /* g N Enter in a replay: a step not reached yet is replayed up to (and the clock stops there) */
+            const vz_step *now = vz_model_last_step(m);
+            if (o->replay && v.jump >= 0 && (!now || v.jump > now->step)) {
+                for (int r = 0; r < n; r++) {
+                    runs[r].clock = replay_to_step(&runs[r].rp, &runs[r].m, v.jump, runs[r].clock);
+                    if (r == 0) elapsed = runs[0].clock - runs[0].rp.t_begin;
+                }
+                const vz_step *reached = vz_model_last_step(m);
+                v.cursor = reached && v.jump > reached->step ? reached->step : v.jump; /* past the end: the end */
+                v.paused = true;
+                vz_view_clamp(&v, m);
+            }
+            v.jump = -1;
         }
     }
     end_curses();
-    if (o->replay) vz_replay_free(&rp);
-    vz_model_free(&m);
-    vz_source_close(&src);
+    for (int r = 0; r < n; r++) {
+        if (o->replay) vz_replay_free(&runs[r].rp);
+        vz_model_free(&runs[r].m);
+        vz_source_close(&runs[r].src);
+    }
+    free(runs);
     return 0;
 }
 

@@ -17,11 +17,13 @@ void vz_model_init(vz_model *m) {
     vz_ring_init(&m->steps, sizeof(vz_step), VZ_STEP_CAPACITY);
     vz_ring_init(&m->evals, sizeof(vz_eval), VZ_EVAL_CAPACITY);
     vz_ring_init(&m->roundings, sizeof(vz_rounding), VZ_ROUNDING_CAPACITY);
+    vz_ring_init(&m->hist_history, sizeof(vz_hist), VZ_HIST_HISTORY);
     m->round_lo = 0;
     m->round_hi = -1;
     for (int r = 0; r < VZ_MAX_RANKS; r++) {
         vz_ring_init(&m->ranks[r].spans, sizeof(vz_span), VZ_SPAN_CAPACITY);
         vz_ring_init(&m->ranks[r].comms, sizeof(vz_comm), VZ_COMM_CAPACITY);
+        vz_ring_init(&m->ranks[r].mem_history, sizeof(vz_mem_sample), VZ_MEM_HISTORY);
     }
     m->hist_lo = 0;
     m->hist_hi = -1;
@@ -33,11 +35,13 @@ void vz_model_free(vz_model *m) {
     vz_ring_free(&m->steps);
     vz_ring_free(&m->evals);
     vz_ring_free(&m->roundings);
+    vz_ring_free(&m->hist_history);
     free(m->rounding_totals);
     m->rounding_totals = NULL;
     for (int r = 0; r < VZ_MAX_RANKS; r++) {
         vz_ring_free(&m->ranks[r].spans);
         vz_ring_free(&m->ranks[r].comms);
+        vz_ring_free(&m->ranks[r].mem_history);
     }
     free(m->hists);
     m->hists = NULL;
@@ -95,6 +99,8 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
         m->layers = (int)vz_json_int(model, "layers", m->layers);
         const cJSON *train = cJSON_GetObjectItemCaseSensitive(config, "train");
         m->total_steps = vz_json_int(train, "steps", m->total_steps);
+        m->max_memory = vz_json_num(train, "max_memory", 0); /* bytes (config.c: FK_BYTES), 0: no limit */
+        if (!(m->max_memory > 0)) m->max_memory = 0;
     }
     /* A resumed run rewinds to its checkpoint: steps after it are about to be written again. Its process
      * starts a new clock, so this rank's timeline starts over too. */
@@ -105,6 +111,13 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
         while ((e = vz_ring_last(&m->evals)) && e->step > m->resumed_at) vz_ring_pop_last(&m->evals);
         vz_rounding *r;
         while ((r = vz_ring_last(&m->roundings)) && r->step > m->resumed_at) vz_ring_pop_last(&m->roundings);
+        vz_hist *h;
+        while ((h = vz_ring_last(&m->hist_history)) && h->step > m->resumed_at) vz_ring_pop_last(&m->hist_history);
+    }
+    if (m->resumed_at >= 0) { /* each rank's memory history rewinds with it */
+        vz_mem_sample *ms;
+        while ((ms = vz_ring_last(&m->ranks[rank].mem_history)) && ms->step > m->resumed_at)
+            vz_ring_pop_last(&m->ranks[rank].mem_history);
     }
     if (again) {
         vz_ring_clear(&m->ranks[rank].spans);
@@ -185,6 +198,7 @@ static void apply_hist(vz_model *m, int rank, const cJSON *ev) {
         h->underflow[t] = vz_json_num(one, "underflow", 0);
         h->overflow[t] = vz_json_num(one, "overflow", 0);
     }
+    memcpy(vz_ring_push(&m->hist_history), h, sizeof *h); /* for the step cursor */
     if (m->hist_hi < m->hist_lo) m->hist_lo = m->hist_hi = (int)layer;
     if (layer < m->hist_lo) m->hist_lo = (int)layer;
     if (layer > m->hist_hi) m->hist_hi = (int)layer;
@@ -262,6 +276,13 @@ static void apply_mem(vz_model *m, int rank, const cJSON *ev) {
     read_tags(cJSON_GetObjectItemCaseSensitive(ev, "current"), mem->current);
     read_tags(cJSON_GetObjectItemCaseSensitive(ev, "peak"), mem->peak);
     mem->peak_total = vz_json_num(ev, "peak_total", 0);
+    vz_mem_sample *last;
+    while ((last = vz_ring_last(&m->ranks[rank].mem_history)) && last->step > mem->step)
+        vz_ring_pop_last(&m->ranks[rank].mem_history); /* steps go forward; a rewound file writes them again */
+    vz_mem_sample *sample = vz_ring_push(&m->ranks[rank].mem_history);
+    sample->step = mem->step;
+    memcpy(sample->current, mem->current, sizeof sample->current);
+    sample->peak_total = mem->peak_total;
 }
 
 static void apply_checkpoint(vz_model *m, int rank, const cJSON *ev) {
@@ -349,6 +370,15 @@ const vz_step *vz_model_step(const vz_model *m, size_t i) { return vz_ring_at(&m
 const vz_step *vz_model_last_step(const vz_model *m) { return vz_ring_last(&m->steps); }
 const vz_eval *vz_model_last_eval(const vz_model *m) { return vz_ring_last(&m->evals); }
 
+const vz_hist *vz_model_hist_at(const vz_model *m, int layer, long long step) {
+    if (step < 0) return vz_model_hist(m, layer);
+    for (size_t i = m->hist_history.count; i-- > 0;) {
+        const vz_hist *h = vz_ring_at(&m->hist_history, i);
+        if (h->layer == layer && h->step <= step) return h;
+    }
+    return NULL;
+}
+
 const vz_hist *vz_model_hist(const vz_model *m, int layer) {
     if (!m->hists || layer < -1 || layer >= VZ_MAX_LAYERS - 1) return NULL;
     return m->hists[layer + 1].valid ? &m->hists[layer + 1] : NULL;
@@ -384,6 +414,21 @@ const char *vz_model_run_label(const vz_model *m, const char *run_dir, char *buf
     if (world <= 1) snprintf(buf, n, "%s (%s, %s, 1 rank)", base, m->name, m->precision);
     else snprintf(buf, n, "%s (%s, %s, %d ranks, %s)", base, m->name, m->precision, world, m->strategy);
     return buf;
+}
+
+const vz_mem_sample *vz_model_mem_sample(const vz_model *m, int rank, size_t i) {
+    if (rank < 0 || rank >= VZ_MAX_RANKS) return NULL;
+    return vz_ring_at(&m->ranks[rank].mem_history, i);
+}
+
+size_t vz_model_mem_samples(const vz_model *m, int rank) {
+    return rank < 0 || rank >= VZ_MAX_RANKS ? 0 : m->ranks[rank].mem_history.count;
+}
+
+bool vz_model_over_plan(const vz_model *m, int rank, int tag) {
+    if (!m->have_plan || rank < 0 || rank >= VZ_MAX_RANKS || tag < 0 || tag >= VZ_NTAGS) return false;
+    const vz_mem *mem = &m->ranks[rank].mem;
+    return mem->valid && m->plan[tag] > 0 && mem->peak[tag] > m->plan[tag]; /* a tag planned at 0 is not predicted */
 }
 
 int vz_model_world(const vz_model *m) { return m->world > m->nranks ? m->world : m->nranks; }

@@ -19,6 +19,8 @@ enum {
     VZ_MIN_BINADE = -149,
     VZ_NOPSTATS = 32,           /* distinct (op, algorithm) pairs tracked for the comm table */
     VZ_ROUNDING_CAPACITY = 1 << 16, /* (step, layer) rounding records kept for the heat map */
+    VZ_MEM_HISTORY = 4096,      /* per rank: mem events kept for the memory panel's history */
+    VZ_HIST_HISTORY = 2048,     /* gradient histograms kept for the step cursor (2.3 kB each) */
 };
 
 /* Memory tags, in the order of core/base/mem.h and the mem event's objects. */
@@ -73,6 +75,12 @@ typedef struct {
     double t, current[VZ_NTAGS], peak[VZ_NTAGS], peak_total;
 } vz_mem;
 
+/* One mem event of a rank, kept for the memory panel's history: bytes by tag at that step. */
+typedef struct {
+    long long step;
+    double current[VZ_NTAGS], peak_total;
+} vz_mem_sample;
+
 /* The latest gradient exponent histogram of one layer. */
 typedef struct {
     bool valid;
@@ -106,6 +114,7 @@ typedef struct {
     vz_ring spans;             /* vz_span */
     vz_ring comms;             /* vz_comm */
     vz_mem mem;
+    vz_ring mem_history;       /* vz_mem_sample, the newest VZ_MEM_HISTORY mem events */
     bool have_wall;            /* the run header gave `wall`: Unix time when this rank's clock t was 0 */
     double wall;
     bool synced;               /* first_collective_end is known */
@@ -123,6 +132,7 @@ typedef struct {
     long long resumed_at, total_steps;
     bool have_plan;
     double plan[VZ_NTAGS];
+    double max_memory;         /* bytes: the device capacity the run was held to (train.max_memory); 0: none */
 
     vz_ring steps;             /* vz_step, rank 0's */
     vz_ring evals;             /* vz_eval */
@@ -135,6 +145,7 @@ typedef struct {
     char round_compute[16];    /* the format the rounding went into ("fp16") */
 
     vz_hist *hists;            /* [VZ_MAX_LAYERS], by layer + 1 */
+    vz_ring hist_history;      /* vz_hist, the newest VZ_HIST_HISTORY of every layer, in the order read */
     int hist_lo, hist_hi;      /* layers with a histogram: lo..hi (hi < lo when none) */
 
     vz_rank ranks[VZ_MAX_RANKS];
@@ -166,6 +177,9 @@ const vz_step *vz_model_last_step(const vz_model *m);
 const vz_eval *vz_model_last_eval(const vz_model *m);
 /* The histogram of a layer (-1 .. L), NULL when none arrived. */
 const vz_hist *vz_model_hist(const vz_model *m, int layer);
+/* The histogram of a layer as it stood at `step`: the newest one of that layer written at or before it
+ * (NULL when none is kept); step < 0: the newest, as vz_model_hist. */
+const vz_hist *vz_model_hist_at(const vz_model *m, int layer, long long step);
 /* Rounding: whether any layer's gradients were rounded; the run total of a layer (NULL when none); the
  * record of (step, layer) among those kept (NULL when none). Shares are of the nonzero values, in percent. */
 bool vz_model_has_rounding(const vz_model *m);
@@ -177,6 +191,12 @@ double vz_share_pct(double part, double whole);
 const char *vz_model_layer_name(const vz_model *m, int layer, char *buf, size_t n);
 /* "ddp-2 (fp32, 2 ranks, DDP)": what a figure's title names: the run directory, recipe, world and strategy. */
 const char *vz_model_run_label(const vz_model *m, const char *run_dir, char *buf, size_t n);
+/* A rank's memory history: sample i (0 = oldest kept), how many are kept. */
+const vz_mem_sample *vz_model_mem_sample(const vz_model *m, int rank, size_t i);
+size_t vz_model_mem_samples(const vz_model *m, int rank);
+/* A tag whose measured peak on the rank exceeds the planner's prediction (false without a plan, or for a
+ * tag the plan puts at 0: the planner does not predict it). */
+bool vz_model_over_plan(const vz_model *m, int rank, int tag);
 /* Bus bandwidth factor of a collective over n ranks (see vz_opstat). */
 double vz_busbw_factor(const char *op, int ranks);
 /* Ranks with any events or a file. */

@@ -3,7 +3,9 @@
  * the host pool (ZeRO-Offload's optimizer state and master) is not part of them and has its own line. */
 #include "panels.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { LABEL_COLS = 9, VALUE_COLS = 10 };
@@ -11,6 +13,8 @@ enum { LABEL_COLS = 9, VALUE_COLS = 10 };
 static const char TAG_CHARS[VZ_NTAGS] = {'P', 'G', 'M', 'O', 'A', 'C', '.', 'H'};
 
 /* The device tags: every one but host, which is another pool (as mem_current_total counts them). */
+static void memory_history(WINDOW *w, int y, int x, int h, int wd, const vz_model *m, int rank, const vz_style *s);
+
 static bool on_device(int tag) { return tag != VZ_TAG_HOST; }
 
 static double total(const double v[VZ_NTAGS]) {
@@ -52,8 +56,9 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
     int world = vz_model_world(m) > 0 ? vz_model_world(m) : 1;
     vz_text(w, 0, 0, cols, A_BOLD, "memory per rank by tag: now, peak (per-tag peaks; the total is the allocator's peak) and the plan");
 
-    /* one scale for every bar, so ranks and the plan compare by length */
+    /* one scale for every bar, so ranks and the plan compare by length (and runs side by side, too) */
     double scale = m->have_plan ? total(m->plan) : 0;
+    if (v->mem_scale > scale) scale = v->mem_scale;
     for (int r = 0; r < world; r++) {
         const vz_mem *mem = &m->ranks[r].mem;
         if (!mem->valid) continue;
@@ -106,12 +111,15 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
     const vz_mem *mem = &m->ranks[v->rank].mem;
     vz_text(w, y++, 0, cols, A_BOLD, "rank %-3d %12s %12s %12s %10s", v->rank, "now", "peak", "plan", "peak/plan");
     char a[24], b[24], c[24];
+    int table_top = y - 1;
     for (int t = 0; t < VZ_NTAGS && y < rows; t++) {
         if (!on_device(t)) continue;
         double plan = m->have_plan ? m->plan[t] : 0;
         char ratio[24] = "-";
         if (plan > 0 && mem->valid) snprintf(ratio, sizeof ratio, "%.0f%%", 100 * mem->peak[t] / plan);
-        vz_text(w, y, 0, cols, A_NORMAL, "%-8s %12s %12s %12s %10s", VZ_TAG_NAMES[t],
+        bool over = vz_model_over_plan(m, v->rank, t); /* highlighted, and marked in words for no colour */
+        if (over) vz_text(w, y, 58, cols - 58, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, " over plan");
+        vz_text(w, y, 0, cols, over ? (vz_attr(s, VZ_PAIR_WARN) | A_BOLD) : A_NORMAL, "%-8s %12s %12s %12s %10s", VZ_TAG_NAMES[t],
                 mem->valid ? vz_fmt_bytes(mem->current[t], a, sizeof a) : "-",
                 mem->valid ? vz_fmt_bytes(mem->peak[t], b, sizeof b) : "-",
                 m->have_plan ? vz_fmt_bytes(plan, c, sizeof c) : "-", ratio);
@@ -139,4 +147,56 @@ void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_st
     }
     if (mem->valid && y < rows)
         vz_text(w, y, 0, cols, vz_attr(s, VZ_PAIR_DIM), "as of step %lld", mem->step);
+    y++;
+
+    /* the history of the rank in focus: right of the table when there is room, else under it */
+    if (cols >= 112) memory_history(w, table_top, 70, rows - table_top, cols - 70, m, v->rank, s);
+    else if (rows - y >= 6) memory_history(w, y, 0, rows - y, cols, m, v->rank, s);
+}
+
+/* The rank's device memory over its mem events: the total and each tag in use, and the capacity of
+ * train.max_memory when the run had one. */
+static void memory_history(WINDOW *w, int y, int x, int h, int wd, const vz_model *m, int rank, const vz_style *s) {
+    size_t n = vz_model_mem_samples(m, rank);
+    if (h < 5 || wd < 20) return;
+    /* steps, the total and each tag in MB, then the capacity line's points */
+    double *buf = malloc(((n + 1) * (VZ_NTAGS + 2) + 2 * ((size_t)wd + 1)) * sizeof *buf);
+    if (!buf) {
+        fprintf(stderr, "mixpar viz: out of memory\n");
+        exit(3);
+    }
+    double *xs = buf, *tot = buf + (n + 1), *tags = tot + (n + 1);
+    double *capx = tags + VZ_NTAGS * (n + 1), *capy = capx + wd + 1;
+    vz_series series[VZ_NTAGS + 2];
+    int ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        const vz_mem_sample *ms = vz_model_mem_sample(m, rank, i);
+        xs[i] = (double)ms->step;
+        tot[i] = total(ms->current) / 1e6;
+        for (int t = 0; t < VZ_NTAGS; t++) tags[t * (n + 1) + i] = ms->current[t] / 1e6;
+    }
+    series[ns++] = (vz_series){"total", VZ_PAIR_ACCENT, xs, tot, n, 0};
+    for (int t = 0; t < VZ_NTAGS; t++) {
+        if (!on_device(t)) continue;
+        bool any = false;
+        for (size_t i = 0; i < n && !any; i++) any = tags[t * (n + 1) + i] > 0;
+        if (!any) continue;
+        series[ns++] = (vz_series){VZ_TAG_NAMES[t], (short)(VZ_PAIR_TAG + t), xs, tags + t * (n + 1), n,
+                                   s->color ? 0 : (wchar_t)TAG_CHARS[t]};
+    }
+    double xmin = n ? xs[0] : 0, xmax = n ? xs[n - 1] : 1;
+    if (xmax <= xmin) xmax = xmin + 1;
+    char title[96], cap_s[24];
+    if (m->max_memory > 0) {
+        /* a point per column: without colour the line is a row of '=' marks */
+        for (int i = 0; i <= wd; i++) capx[i] = xmin + (xmax - xmin) * i / wd, capy[i] = m->max_memory / 1e6;
+        series[ns++] = (vz_series){"capacity", VZ_PAIR_WARN, capx, capy, (size_t)wd + 1, s->color ? 0 : L'='};
+        snprintf(title, sizeof title, "r%d MB over steps, capacity %s", rank, vz_fmt_bytes(m->max_memory, cap_s, sizeof cap_s));
+    } else {
+        snprintf(title, sizeof title, "r%d MB over steps", rank);
+    }
+    vz_chart_opts o = {title, xmin, xmax, false, "step"};
+    if (n == 0) vz_text(w, y, x, wd, vz_attr(s, VZ_PAIR_DIM), "%s: no mem event yet", title);
+    else vz_chart(w, y, x, h, wd, &o, series, ns, s);
+    free(buf);
 }

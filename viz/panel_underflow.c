@@ -13,12 +13,12 @@ enum { LABEL_COLS = 7 }; /* "  e4m3 " left of the binade columns */
 
 static const vz_glyph ZONE_GLYPHS[VZ_NZONES] = {VZ_G_BLOCK, VZ_G_SHADE, VZ_G_DOT, VZ_G_CROSS};
 
-/* The non-empty binades over every layer's histogram; returns false when there is none. */
+/* The non-empty binades over every histogram kept (every layer, every step: the axis stays still while the
+ * layer and the step cursor move); returns false when there is none. */
 static bool data_range(const vz_model *m, int *lo, int *hi) {
     bool any = false;
-    for (int layer = m->hist_lo; layer <= m->hist_hi; layer++) {
-        const vz_hist *h = vz_model_hist(m, layer);
-        if (!h) continue;
+    for (size_t k = 0; k < m->hist_history.count; k++) {
+        const vz_hist *h = vz_ring_at(&m->hist_history, k);
         for (int i = 0; i < h->nbins; i++) {
             if (h->bins[i] <= 0) continue;
             int b = h->first_binade + i;
@@ -167,7 +167,7 @@ static void draw_layer_table(WINDOW *w, const vz_model *m, const vz_view *v, int
         if (first + shown - 1 > m->hist_hi) first = m->hist_hi - shown + 1;
     }
     for (int layer = first, r = 1; layer <= m->hist_hi && r < rows; layer++, r++) {
-        const vz_hist *h = vz_model_hist(m, layer);
+        const vz_hist *h = vz_model_hist_at(m, layer, v->cursor);
         char name[24];
         if (layer < 0) snprintf(name, sizeof name, "emb");
         else if (m->layers > 0 && layer >= m->layers) snprintf(name, sizeof name, "head");
@@ -359,22 +359,27 @@ static void draw_heat_map(WINDOW *w, const vz_model *m, const vz_view *v, int y,
         vz_text(w, ys, cols - HEAT_RIGHT, HEAT_RIGHT, dim, " %s..%s", vz_fmt_num(m->min_scale, a, sizeof a),
                 vz_fmt_num(m->max_scale, b, sizeof b));
     vz_text(w, yk, cols - HEAT_RIGHT, HEAT_RIGHT, m->skipped_steps ? vz_attr(s, VZ_PAIR_WARN) : dim, " %lld", m->skipped_steps);
+    /* the step cursor: an arrow under its column, in the skip row */
+    if (v->cursor >= ax.x0 && v->cursor <= x1)
+        vz_glyph_at(w, yk, LABEL_COLS + axis_col(&ax, v->cursor), vz_attr(s, VZ_PAIR_ACCENT) | A_BOLD, s, VZ_G_ARROW_UP);
 }
 
 void vz_panel_underflow(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s) {
     int rows, cols;
     getmaxyx(w, rows, cols);
-    const vz_hist *h = vz_model_hist(m, v->layer);
-    char name[24], scale_buf[32], count_buf[32];
+    const vz_hist *h = vz_model_hist_at(m, v->layer, v->cursor);
+    char name[24], scale_buf[32], count_buf[32], cursor[48] = "";
+    if (v->cursor >= 0) snprintf(cursor, sizeof cursor, " (cursor %lld)", v->cursor);
     vz_model_layer_name(m, v->layer, name, sizeof name);
     if (m->hist_hi < m->hist_lo)
         vz_text(w, 0, 0, cols, vz_attr(s, VZ_PAIR_DIM),
                 "no hist events yet (the trainer writes them every train.hist_interval steps)");
     else if (!h)
-        vz_text(w, 0, 0, cols, A_BOLD, "gradient exponents: %s (no histogram yet; up/down: layer)", name);
+        vz_text(w, 0, 0, cols, A_BOLD, "gradient exponents: %s (no histogram %s; up/down: layer)", name,
+                v->cursor >= 0 ? "at or before the cursor" : "yet");
     else
-        vz_text(w, 0, 0, cols, A_BOLD, "gradient exponents: %s, step %lld, %s values x scale %s: %s values, %.2f%% zero%s",
-                name, h->step, h->format, vz_fmt_num(h->scale, scale_buf, sizeof scale_buf),
+        vz_text(w, 0, 0, cols, A_BOLD, "gradient exponents: %s, step %lld%s, %s values x scale %s: %s values, %.2f%% zero%s",
+                name, h->step, cursor, h->format, vz_fmt_num(h->scale, scale_buf, sizeof scale_buf),
                 vz_fmt_num(h->count, count_buf, sizeof count_buf),
                 share(h->zero, h->count), h->nonfinite > 0 ? ", NON-FINITE values" : "");
 
@@ -389,4 +394,28 @@ void vz_panel_underflow(WINDOW *w, const vz_model *m, const vz_view *v, const vz
     draw_layer_table(w, m, v, y, left_w, cols - left_w, table_rows, s);
     if (vz_model_has_rounding(m)) draw_heat_map(w, m, v, rows - foot, foot, cols, s);
     else draw_scale_strip(w, m, rows - 2, cols, s);
+}
+
+/* Runs one above the other leave each part too few rows for the whole panel: the part keeps what the run
+ * really did (the heat map, or the loss scale strip of a run without rounding events) under one line on
+ * the chosen layer's histogram. */
+void vz_panel_underflow_compact(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s) {
+    int rows, cols;
+    getmaxyx(w, rows, cols);
+    const vz_hist *h = vz_model_hist_at(m, v->layer, v->cursor);
+    char name[24];
+    vz_model_layer_name(m, v->layer, name, sizeof name);
+    if (h)
+        vz_text(w, 0, 0, cols, A_NORMAL, "%s, step %lld: if cast, fp16 would round %.2f%% to 0 (%.2f%% subnormal)", name, h->step,
+                share(h->underflow[VZ_TARGET_FP16], h->count), share(h->subnormal[VZ_TARGET_FP16], h->count));
+    else
+        vz_text(w, 0, 0, cols, vz_attr(s, VZ_PAIR_DIM), "%s: no gradient histogram yet", name);
+    if (vz_model_has_rounding(m)) {
+        int foot = 3 + heat_layers(m); /* the scale and skip rows right under the layers */
+        draw_heat_map(w, m, v, 1, foot < rows - 1 ? foot : rows - 1, cols, s);
+    } else {
+        vz_text(w, 1, 0, cols, vz_attr(s, VZ_PAIR_DIM), "no rounding events: this %s run rounds no gradients to a low format",
+                m->precision);
+        if (rows >= 4) draw_scale_strip(w, m, 2, cols, s);
+    }
 }

@@ -8,6 +8,13 @@ void vz_panel_loss(WINDOW *w, const vz_model *m, const vz_view *v, const vz_styl
 void vz_panel_underflow(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s);
 void vz_panel_comm(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s);
 void vz_panel_memory(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s);
+/* The underflow panel in a short part (runs one above the other): a line on the layer's histogram, then
+ * the heat map of what was flushed (or the loss scale strip). */
+void vz_panel_underflow_compact(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s);
+/* Several runs' losses overlaid: a header row per run (its letter, label and newest values), loss and
+ * validation loss, then loss scale and tokens/s, one series per run. */
+void vz_panel_loss_runs(WINDOW *w, const vz_model *const *ms, const char *const *dirs, int n, const vz_view *v,
+                        const vz_style *s);
 
 /* Underflow panel geometry, shared with the tests: binade b is drawn in column first_col + (b - lo). */
 typedef struct {

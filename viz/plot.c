@@ -17,23 +17,38 @@
 
 static const char USAGE[] =
     "usage: mixpar plot RUN_DIR [--out DIR] [--term]\n"
+    "       mixpar plot RUN_A RUN_B [RUN_C ...] [--out DIR] [--term]   (runs side by side)\n"
     "\n"
     "Figures of a run from its event files, drawn by gnuplot:\n"
     "  loss            training and validation loss over steps\n"
     "  loss_scale      the loss scale over steps, skipped steps marked\n"
     "  underflow       per layer, the share of gradient values each format rounds to 0\n"
     "  memory          bytes by tag: measured peak beside the planner's prediction\n"
+    "  memory_time     device memory over steps: each rank's total, rank 0's tags, the capacity of\n"
+    "                  train.max_memory when the run had one\n"
     "  timeline        the last three steps of every rank: compute spans and comm calls\n"
     "  comm_bandwidth  bus bandwidth against message size, per collective and algorithm\n"
     "Each figure is NAME.png and NAME.svg, drawn from NAME.dat by NAME.gp (all in --out). A figure\n"
     "whose events the run lacks (comm in a single-rank run, say) is skipped with a note.\n"
     "\n"
+    "With two or more runs (up to 8) the figures overlay them, each labelled by its run directory, recipe,\n"
+    "world size and strategy (from its run header); each data file holds one block per run (gnuplot's\n"
+    "`index`), in the order given:\n"
+    "  loss            every run's training and validation loss\n"
+    "  loss_scale      every run's loss scale and skipped steps\n"
+    "  flushed         per layer, the share of nonzero gradients each fp16/bf16 run really flushed to 0 in\n"
+    "                  backward (rounding events, as mixpar precision flushed sums them)\n"
+    "  memory          per tag, each run's measured peak (the largest over its ranks)\n"
+    "  memory_time     each run's device memory over steps, per rank\n"
+    "The timeline and comm figures stay per run (mixpar plot RUN_DIR).\n"
+    "\n"
     "options:\n"
-    "  --out DIR   where to write (default RUN_DIR/plots)\n"
+    "  --out DIR   where to write (default RUN_DIR/plots; with several runs RUN_A/plots/compare)\n"
     "  --term      draw the figures in the terminal (gnuplot's dumb terminal) instead of PNG/SVG\n"
     "  --help      this text\n"
     "\n"
-    "example: mixpar plot viz/samples/tiny-poetry --out /tmp/poetry-plots\n";
+    "examples: mixpar plot viz/samples/tiny-poetry --out /tmp/poetry-plots\n"
+    "          mixpar plot viz/samples/synthetic-addition viz/samples/fp16-scale1 --out /tmp/fp32-vs-fp16\n";
 
 typedef struct {
     const char *dir, *out;
@@ -127,6 +142,9 @@ static void skip(plot_ctx *p, const char *name, const char *why) {
     printf("skipped %s: %s\n", name, why);
     p->skipped++;
 }
+
+static const char *gp_quote(const char *s, char *buf, size_t n);
+static void cat(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---------------------------------------------------------------- figures */
 
@@ -232,6 +250,71 @@ static void memory_figure(plot_ctx *p, const vz_model *m) {
            p->label, m->have_plan ? ", '' using 3 title 'plan (mixpar plan)'" : "");
 }
 
+/* Device memory over steps: each rank's total (the tags summed, host left out) and, when the run had one, the
+ * capacity of train.max_memory. With several runs, one block per (run, rank). */
+static bool memory_time_block(FILE *f, const vz_model *m, int rank) {
+    size_t n = vz_model_mem_samples(m, rank);
+    if (n == 0) return false;
+    for (size_t i = 0; i < n; i++) {
+        const vz_mem_sample *s = vz_model_mem_sample(m, rank, i);
+        double total = 0;
+        for (int t = 0; t < VZ_NTAGS; t++)
+            if (t != VZ_TAG_HOST) total += s->current[t];
+        fprintf(f, "%lld %.6g", s->step, total / 1e6);
+        for (int t = 0; t < VZ_NTAGS; t++) fprintf(f, " %.6g", s->current[t] / 1e6);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\n\n");
+    return true;
+}
+
+static void memory_time_figure(plot_ctx *p, const vz_model *const *ms, const char *const *labels, int nruns) {
+    FILE *f = NULL;
+    char plot[8192] = "", q[900];
+    int block = 0;
+    double cap = 0;
+    for (int r = 0; r < nruns; r++) {
+        for (int k = 0; k < vz_model_world(ms[r]) && k < VZ_MAX_RANKS; k++) {
+            if (vz_model_mem_samples(ms[r], k) == 0) continue;
+            if (!f) {
+                f = open_out(p, "memory_time.dat");
+                fprintf(f, "# step total_MB then MB by tag: param grad master optim act comm other host   (mem events; one "
+                           "block per %srank; total leaves out host)\n", nruns > 1 ? "run and " : "");
+            }
+            if (nruns > 1) fprintf(f, "# run %d: %s, rank %d\n", r + 1, labels[r], k);
+            else fprintf(f, "# rank %d\n", k);
+            memory_time_block(f, ms[r], k);
+            gp_quote(nruns > 1 ? labels[r] : "", q, sizeof q);
+            cat(plot, sizeof plot, "%s'memory_time.dat' index %d using 1:2 with linespoints pt 7 ps 0.6 lw 2 lc %d dt %d title '%s%srank %d total'",
+                block ? ", " : "", block, nruns > 1 ? r + 1 : k + 1, nruns > 1 ? k + 1 : 1, q, nruns > 1 ? ", " : "", k);
+            if (nruns == 1 && k == 0) /* one run: rank 0's tags as well */
+                for (int t = 0; t < VZ_NTAGS; t++) {
+                    if (t == VZ_TAG_HOST) continue;
+                    bool any = false;
+                    for (size_t i = 0; i < vz_model_mem_samples(ms[r], k) && !any; i++)
+                        any = vz_model_mem_sample(ms[r], k, i)->current[t] > 0;
+                    if (any)
+                        cat(plot, sizeof plot, ", '' index %d using 1:%d with lines lw 1.5 dt 2 lc %d title 'rank 0 %s'", block,
+                            3 + t, 3 + t, VZ_TAG_NAMES[t]);
+                }
+            block++;
+        }
+        if (ms[r]->max_memory > cap) cap = ms[r]->max_memory;
+    }
+    if (!f) {
+        skip(p, "memory_time", nruns > 1 ? "no run has mem events" : "no mem events");
+        return;
+    }
+    close_out(f, p, "memory_time.dat");
+    char capline[160] = "";
+    if (cap > 0) snprintf(capline, sizeof capline, ", %.6g with lines lw 3 lc rgb 'black' title 'capacity (train.max_memory)'", cap / 1e6);
+    figure(p, "memory_time", "memory_time.dat",
+           "set title '%s: device memory over steps'\nset xlabel 'step'\nset ylabel 'MB (10^6 bytes)'\nset yrange [0:*]\n"
+           "set offsets 0, 0, graph 0.08, 0\n" /* room above the capacity line */
+           "%s\nplot %s%s\n",
+           p->label, nruns > 1 ? "set key bottom right box opaque" : "set key outside right top", plot, capline);
+}
+
 static void timeline_figure(plot_ctx *p, const vz_model *m) {
     int world = vz_model_world(m);
     long long last_step = -1;
@@ -315,12 +398,268 @@ static void comm_figure(plot_ctx *p, const vz_model *m) {
            p->label, plot);
 }
 
-/* ---------------------------------------------------------------- command */
+/* ---------------------------------------------------------------- runs side by side */
+
+enum { PLOT_MAX_RUNS = 8 };
+
+typedef struct {
+    const char *dir;
+    vz_source src;
+    vz_model m;
+    char label[400]; /* "ddp-2 (synthetic-addition, fp32, 2 ranks, DDP)" */
+} plot_run;
+
+/* s inside a gnuplot single-quoted string: a quote is doubled. */
+static const char *gp_quote(const char *s, char *buf, size_t n) {
+    size_t o = 0;
+    for (; *s && o + 3 < n; s++) {
+        if (*s == '\'') buf[o++] = '\'';
+        buf[o++] = *s;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Appends to a plot command being built. */
+static void cat(char *buf, size_t n, const char *fmt, ...) {
+    size_t used = strlen(buf);
+    if (used + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, n - used, fmt, ap);
+    va_end(ap);
+}
+
+static void compare_loss(plot_ctx *p, plot_run *runs, int n) {
+    FILE *f = open_out(p, "loss.dat"), *fv = NULL;
+    fprintf(f, "# step loss lr scale skipped grad_norm tokens_per_s   (rank 0's step events; one block per run)\n");
+    char plot[8192] = "", scale_plot[8192] = "", q[900];
+    int blocks = 0, val_blocks = 0;
+    double lo = INFINITY, hi = 0;
+    for (int r = 0; r < n; r++) {
+        const vz_model *m = &runs[r].m;
+        size_t steps = vz_model_nsteps(m);
+        if (steps == 0) {
+            printf("loss: %s has no step events; left out\n", runs[r].dir);
+            continue;
+        }
+        fprintf(f, "# run %d: %s\n", r + 1, runs[r].label);
+        for (size_t i = 0; i < steps; i++) {
+            const vz_step *s = vz_model_step(m, i);
+            fprintf(f, "%lld %.9g %.9g %.9g %d %.9g %.9g\n", s->step, s->loss, s->lr, s->scale, s->skipped ? 1 : 0,
+                    s->grad_norm, s->tokens_per_s);
+        }
+        fprintf(f, "\n\n");
+        gp_quote(runs[r].label, q, sizeof q);
+        cat(plot, sizeof plot, "%s'loss.dat' index %d using 1:2 with lines lw 1.5 lc %d title '%s: train'", blocks ? ", " : "",
+            blocks, r + 1, q);
+        cat(scale_plot, sizeof scale_plot,
+            "%s'loss.dat' index %d using 1:4 with steps lw 2 lc %d title '%s', '' index %d using 1:($5 > 0 ? $4 : 1/0) "
+            "with points pt 2 ps 1.5 lc %d ",
+            blocks ? ", " : "", blocks, r + 1, q, blocks, r + 1);
+        if (m->skipped_steps) cat(scale_plot, sizeof scale_plot, "title '%s: skipped step (%lld)'", q, m->skipped_steps);
+        else cat(scale_plot, sizeof scale_plot, "notitle"); /* a key entry only for a run that skipped */
+        if (m->min_scale > 0 && m->min_scale < lo) lo = m->min_scale;
+        if (m->max_scale > hi) hi = m->max_scale;
+        blocks++;
+        if (m->evals.count > 0) {
+            if (!fv) {
+                fv = open_out(p, "val.dat");
+                fprintf(fv, "# step val_loss   (eval events; one block per run that has them)\n");
+            }
+            fprintf(fv, "# run %d: %s\n", r + 1, runs[r].label);
+            for (size_t i = 0; i < m->evals.count; i++) {
+                const vz_eval *e = vz_ring_at(&m->evals, i);
+                fprintf(fv, "%lld %.9g\n", e->step, e->val_loss);
+            }
+            fprintf(fv, "\n\n");
+            cat(plot, sizeof plot, ", 'val.dat' index %d using 1:2 with linespoints pt 7 ps 1.2 lw 2 dt 2 lc %d title '%s: validation'",
+                val_blocks++, r + 1, q);
+        }
+    }
+    close_out(f, p, "loss.dat");
+    if (fv) close_out(fv, p, "val.dat");
+    if (blocks == 0) {
+        skip(p, "loss", "no run has step events");
+        skip(p, "loss_scale", "no run has step events");
+        return;
+    }
+    figure(p, "loss", fv ? "loss.dat, val.dat" : "loss.dat",
+           "set title '%s: loss'\nset xlabel 'step'\nset ylabel 'loss (nats per token)'\nset key top right\nplot %s\n", p->label,
+           plot);
+    if (!(lo <= hi)) lo = hi = 1;
+    double lo_k = floor(log2(lo)), hi_k = ceil(log2(hi));
+    int step_k = 1;
+    while ((hi_k - lo_k + 4) / step_k > 8) step_k *= 2;
+    figure(p, "loss_scale", "loss.dat",
+           "set title '%s: loss scale'\nset xlabel 'step'\nset ylabel 'loss scale (log2 axis)'\nset logscale y 2\n"
+           "set format y '2^%%L'\nset ytics %g\nset yrange [%g:%g]\nset key top left\nplot %s\n",
+           p->label, pow(2, step_k), pow(2, lo_k - 2), pow(2, hi_k + 2), scale_plot);
+}
+
+/* Per layer, each run's share of nonzero gradients flushed to 0 (rounding events' run totals). */
+static void compare_flushed(plot_ctx *p, plot_run *runs, int n) {
+    int lo = 1 << 30, hi = -(1 << 30), with = 0;
+    for (int r = 0; r < n; r++) {
+        const vz_model *m = &runs[r].m;
+        if (!vz_model_has_rounding(m)) {
+            printf("flushed: %s has no rounding events (%s: nothing is rounded to a low format in backward); left out\n",
+                   runs[r].dir, m->precision[0] ? m->precision : "no run header");
+            continue;
+        }
+        with++;
+        if (m->round_lo < lo) lo = m->round_lo;
+        if (m->round_hi > hi) hi = m->round_hi;
+    }
+    if (!with) {
+        skip(p, "flushed", "no run has rounding events (an fp16 or bf16 run writes them)");
+        return;
+    }
+    FILE *f = open_out(p, "flushed.dat");
+    fprintf(f, "# layer name, then per run: flushed%% of the layer's nonzero gradients (NaN: the run has none)\n# runs:");
+    for (int r = 0; r < n; r++)
+        if (vz_model_has_rounding(&runs[r].m)) fprintf(f, " [%d] %s", r + 1, runs[r].label);
+    fprintf(f, "\n");
+    for (int layer = lo; layer <= hi; layer++) {
+        char name[24] = "";
+        for (int r = 0; r < n && !name[0]; r++)
+            if (vz_model_rounding_total(&runs[r].m, layer)) vz_model_layer_name(&runs[r].m, layer, name, sizeof name);
+        if (!name[0]) continue;
+        fprintf(f, "%d ", layer);
+        quoted(f, name);
+        for (int r = 0; r < n; r++) {
+            if (!vz_model_has_rounding(&runs[r].m)) continue;
+            const vz_rounding_total *t = vz_model_rounding_total(&runs[r].m, layer);
+            if (t && t->nonzero > 0) fprintf(f, " %.6g", vz_share_pct(t->flushed, t->nonzero));
+            else fprintf(f, " NaN");
+        }
+        fprintf(f, "\n");
+    }
+    close_out(f, p, "flushed.dat");
+    char plot[8192] = "", q[900];
+    int col = 3;
+    for (int r = 0; r < n; r++) {
+        if (!vz_model_has_rounding(&runs[r].m)) continue;
+        gp_quote(runs[r].label, q, sizeof q);
+        cat(plot, sizeof plot, "%s%s using %d%s lc %d title '%s'", col > 3 ? ", " : "", col > 3 ? "''" : "'flushed.dat'", col,
+            col == 3 ? ":xtic(2)" : "", r + 1, q);
+        col++;
+    }
+    figure(p, "flushed", "flushed.dat",
+           "set title '%s: gradients flushed to 0 in backward, per layer (rounding events, run totals)'\n"
+           "set ylabel '%% of the layer''s nonzero gradient values'\nset style data histograms\n"
+           "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset xtics rotate by -30\nset yrange [0:*]\n"
+           "set key top right\nplot %s\n",
+           p->label, plot);
+}
+
+static void compare_memory(plot_ctx *p, plot_run *runs, int n) {
+    double peak[PLOT_MAX_RUNS][VZ_NTAGS] = {{0}};
+    int with = 0;
+    bool has[PLOT_MAX_RUNS] = {0};
+    for (int r = 0; r < n; r++) {
+        const vz_model *m = &runs[r].m;
+        for (int k = 0; k < vz_model_world(m); k++) {
+            const vz_mem *mem = &m->ranks[k].mem;
+            if (!mem->valid) continue;
+            has[r] = true;
+            for (int t = 0; t < VZ_NTAGS; t++)
+                if (mem->peak[t] > peak[r][t]) peak[r][t] = mem->peak[t];
+        }
+        if (has[r]) with++;
+        else printf("memory: %s has no mem events; left out\n", runs[r].dir);
+    }
+    if (!with) {
+        skip(p, "memory", "no run has mem events");
+        return;
+    }
+    FILE *f = open_out(p, "memory.dat");
+    fprintf(f, "# tag, then per run: peak_MB (the largest over its ranks)\n# runs:");
+    for (int r = 0; r < n; r++)
+        if (has[r]) fprintf(f, " [%d] %s", r + 1, runs[r].label);
+    fprintf(f, "\n");
+    for (int t = 0; t < VZ_NTAGS; t++) {
+        fprintf(f, "%s", VZ_TAG_NAMES[t]);
+        for (int r = 0; r < n; r++)
+            if (has[r]) fprintf(f, " %.6g", peak[r][t] / 1e6);
+        fprintf(f, "\n");
+    }
+    close_out(f, p, "memory.dat");
+    char plot[8192] = "", q[900];
+    int col = 2;
+    for (int r = 0; r < n; r++) {
+        if (!has[r]) continue;
+        gp_quote(runs[r].label, q, sizeof q);
+        cat(plot, sizeof plot, "%s%s using %d%s lc %d title '%s'", col > 2 ? ", " : "", col > 2 ? "''" : "'memory.dat'", col,
+            col == 2 ? ":xtic(1)" : "", r + 1, q);
+        col++;
+    }
+    figure(p, "memory", "memory.dat",
+           "set title '%s: measured peak memory per rank by tag'\nset ylabel 'MB (10^6 bytes)'\n"
+           "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset yrange [0:*]\n"
+           "set key top right\nplot %s\n",
+           p->label, plot);
+}
 
 static void reset_model(void *ctx) { vz_model_reset(ctx); }
 
+/* gnuplot found (or stop), its PNG terminal chosen, the output directory made (default RUN_DIR/SUB). */
+static void setup_output(plot_ctx *p, char *out, size_t n, const char *sub) {
+    const char *const probe[] = {"gnuplot", "-e", "exit", NULL}, *const cairo[] = {"gnuplot", "-e", "set terminal pngcairo", NULL};
+    if (run_gnuplot(NULL, true, probe) == 127)
+        MP_FAIL_HINT("gnuplot on the PATH", "install it: make deps (Debian package gnuplot-nox)", "mixpar plot: gnuplot not found");
+    p->png_terminal = run_gnuplot(NULL, true, cairo) == 0 ? "pngcairo" : "png"; /* cairo draws smoother text */
+    if (!p->out) {
+        snprintf(out, n, "%s/%s", p->dir, sub);
+        p->out = out;
+    }
+    mkdirs(p->out);
+}
+
+static int plot_runs(plot_ctx *p, const char *const *dirs, int n) {
+    plot_run *runs = calloc((size_t)n, sizeof *runs);
+    if (!runs) MP_FAIL("memory for the runs", "mixpar plot: out of memory");
+    char title[sizeof p->label] = "", q[900];
+    for (int r = 0; r < n; r++) { /* every run opened and read before anything is written: bad input stops first */
+        runs[r].dir = dirs[r];
+        vz_open_run(&runs[r].src, "plot", dirs[r]);
+        vz_model_init(&runs[r].m);
+        vz_read_run(&runs[r].src, vz_model_apply, &runs[r].m, reset_model);
+        vz_report_reading(&runs[r].src, "plot");
+        vz_model_run_label(&runs[r].m, dirs[r], runs[r].label, sizeof runs[r].label);
+        char base[260];
+        snprintf(base, sizeof base, "%s", runs[r].label);
+        char *paren = strstr(base, " (");
+        if (paren) *paren = '\0';
+        cat(title, sizeof title, "%s%s", r ? " vs " : "", gp_quote(base, q, sizeof q));
+    }
+    snprintf(p->label, sizeof p->label, "%s", title);
+    char out[4200];
+    setup_output(p, out, sizeof out, "plots/compare");
+    compare_loss(p, runs, n);
+    compare_flushed(p, runs, n);
+    compare_memory(p, runs, n);
+    const vz_model *ms[PLOT_MAX_RUNS];
+    const char *labels[PLOT_MAX_RUNS];
+    for (int r = 0; r < n; r++) ms[r] = &runs[r].m, labels[r] = runs[r].label;
+    memory_time_figure(p, ms, labels, n);
+    skip(p, "timeline", "one run at a time (mixpar plot RUN_DIR)");
+    skip(p, "comm_bandwidth", "one run at a time (mixpar plot RUN_DIR)");
+    for (int r = 0; r < n; r++) {
+        vz_model_free(&runs[r].m);
+        vz_source_close(&runs[r].src);
+    }
+    free(runs);
+    printf("%d figure%s %s, %d skipped\n", p->written, p->written == 1 ? "" : "s", p->term ? "drawn" : "written", p->skipped);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- command */
+
 int vz_cmd_plot(int argc, char **argv) {
     plot_ctx p = {0};
+    const char *dirs[PLOT_MAX_RUNS];
+    int ndirs = 0;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(USAGE, stdout);
@@ -330,10 +669,12 @@ int vz_cmd_plot(int argc, char **argv) {
             if (i + 1 >= argc) mp_usage_error("plot", "%s needs a directory", argv[i]);
             p.out = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1]) mp_usage_error("plot", "unknown option '%s'", argv[i]);
-        else if (p.dir) mp_usage_error("plot", "one RUN_DIR expected, got '%s' and '%s'", p.dir, argv[i]);
-        else p.dir = argv[i];
+        else if (ndirs == PLOT_MAX_RUNS) mp_usage_error("plot", "at most %d run directories side by side", PLOT_MAX_RUNS);
+        else dirs[ndirs++] = argv[i];
     }
+    if (ndirs > 0) p.dir = dirs[0];
     if (!p.dir) mp_usage_error("plot", "RUN_DIR is required (a run directory such as runs/tiny-poetry)");
+    if (ndirs > 1) return plot_runs(&p, dirs, ndirs);
     vz_source src;
     vz_model m;
     vz_open_run(&src, "plot", p.dir);
@@ -342,20 +683,15 @@ int vz_cmd_plot(int argc, char **argv) {
     vz_report_reading(&src, "plot");
     vz_model_run_label(&m, p.dir, p.label, sizeof p.label);
 
-    const char *const probe[] = {"gnuplot", "-e", "exit", NULL}, *const cairo[] = {"gnuplot", "-e", "set terminal pngcairo", NULL};
-    if (run_gnuplot(NULL, true, probe) == 127)
-        MP_FAIL_HINT("gnuplot on the PATH", "install it: make deps (Debian package gnuplot-nox)", "mixpar plot: gnuplot not found");
-    p.png_terminal = run_gnuplot(NULL, true, cairo) == 0 ? "pngcairo" : "png"; /* cairo draws smoother text */
     char out[4200];
-    if (!p.out) {
-        snprintf(out, sizeof out, "%s/plots", p.dir);
-        p.out = out;
-    }
-    mkdirs(p.out);
+    setup_output(&p, out, sizeof out, "plots");
 
     loss_figures(&p, &m);
     underflow_figure(&p, &m);
     memory_figure(&p, &m);
+    const vz_model *one = &m;
+    const char *label = p.label;
+    memory_time_figure(&p, &one, &label, 1);
     timeline_figure(&p, &m);
     comm_figure(&p, &m);
     printf("%d figure%s %s, %d skipped\n", p.written, p.written == 1 ? "" : "s", p.term ? "drawn" : "written", p.skipped);

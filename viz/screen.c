@@ -26,6 +26,7 @@ void vz_view_init(vz_view *v) {
     v->ring_alpha = 5e-6; /* 5 us per message: a typical network latency */
     v->ring_beta = 10e9;  /* 10 GB/s per link */
     v->mode = "live";
+    v->cursor = v->jump = -1;
 }
 
 void vz_view_clamp(vz_view *v, const vz_model *m) {
@@ -36,6 +37,41 @@ void vz_view_clamp(vz_view *v, const vz_model *m) {
     int world = vz_model_world(m);
     if (v->rank >= world) v->rank = world - 1;
     if (v->rank < 0) v->rank = 0;
+    /* not before the oldest step kept; a cursor after the newest (--cursor at the start of a replay) waits
+     * for the run to get there, drawing the newest histograms meanwhile */
+    if (v->cursor >= 0 && vz_model_nsteps(m) > 0 && v->cursor < vz_model_step(m, 0)->step) v->cursor = vz_model_step(m, 0)->step;
+}
+
+/* The keys put the cursor on a step the run has: from the oldest kept to the newest. */
+static void clamp_cursor(vz_view *v, const vz_model *m) {
+    const vz_step *last = vz_model_last_step(m);
+    if (v->cursor >= 0 && last && v->cursor > last->step) v->cursor = last->step;
+}
+
+/* Left, right: one step back or forward from the cursor (from the newest step when it follows the run). */
+static void move_cursor(vz_view *v, const vz_model *m, int by) {
+    const vz_step *last = vz_model_last_step(m);
+    if (!last) return;
+    long long at = v->cursor >= 0 && v->cursor <= last->step ? v->cursor : last->step;
+    v->cursor = at + by < 0 ? 0 : at + by;
+    clamp_cursor(v, m);
+}
+
+/* g N Enter: digits collected in v->entry. Returns true when the key was taken. */
+static bool entry_key(vz_view *v, int key) {
+    if (!v->entering) return false;
+    size_t len = strlen(v->entry);
+    if (key >= '0' && key <= '9') {
+        if (len + 1 < sizeof v->entry) v->entry[len] = (char)key, v->entry[len + 1] = '\0';
+    } else if (key == KEY_BACKSPACE || key == 127 || key == 8) {
+        if (len) v->entry[len - 1] = '\0';
+    } else if (key == '\n' || key == '\r' || key == KEY_ENTER) {
+        if (len) v->cursor = v->jump = atoll(v->entry);
+        v->entering = false;
+    } else {
+        v->entering = false; /* Esc or any other key: no jump */
+    }
+    return true;
 }
 
 bool vz_view_key(vz_view *v, const vz_model *m, int key) {
@@ -43,8 +79,15 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
         v->help = false;
         return true;
     }
+    if (entry_key(v, key)) {
+        clamp_cursor(v, m); /* v->jump keeps the step asked for: a replay may go there */
+        vz_view_clamp(v, m);
+        return true;
+    }
     switch (key) {
     case 'q': case 'Q': return false;
+    case 'g': v->entering = true; v->entry[0] = '\0'; break;
+    case KEY_END: case '$': v->cursor = -1; break;
     case '\t': v->panel = (vz_panel)((v->panel + 1) % VZ_NPANELS); v->scroll = 0; v->zoom = 0; break;
     case KEY_BTAB: v->panel = (vz_panel)((v->panel + VZ_NPANELS - 1) % VZ_NPANELS); v->scroll = 0; v->zoom = 0; break;
     case '1': case '2': case '3': case '4':
@@ -60,11 +103,11 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
         else v->rank++;
         break;
     case KEY_LEFT:
-        if (v->panel == VZ_PANEL_UNDERFLOW) v->scroll -= 4;
+        if (v->panel == VZ_PANEL_UNDERFLOW) move_cursor(v, m, -1);
         if (v->panel == VZ_PANEL_COMM) v->scroll++; /* back in time */
         break;
     case KEY_RIGHT:
-        if (v->panel == VZ_PANEL_UNDERFLOW) v->scroll += 4;
+        if (v->panel == VZ_PANEL_UNDERFLOW) move_cursor(v, m, +1);
         if (v->panel == VZ_PANEL_COMM && v->scroll > 0) v->scroll--;
         break;
     case '+': case '=':
@@ -81,6 +124,10 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
         v->ring.ranks = 0; /* restart the animation */
         break;
     case '[': case ']':
+        if (v->panel == VZ_PANEL_UNDERFLOW) { /* the binades shown */
+            v->scroll += key == ']' ? 4 : -4;
+            break;
+        }
         v->ring_ranks += key == ']' ? 1 : -1;
         if (v->ring_ranks < 2) v->ring_ranks = 2;
         if (v->ring_ranks > VZ_ALLREDUCE_MAX_RANKS) v->ring_ranks = VZ_ALLREDUCE_MAX_RANKS;
@@ -140,6 +187,8 @@ static void draw_status(WINDOW *w, const vz_model *m, const vz_source *src, cons
     attr_t warn = vz_attr(s, VZ_PAIR_WARN) | A_BOLD;
     x += vz_text(w, y, x, room - x, A_BOLD, "%s", v->mode ? v->mode : "");
     if (v->paused) x += vz_text(w, y, x, room - x, warn, " PAUSED");
+    if (v->entering) x += vz_text(w, y, x, room - x, A_BOLD | A_REVERSE, " go to step: %s_ ", v->entry);
+    else if (v->cursor >= 0) x += vz_text(w, y, x, room - x, vz_attr(s, VZ_PAIR_ACCENT) | A_BOLD, " | cursor step %lld", v->cursor);
     /* counts first (short), then what explains them: the bar is cut at the keys' column */
     if (src) {
         if (src->malformed) x += vz_text(w, y, x, room - x, warn, " | %lld malformed", src->malformed);
@@ -167,14 +216,15 @@ static void draw_help(WINDOW *w, int rows, int cols, const vz_style *s) {
         "tab, shift-tab   next, previous panel",
         "1 2 3 4          loss, underflow, comm, memory",
         "up, down         underflow: layer;  comm, memory: rank",
-        "left, right      underflow: binades; comm: back/forward in time",
+        "left, right      underflow: step cursor; comm: back/forward in time",
+        "g N Enter, End   underflow: cursor to step N (Esc: cancel); back to newest",
+        "[ ]              underflow: binades left, right; model ring: ranks",
         "+ -              zoom in, out (loss: steps; comm: time)",
         "0                reset zoom and scroll",
         "space            pause (live: stop reading; replay: stop the clock)",
         ". ,              replay: one step forward, back (and pause)",
         "> <              replay: twice, half the speed",
         "m                ring view: comm events <-> alpha-beta model",
-        "[ ]              model ring: fewer, more ranks",
         "h ? F1           this help (any key closes it)",
         "q                quit",
     };
@@ -220,6 +270,100 @@ void vz_draw_screen(WINDOW *w, const vz_model *m, const vz_source *src, const vz
         char note[160];
         vz_source_version_note(src, note, sizeof note);
         vz_text(w, rows - 2, 0, cols, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, "%-*s", cols, note);
+    }
+    if (v->help) draw_help(w, rows, cols, s);
+}
+
+/* ---------------------------------------------------------------- runs side by side */
+
+void vz_run_part(int rows, int cols, int n, int i, int *y, int *x, int *h, int *wd) {
+    if (n < 1) n = 1;
+    if (cols / n >= VZ_MIN_COLS - 12) { /* side by side, a blank column between parts */
+        int each = (cols - (n - 1)) / n;
+        *y = 0, *h = rows, *x = i * (each + 1), *wd = i == n - 1 ? cols - *x : each;
+    } else {
+        int each = rows / n;
+        *x = 0, *wd = cols, *y = i * each, *h = i == n - 1 ? rows - *y : each;
+    }
+}
+
+void vz_draw_runs(WINDOW *w, const vz_model *const *ms, const vz_source *const *srcs, const char *const *dirs, int n,
+                  const vz_view *v, const vz_style *s) {
+    if (n <= 1) {
+        vz_draw_screen(w, ms[0], srcs ? srcs[0] : NULL, v, s);
+        return;
+    }
+    if (n > VZ_MAX_RUNS) n = VZ_MAX_RUNS;
+    int rows, cols;
+    getmaxyx(w, rows, cols);
+    werase(w);
+    if (cols < VZ_MIN_COLS || rows < VZ_MIN_ROWS) {
+        draw_too_small(w, rows, cols, s);
+        return;
+    }
+    /* tabs, then the runs by letter */
+    int x = vz_text(w, 0, 0, cols, vz_attr(s, VZ_PAIR_ACCENT) | A_BOLD, "mixpar viz ");
+    for (int p = 0; p < VZ_NPANELS; p++) {
+        bool on = p == (int)v->panel;
+        x += vz_text(w, 0, x, cols - x, on ? (A_REVERSE | A_BOLD) : A_NORMAL, s->color ? " %d %s " : on ? "[%d %s]" : " %d %s ",
+                     p + 1, VZ_PANEL_TITLES[p]);
+    }
+    x += 1;
+    for (int r = 0; r < n; r++) {
+        x += 1 + vz_text(w, 0, x + 1, cols - x - 1, vz_attr(s, vz_run_pair(r)) | A_BOLD, "%c", 'A' + r);
+        const char *base = strrchr(dirs[r], '/') && strrchr(dirs[r], '/')[1] ? strrchr(dirs[r], '/') + 1 : dirs[r];
+        x += vz_text(w, 0, x, cols - x, vz_attr(s, VZ_PAIR_DIM), " %s", base);
+    }
+    WINDOW *body = derwin(w, rows - 2, cols, 1, 0);
+    if (body) {
+        if (v->panel == VZ_PANEL_LOSS) {
+            vz_panel_loss_runs(body, ms, dirs, n, v, s);
+        } else {
+            double mem_scale = 0; /* the largest bar of any run: the memory parts compare by length */
+            for (int r = 0; r < n; r++) {
+                double plan = 0;
+                for (int t = 0; t < VZ_NTAGS; t++)
+                    if (t != VZ_TAG_HOST) plan += ms[r]->plan[t];
+                if (plan > mem_scale) mem_scale = plan;
+                for (int k = 0; k < vz_model_world(ms[r]) && k < VZ_MAX_RANKS; k++) {
+                    const vz_mem *mem = &ms[r]->ranks[k].mem;
+                    double now = 0, peak = 0;
+                    for (int t = 0; t < VZ_NTAGS; t++)
+                        if (t != VZ_TAG_HOST) now += mem->current[t], peak += mem->peak[t];
+                    if (mem->valid && now > mem_scale) mem_scale = now;
+                    if (mem->valid && peak > mem_scale) mem_scale = peak;
+                }
+            }
+            for (int r = 0; r < n; r++) {
+                int py, px, ph, pw;
+                vz_run_part(rows - 2, cols, n, r, &py, &px, &ph, &pw);
+                char label[300];
+                int lx = vz_text(body, py, px, pw, vz_attr(s, vz_run_pair(r)) | A_BOLD | A_REVERSE, " %c ", 'A' + r);
+                vz_text(body, py, px + lx, pw - lx, A_BOLD, " %s", vz_model_run_label(ms[r], dirs[r], label, sizeof label));
+                if (px > 0)
+                    for (int yy = py; yy < py + ph; yy++) vz_glyph_at(body, yy, px - 1, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
+                WINDOW *part = ph > 1 ? derwin(body, ph - 1, pw, py + 1, px) : NULL;
+                if (!part) continue;
+                vz_view pv = *v; /* each run's own layers and ranks */
+                pv.mem_scale = mem_scale;
+                vz_view_clamp(&pv, ms[r]);
+                if (v->panel == VZ_PANEL_UNDERFLOW && ph - 1 < 24) vz_panel_underflow_compact(part, ms[r], &pv, s);
+                else PANELS[v->panel](part, ms[r], &pv, s);
+                delwin(part);
+            }
+        }
+        delwin(body);
+    }
+    /* the status bar: run A's source, then what the other runs' files say */
+    draw_status(w, ms[0], srcs ? srcs[0] : NULL, v, rows - 1, cols, s);
+    if (srcs) {
+        char more[160] = "";
+        size_t used = 0;
+        for (int r = 1; r < n; r++)
+            if (srcs[r] && (srcs[r]->malformed || srcs[r]->truncated || srcs[r]->newer) && used < sizeof more - 40)
+                used += (size_t)snprintf(more + used, sizeof more - used, " %c: %lld malformed, %lld truncated, %lld newer", 'A' + r,
+                                         srcs[r]->malformed, srcs[r]->truncated, srcs[r]->newer);
+        if (more[0]) vz_text(w, rows - 2, 0, cols, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, "%s", more);
     }
     if (v->help) draw_help(w, rows, cols, s);
 }

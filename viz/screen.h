@@ -11,6 +11,7 @@
 enum {
     VZ_MIN_COLS = 72, /* the smallest terminal the panels fit in */
     VZ_MIN_ROWS = 20,
+    VZ_MAX_RUNS = 4,  /* runs side by side: mixpar viz RUN_A RUN_B ... */
 };
 
 typedef enum { VZ_PANEL_LOSS, VZ_PANEL_UNDERFLOW, VZ_PANEL_COMM, VZ_PANEL_MEMORY, VZ_NPANELS } vz_panel;
@@ -26,6 +27,11 @@ typedef struct {
     int scroll;           /* underflow: binades moved right; comm: windows moved back in time */
     bool paused;
     bool help;
+    long long cursor;     /* underflow: the step whose histograms are drawn; -1: the newest (follow the run) */
+    long long jump;       /* a step asked for with g N Enter, until the caller has seen it (-1: none) */
+    bool entering;        /* g was pressed: digits are a step number until Enter (Esc cancels) */
+    char entry[20];
+    double mem_scale;     /* memory: bytes a full bar stands for, at least; runs side by side share one (0: own) */
     bool ring_model;      /* comm: the ring view from the alpha-beta model rather than from comm events */
     int ring_ranks;       /* ring ranks in model mode */
     vz_allreduce ring;    /* the animation's state */
@@ -51,6 +57,17 @@ void vz_view_ring_phase(const vz_view *v, const vz_model *m, int *first, int *en
 
 /* Draws everything into w (the whole screen). */
 void vz_draw_screen(WINDOW *w, const vz_model *m, const vz_source *src, const vz_view *v, const vz_style *s);
+
+/* Runs side by side (mixpar viz RUN_A RUN_B ...; n <= VZ_MAX_RUNS, n == 1 draws as vz_draw_screen): the loss
+ * panel overlays the runs, one colour (and, without colour, one mark) per run, A, B, ...; the other panels
+ * draw each run in its own part of the body, labelled with its letter and run directory. srcs may be NULL. */
+void vz_draw_runs(WINDOW *w, const vz_model *const *ms, const vz_source *const *srcs, const char *const *dirs, int n,
+                  const vz_view *v, const vz_style *s);
+/* Where run i of n goes in a body of rows x cols: side by side when each part keeps VZ_MIN_COLS - 12 columns,
+ * else one above the other. */
+void vz_run_part(int rows, int cols, int n, int i, int *y, int *x, int *h, int *wd);
+/* The colour pair of run i (A, B, ...). */
+short vz_run_pair(int run);
 
 /* A curses screen writing to /dev/null, sized rows x cols, for snapshots and tests; NULL when no terminal
  * description can be loaded. Free it with vz_virtual_screen_end. */

@@ -184,8 +184,33 @@ tmux_ send-keys -t viz '>' '>'
 check "tmux replay: > > doubles the speed twice" wait_for "replay x0.004"
 tmux_ send-keys -t viz '<'
 check "tmux replay: < halves it" wait_for "replay x0.002"
+# the step cursor (underflow): g N Enter replays up to step N; left/right move it; End follows the newest again
+tmux_ send-keys -t viz 2 g 3 0
+check "tmux cursor: g opens the step prompt in the status bar" wait_for "go to step: 30_"
+tmux_ send-keys -t viz Enter
+check "tmux cursor: Enter replays to step 30, the status bar shows the cursor" wait_for "cursor step 30"
+check "tmux cursor: and the histograms drawn are step 30's" wait_for "^gradient exponents: .*, step 30 \\(cursor 30\\)"
+tmux_ send-keys -t viz Left
+check "tmux cursor: left moves it to step 29: the newest histogram at or before it is step 20's" \
+  wait_for "^gradient exponents: .*, step 20 \\(cursor 29\\)"
+check "tmux cursor: the status bar follows" wait_for "cursor step 29"
+tmux_ send-keys -t viz End
+check "tmux cursor: End follows the newest step again" wait_for "^gradient exponents: .*, step 30, "
+check "tmux cursor: and the status bar drops it" wait_gone "cursor step"
 tmux_ send-keys -t viz q
 check "tmux replay: q quits cleanly" wait_for "viz exited with 0"
+
+# Two runs replayed side by side on one clock: . steps both, the loss panel names both.
+tmux_ kill-session -t viz 2>/dev/null
+tmux_ new-session -d -x 160 -y 40 -s viz "'$MIXPAR' viz --refresh 50 --replay --speed 0.001 '$addition' '$fp16'; echo \"viz exited with \$?\"; sleep 60"
+check "tmux two runs: both run headers named" wait_for "^B fp16-scale1 \\(synthetic-addition, fp16, 1 rank\\)"
+tmux_ send-keys -t viz . .
+check "tmux two runs: . . steps run A to step 2" wait_for "^A synthetic-addition .* step 2  loss"
+check "tmux two runs: and run B with it" wait_for "^B fp16-scale1 .* step 2  loss"
+tmux_ send-keys -t viz 2
+check "tmux two runs: the underflow panel shows B's heat map beside A's histogram" wait_for "│was flushed \\(fp16, steps 1..2\\)"
+tmux_ send-keys -t viz q
+check "tmux two runs: q quits cleanly" wait_for "viz exited with 0"
 
 # The live view started before the trainer: it waits for the first event file, then follows it.
 mkdir -p "$work/later"
@@ -223,8 +248,8 @@ for pid in $(ps -eo pid=,args= | awk -v c="train --config $work/demo.json" 'inde
 done
 
 # ---------------------------------------------------------------- plot and trace
-check_output "plot: figures of the poetry sample" 0 "5 figures written, 1 skipped" "$MIXPAR" plot "$poetry" --out "$work/plots"
-for fig in loss loss_scale underflow memory timeline; do
+check_output "plot: figures of the poetry sample" 0 "6 figures written, 1 skipped" "$MIXPAR" plot "$poetry" --out "$work/plots"
+for fig in loss loss_scale underflow memory memory_time timeline; do
   check "plot: $fig.png is a PNG and $fig.svg an SVG, with their script" bash -c \
     "head -c 8 '$work/plots/$fig.png' | od -An -c | grep -q 'P   N   G' && grep -q '<svg' '$work/plots/$fig.svg' && [ -s '$work/plots/$fig.gp' ]"
 done
@@ -241,6 +266,36 @@ check_output "plot: bandwidth ticks carry SI prefixes, never 0.0000001" 0 "set f
 check_output "plot: the timeline key names data and the loss allreduce, under the plot" 0 \
   "set key outside right.*loss allreduce.*data wait" bash -c "tr '\\n' ' ' <'$work/ddp-plots/timeline.gp'"
 check_output "plot: make plots RUN=... runs it" 0 "figures written" make -s plots RUN="$addition" OUT="$work/mkplots"
+
+# runs side by side
+check_output "plot: two runs side by side" 0 "5 figures written, 2 skipped" "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
+for fig in loss loss_scale flushed memory memory_time; do
+  check "plot two runs: $fig.png and $fig.svg written" bash -c \
+    "head -c 8 '$work/cmp/$fig.png' | od -An -c | grep -q 'P   N   G' && grep -q '<svg' '$work/cmp/$fig.svg'"
+done
+steps_a=$(grep -c '"kind":"step"' "$addition/events.rank0.jsonl"); steps_b=$(grep -c '"kind":"step"' "$fp16/events.rank0.jsonl")
+check "plot two runs: loss.dat holds both runs, one block each ($steps_a + $steps_b steps)" bash -c \
+  "[ \$(awk 'NF && !/^#/' '$work/cmp/loss.dat' | wc -l) -eq $((steps_a + steps_b)) ] && grep -q '^# run 2: fp16-scale1 (synthetic-addition, fp16, 1 rank)' '$work/cmp/loss.dat'"
+check_output "plot two runs: the loss figure plots both blocks, labelled by run" 0 \
+  "index 0 .*title 'synthetic-addition \\(synthetic-addition, fp32, 1 rank\\): train'.*index 1 .*title 'fp16-scale1 \\(synthetic-addition, fp16, 1 rank\\): train'" \
+  cat "$work/cmp/loss.gp"
+check "plot two runs: memory_time.dat has a block per run and rank, as many lines as mem events" bash -c \
+  "grep -q '^# run 2: fp16-scale1 .*, rank 0' '$work/cmp/memory_time.dat' && [ \$(awk 'NF && !/^#/' '$work/cmp/memory_time.dat' | wc -l) -eq \$(cat '$addition/events.rank0.jsonl' '$fp16/events.rank0.jsonl' | grep -c '\"kind\":\"mem\"') ]"
+check_output "plot two runs: memory.dat has a peak column per run" 0 "^act [0-9.]+ [0-9.]+$" cat "$work/cmp/memory.dat"
+check_output "plot two runs: flushed leaves out the fp32 run with a note" 0 "synthetic-addition has no rounding events" \
+  "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
+check_output "plot two runs: the titles name both runs" 0 "set title 'synthetic-addition vs fp16-scale1: loss'" cat "$work/cmp/loss.gp"
+check_output "snapshot --cursor 35: the underflow panel draws the histograms of step 30 (the newest at or before it)" 0 \
+  "^gradient exponents: block 0, step 30 \\(cursor 35\\)" snap "$fp16" --panel underflow --layer 0 --cursor 35
+check_output "snapshot --cursor 35: the status bar shows the cursor" 0 "^snapshot \\| cursor step 35 " snap "$fp16" --panel underflow --cursor 35
+check_output "snapshot of two runs: the loss panel overlays them with a legend" 0 "A train .*B train" \
+  snap "$addition" "$fp16" --width 120 --height 36
+check_output "snapshot of two runs: each header row has its run's last loss" 0 "^B fp16-scale1 \\(synthetic-addition, fp16, 1 rank\\)  step 100  loss" \
+  snap "$addition" "$fp16" --width 120 --height 36
+check_output "snapshot of two runs: memory side by side at 160 columns" 0 "^ A  synthetic-addition .*│ B  fp16-scale1" \
+  snap "$addition" "$fp16" --panel memory --width 160 --height 40
+check_output "plot: a missing second run" 2 "does not exist" "$MIXPAR" plot "$addition" "$work/none" --out "$work/cmp2"
+check_output "viz: a missing second run" 2 "does not exist" "$MIXPAR" viz --snapshot "$addition" "$work/none"
 
 check_output "trace: the poetry sample exports" 0 "300 spans, 0 comm calls" "$MIXPAR" trace "$poetry" -o "$work/trace.json"
 check "trace: the file is a JSON object with traceEvents" bash -c "head -c 40 '$work/trace.json' | grep -q '^{\"displayTimeUnit\":\"ms\"' && tail -c 4 '$work/trace.json' | grep -q ']}'"
@@ -294,6 +349,9 @@ check_output "viz: live mode needs a terminal" 2 "(stdin|stdout) is not a termin
 check_output "viz: and says what to use instead" 2 "hint: +for text output use mixpar viz --snapshot" \
   bash -c "'$MIXPAR' viz '$poetry' </dev/null"
 check_output "plot: a missing run directory" 2 "does not exist" "$MIXPAR" plot "$work/none"
+check_output "plot: two runs, the second malformed" 2 "no readable events in .*/bad .*2 malformed" "$MIXPAR" plot "$addition" "$work/bad" --out "$work/badplots2"
+check_output "viz: two runs, the second malformed" 2 "no readable events in .*/bad" "$MIXPAR" viz --snapshot "$addition" "$work/bad"
+check_output "viz: five runs are too many" 2 "at most 4 runs side by side" "$MIXPAR" viz --snapshot "$addition" "$addition" "$addition" "$addition" "$addition"
 check_output "plot: only malformed lines" 2 "no readable events.*2 malformed" "$MIXPAR" plot "$work/bad" --out "$work/badplots"
 check_output "trace: only a newer schema" 2 "rebuild it" "$MIXPAR" trace "$work/newer" -o "$work/newer.json"
 check "trace: nothing is left behind when it fails" bash -c "[ ! -e '$work/newer.json' ] && [ ! -e '$work/newer.json.tmp' ]"

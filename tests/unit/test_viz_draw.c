@@ -507,3 +507,55 @@ Test(viz_draw, rare_skips_in_a_long_run_do_not_mark_every_column) {
     delwin(w);
     vz_virtual_screen_end(sp);
 }
+
+/* Memory over time: the history chart of the rank in focus, the capacity line from the run header's
+ * train.max_memory, and a tag whose peak passed the plan marked in its table row. */
+Test(viz_draw, memory_history_capacity_line_and_tags_over_plan) {
+    SCREEN *sp = screen(40, 160);
+    vz_model m;
+    vz_model_init(&m);
+    apply(&m, 0, "{\"v\":1,\"kind\":\"run\",\"rank\":0,\"t\":0,\"name\":\"crafted\",\"world\":1,\"params\":1000,"
+                 "\"plan\":{\"param\":4000000,\"grad\":4000000,\"master\":0,\"optim\":8000000,\"act\":2000000,\"comm\":0,\"other\":0},"
+                 "\"config\":{\"model\":{\"layers\":2},\"train\":{\"steps\":100,\"max_memory\":20000000}}}");
+    for (int st = 0; st <= 100; st += 10) { /* act grows from 1 MB to 3 MB: over its 2 MB plan */
+        char buf[512];
+        double act = 1e6 + st * 2e4;
+        snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"mem\",\"rank\":0,\"t\":%d,\"step\":%d,"
+                 "\"current\":{\"param\":4000000,\"grad\":4000000,\"optim\":8000000,\"act\":%.0f},"
+                 "\"peak\":{\"param\":4000000,\"grad\":4000000,\"optim\":8000000,\"act\":%.0f},\"peak_total\":%.0f}",
+                 st, st, act, act, 16e6 + act);
+        apply(&m, 0, buf);
+    }
+    cr_expect_eq(m.max_memory, 20e6, "max_memory read from the run header's config: %g", m.max_memory);
+    cr_expect_eq(vz_model_mem_samples(&m, 0), 11);
+    cr_expect(vz_model_over_plan(&m, 0, VZ_TAG_ACT) && !vz_model_over_plan(&m, 0, VZ_TAG_PARAM));
+    vz_view v;
+    vz_view_init(&v);
+    v.panel = VZ_PANEL_MEMORY;
+    WINDOW *w = newwin(38, 160, 0, 0);
+    vz_panel_memory(w, &m, &v, &UNICODE);
+    char *text = vz_window_text(w);
+    cr_expect(strstr(text, "r0 MB over steps, capacity 20.0 MB") != NULL, "the history's title names the capacity:\n%s", text);
+    cr_expect(strstr(text, "150% over plan") != NULL, "act at 3 MB against a 2 MB plan:\n%s", text);
+    const char *param = strstr(text, "\nparam  ");
+    cr_assert_not_null(param, "a param row:\n%s", text);
+    const char *eol = strchr(param + 1, '\n'), *over = strstr(param + 1, "over plan");
+    cr_expect(strstr(param, "100%") < eol && over > eol, "param at its plan is not marked:\n%s", text);
+    /* the capacity (20 MB) is the chart's top: its line fills the first plot row, right of the y labels */
+    int title_row = -1;
+    for (int y = 0; y < 38 && title_row < 0; y++)
+        if (cell(w, y, 70) == L'r' && cell(w, y, 71) == L'0') title_row = y;
+    cr_assert_geq(title_row, 0, "the chart is right of the table at 160 columns:\n%s", text);
+    int dots = 0, plot_x = 70 + 9;
+    for (int x = plot_x; x < 160; x++) dots += cell(w, title_row + 1, x) == L'=';
+    cr_expect_gt(dots, (160 - plot_x) * 9 / 10, "the capacity line across the top row (no colour: '='): %d cells\n%s", dots, text);
+    /* the total climbs from 17 to 19 MB: it is drawn below the capacity, not on the top row alone */
+    int below = 0;
+    for (int y = title_row + 2; y < 38; y++)
+        for (int x = plot_x; x < 160; x++) below += cell(w, y, x) >= 0x2800 && cell(w, y, x) <= 0x28ff;
+    cr_expect_gt(below, 20, "the total and the tags below it:\n%s", text);
+    free(text);
+    delwin(w);
+    vz_model_free(&m);
+    vz_virtual_screen_end(sp);
+}
