@@ -79,9 +79,9 @@ Test(translate, deepspeed_unknown_key_is_reported_not_an_error) {
 
 Test(translate, megatron_model_parallel_keys_map_and_sequence_parallel_is_not_yet_runnable) {
     tr_result r;
-    translate(TR_MEGATRON, "--tensor-model-parallel-size 2 --sequence-parallel --num-layers 3 --micro-batch-size 2", 1, &r);
+    translate(TR_MEGATRON, "--tensor-model-parallel-size 2 --sequence-parallel --num-layers 3 --micro-batch-size 2", 2, &r);
     cr_assert(r.runnable, "%s", r.load_error);
-    /* tensor parallel is in the core: its key maps under Megatron's own name */
+    /* tensor parallel is in the core (2 ranks: one tp group of 2): its key maps under Megatron's own name */
     cr_expect_eq(num(&r, "tensor_model_parallel_size"), 2);
     /* sequence parallel is not: the loader does not know the key, so it is listed and left out */
     const tr_note *n = note(&r, "--sequence-parallel");
