@@ -90,4 +90,12 @@ MPT_TEST(zero_stages_shard_tags_in_order) {
     uint64_t got[MEM_NTAGS];
     plan_model_state_bytes(psi, &alone, got);
     check_tags(expected[0], got, "ZeRO-3 with N = 1", "with one rank ceil(Psi/1) = Psi");
+    /* N that does not divide Psi: Psi = 124,439,810 over N = 4 is 31,109,952.5, so every rank holds
+     * ceil = 31,109,953 (the flat buffer is padded to 124,439,812). ZeRO-3, bf16-mixed + AdamW:
+     * param 2 x 31,109,953 = 62,219,906, grad the same, master 124,439,812, optim 248,879,624. */
+    plan_run odd = lab01_run(PLAN_RECIPE_BF16_MIXED, PLAN_OPT_ADAMW, 3, 4, 1, 1024, PLAN_RECOMPUTE_NONE, true);
+    plan_model_state_bytes(psi + 2, &odd, got);
+    check_tags((uint64_t[MEM_NTAGS]){62219906ULL, 62219906ULL, 124439812ULL, 248879624ULL, 0, 0, 0}, got,
+               "ZeRO-3, Psi = 124,439,810, N = 4",
+               "each rank holds ceil(Psi/N), not floor: the flat buffer is padded up to a multiple of N");
 }

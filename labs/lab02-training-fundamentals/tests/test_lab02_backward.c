@@ -155,6 +155,13 @@ MPT_TEST(gelu_backward_at_known_points) {
         snprintf(what, sizeof what, "gelu'(%g) * dout %g", x[i], dout[i]);
         MPT_CHECK_NEAR(gelu_grad_double(x[i]) * dout[i], d[i], 0, 2e-6, what);
     }
+    /* A second backward adds to what dinp holds (a shared input gets gradient from every use): now twice. */
+    gelu_backward(d, x, dout, 5);
+    for (int i = 0; i < 5; i++) {
+        snprintf(what, sizeof what, "second gelu_backward at x = %g: dinp += gelu' * dout (twice it now, not once)",
+                 x[i]);
+        MPT_CHECK_NEAR(2 * gelu_grad_double(x[i]) * dout[i], d[i], 0, 4e-6, what);
+    }
 }
 
 MPT_TEST(gelu_backward_matches_finite_differences) {
@@ -187,6 +194,24 @@ MPT_TEST(crossentropy_backward_tiny_case_by_hand) {
     for (int i = 0; i < 6; i++) {
         snprintf(what, sizeof what, "dlogits[%d][%d] = (softmax - onehot) * dloss", i / 3, i % 3);
         MPT_CHECK_NEAR(expected[i], dlogits[i], 0, 1e-6, what);
+    }
+    /* The same two rows padded to Vp = 4, then a third row with target -1 (ignored), into a dlogits that holds
+     * 7s: the padding column and the whole ignored row must come out 0, not keep what was there. */
+    const float padded[] = {0, 0, (float)M_LN2, 5, (float)log(3.0), 0, 0, 5, 1, 2, 3, 5};
+    const int targets3[] = {2, 1, -1};
+    const float dloss3[] = {1.0f, 0.5f, 1.0f};
+    float losses3[3], lse3[3], d3[12];
+    for (int i = 0; i < 12; i++) d3[i] = 7.0f;
+    crossentropy_forward(losses3, lse3, padded, targets3, 3, 3, 4);
+    crossentropy_backward(d3, padded, lse3, targets3, dloss3, 3, 3, 4);
+    for (int i = 0; i < 12; i++) {
+        int n = i / 4, v = i % 4;
+        double want = n < 2 && v < 3 ? expected[n * 3 + v] : 0.0;
+        snprintf(what, sizeof what, "V = 3, Vp = 4: dlogits[%d][%d]%s", n, v,
+                 n == 2 ? " (target -1: the whole ignored row is 0)"
+                 : v == 3 ? " (padding column V..Vp-1: set to 0, it is not in the softmax)"
+                          : " = (softmax - onehot) * dloss");
+        MPT_CHECK_NEAR(want, d3[i], 0, 1e-6, what);
     }
 }
 

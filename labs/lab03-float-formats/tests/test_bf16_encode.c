@@ -19,6 +19,10 @@ MPT_TEST(bf16_rounds_ties_to_even) {
     CHECK_BF16_ENCODE(3.14159265f, 0x4049, "pi (float bits 0x40490fdb) rounds down");
     CHECK_BF16_ENCODE(3.0e38f, 0x7f62, "3e38 is inside bf16's range (float bits 0x7f61b1e6)");
     CHECK_BF16_ENCODE(1e-40f, 0x0001, "a float subnormal becomes a bf16 subnormal (float bits 0x000116c2)");
+    CHECK_BF16_ENCODE(ref_bits_float(0x7f7fffffu), 0x7f80,
+                      "FLT_MAX (float bits 0x7f7fffff) is past the midpoint above bf16's max 0x7f7f: it rounds to inf "
+                      "(the carry into the exponent field is right; do not saturate)");
+    CHECK_BF16_ENCODE(ref_bits_float(0x7f7f7fffu), 0x7f7f, "just below that midpoint: bf16's max 3.3895e38");
     static const int exponents[] = {-126, -100, -1, 0, 1, 50, 126};
     static const int mantissas[] = {0, 1, 0x2a, 0x55, 0x7e, 0x7f};
     for (size_t i = 0; i < sizeof exponents / sizeof *exponents; i++)

@@ -109,4 +109,13 @@ MPT_TEST(hist_fp16_overflow_edges) {
         {1.0f, "1", LAB04_NORMAL, "an ordinary value"},
     };
     CHECK_CASES(FP_HIST_FP16, cases);
+    /* The same edge in e4m3, whose max 448 = S.1111.110 ends in 0 (even): the tie at 464 stays at 448. */
+    static const lab04_case e4m3[] = {
+        {448.0f, "448", LAB04_NORMAL, "448 is e4m3's largest value"},
+        {464.0f, "464", LAB04_NORMAL,
+         "464 is the midpoint between 448 (S.1111.110, last bit 0: even) and 480 (past max); the tie goes to the "
+         "even 448, so in e4m3 overflow starts one fp32 step above 464 (check the parity of max's pattern)"},
+        {0x1.d00002p8f, "464.00003", LAB04_OVERFLOW, "the first fp32 above the midpoint 464 rounds past max"},
+    };
+    CHECK_CASES(FP_HIST_E4M3, e4m3);
 }

@@ -77,4 +77,15 @@ MPT_TEST(choose_scale_from_a_crafted_histogram) {
     lab04_hist_put(&big, 15, 1);
     c = amp_scale_choose(&big, &FP_FP16, 1);
     MPT_CHECK(c.log2_scale == -1, "top binade 15 with margin 1: expected k = -1 (scale 0.5), got k = %d", c.log2_scale);
+    MPT_CHECK(!c.clamped, "k = -1 is inside [AMP_SCALE_MIN_LOG2, AMP_SCALE_MAX_LOG2]: expected clamped = false, got true");
+    /* Gradients all in binade -120 would ask for k = 15 - 1 + 120 = 134, past fp32's largest power of two. */
+    fp_hist tiny;
+    fp_hist_clear(&tiny);
+    lab04_hist_put(&tiny, -120, 3);
+    c = amp_scale_choose(&tiny, &FP_FP16, 1);
+    MPT_CHECK(c.log2_scale == AMP_SCALE_MAX_LOG2 && c.clamped && isfinite(c.scale),
+              "top binade -120, fp16, margin 1\n      expected: k = 15 - 1 + 120 = 134 clamped to %d, clamped = true\n"
+              "      got:      k = %d, clamped = %s, scale %g\n"
+              "      likely mistake: clamp k to [AMP_SCALE_MIN_LOG2, AMP_SCALE_MAX_LOG2] and set c.clamped when you do",
+              AMP_SCALE_MAX_LOG2, c.log2_scale, c.clamped ? "true" : "false", (double)c.scale);
 }

@@ -24,6 +24,13 @@ MPT_TEST(range_probe_fp16) {
     CHECK_PROBE_VALUE(f, r.min_normal, fp_min_normal(f), "min normal");
     CHECK_PROBE_VALUE(f, r.min_subnormal, fp_min_subnormal(f), "min subnormal");
     MPT_CHECK_NEAR(log10(65504.0 / 0x1p-24), r.decades, 1e-12, 0, "fp16's range in decades, log10(max / min subnormal)");
+    /* e4m3 (FN: only S.1111.111 is NaN): its top field 15 holds numbers, so binades -6 .. 8, and its max is
+     * 1.110b * 2^8 = 448 (1.111b * 2^8 = 480 is the NaN pattern). */
+    const fp_format *e = &FP_E4M3;
+    fp_range q = fp_range_probe(e);
+    CHECK_PROBE_INT(e, q.top_binade, 8, "an FN format keeps numbers in its all-ones exponent field: the top is 15 - 7");
+    CHECK_PROBE_INT(e, q.normal_binades, 15, "binades -6 .. 8");
+    CHECK_PROBE_VALUE(e, q.max, fp_max(e), "max 448: in the top field the all-ones mantissa is NaN, so one unit less");
 }
 
 /* bf16 keeps fp32's 8 exponent bits: the same 254 binades of normals (-126 .. 127); only 7 subnormal binades
@@ -75,4 +82,15 @@ MPT_TEST(range_count_fp16_edges) {
     fp_range_counts all = {0};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) fp_range_count(&FP_FP16, &cases[i].value, 1, 1.0f, &all);
     MPT_CHECK_NEAR(9.0 / 13.0, fp_range_kept_share(&all), 1e-12, 0, "share of the 13 finite values fp16 keeps");
+    /* The scale multiplies each value before it is classified: at 1024, 2^-25 becomes 2^-15 (a subnormal, kept) and
+     * 64 becomes 65536 (past max: overflow). */
+    const float scaled[] = {0x1p-25f, 64.0f};
+    fp_range_counts sc = {0};
+    fp_range_count(&FP_FP16, scaled, 2, 1024.0f, &sc);
+    MPT_CHECK(sc.subnormal == 1 && sc.overflow == 1 && sc.flushed == 0 && sc.normal == 0,
+              "fp16, scale 1024, values 2^-25 and 64\n      expected: subnormal 1 (2^-15), overflow 1 (65536)\n"
+              "      got:      subnormal %llu, overflow %llu, flushed %llu, normal %llu\n"
+              "      likely mistake: classify x[i] * scale, not x[i]",
+              (unsigned long long)sc.subnormal, (unsigned long long)sc.overflow, (unsigned long long)sc.flushed,
+              (unsigned long long)sc.normal);
 }

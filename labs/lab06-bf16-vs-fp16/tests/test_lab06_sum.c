@@ -57,6 +57,12 @@ MPT_TEST(sum_rounds_the_addends_to_the_format) {
     CHECK_SUM(0x1.998p-4f, fp_sum_rounded(&FP_FP16, tenth, 1), "fp16 sum of the single addend 0.1",
               "round each addend to the format before adding it");
     CHECK_SUM(0.0f, fp_sum_rounded(&FP_FP16, tenth, 0), "the sum of no addends", "start from 0");
+    /* Where it shows: 256 + (1 + 2^-9) in bf16. The addend rounds to 1 first (2^-9 is below half of bf16's spacing
+     * 2^-7 at 1), and 256 + 1 = 257 is the tie that goes to the even 256. Unrounded, 257.002 is past the tie: 258. */
+    const float two[] = {256.0f, 0x1.008p0f};
+    CHECK_SUM(256.0f, fp_sum_rounded(&FP_BF16, two, 2), "bf16 sum of 256 and 1 + 2^-9",
+              "round each addend to the format (1 + 2^-9 -> 1) before adding it: 256 + 1.002 rounds to 258, 256 + 1 "
+              "to 256");
 }
 
 /* Kahan in bf16: the compensation keeps the 1s that each add of 1 to 256 loses. 1000 ones sum to 1000 exactly
@@ -66,6 +72,11 @@ MPT_TEST(kahan_bf16_of_ones_reaches_1000) {
     CHECK_SUM(1000.0f, fp_sum_kahan(&FP_BF16, x, 1000), "bf16 Kahan sum of 1000 ones",
               "y = addend - c; t = sum + y; c = (t - sum) - y; sum = t, each operation rounded to bf16");
     CHECK_SUM(256.0f, fp_sum_kahan(&FP_BF16, x, 256), "bf16 Kahan sum of 256 ones", "exact up to 256");
+    /* Kahan's addends are values of the format too: 1 + 2^-9 becomes 1, 256 + 1 ties to 256 and c = -1 keeps the
+     * lost 1 for a next addend (there is none). Every step in bf16 gives 256; y left in fp32 gives 258. */
+    const float two[] = {256.0f, 0x1.008p0f};
+    CHECK_SUM(256.0f, fp_sum_kahan(&FP_BF16, two, 2), "bf16 Kahan sum of 256 and 1 + 2^-9",
+              "round the addend to bf16 and y = addend - c to bf16 too: every operation of Kahan's is one of the format");
     free(x);
 }
 
