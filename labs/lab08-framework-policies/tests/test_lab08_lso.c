@@ -30,8 +30,8 @@ static void sgd_by_hand(float *p, const float *g, float lr) {
     for (int i = 0; i < N; i++) p[i] -= lr * (g[i] + (i < N1 ? 0.1f : 0.0f) * p[i]);
 }
 
-/* An inf, then a NaN, in the gradients: nothing is touched and the step is skipped. The scaler hears of it: its
- * update ran once per call (iter) and counted both skips. */
+/* An inf, a NaN, then a -inf at the last value of each span, in the gradients: nothing is touched and the step is
+ * skipped. The scaler hears of it: its update ran once per call (iter) and counted every skip. */
 MPT_TEST(lso_skips_non_finite_steps) {
     optim_config sgd = lab08_sgd(0.1);
     amp_scaler_config scale = lab08_static_scale(1024);
@@ -41,15 +41,17 @@ MPT_TEST(lso_skips_non_finite_steps) {
     amp_lso_init(&opt, &sgd, N, &scale);
     float before[N];
     memcpy(before, t.p, sizeof before);
-    static const int at[2] = {6, 0};
-    static const float bad[2] = {INFINITY, NAN};
-    for (int k = 0; k < 2; k++) {
+    enum { NBAD = 4 };
+    static const int at[NBAD] = {6, 0, N1 - 1, N - 1}; /* the last two: each span's last value */
+    static const float bad[NBAD] = {INFINITY, NAN, -INFINITY, INFINITY};
+    for (int k = 0; k < NBAD; k++) {
         float keep = t.g[at[k]];
         t.g[at[k]] = bad[k];
         amp_update u = amp_lso_apply_gradients(&opt, t.pairs, 2, 0.5);
         t.g[at[k]] = keep;
         MPT_CHECK(u.skipped, "gradient %d = %g: expected skipped=yes, got no\n"
-                  "      likely mistake: check every value of every span with isfinite (inf and NaN)", at[k],
+                  "      likely mistake: check every value of every span with isfinite (inf and NaN), up to and "
+                  "including each span's last", at[k],
                   (double)bad[k]);
         MPT_CHECK(u.status == AMP_SCALER_SKIPPED_FIXED, "a skip at a static scale: expected status skipped_fixed, got %s"
                   "\n      likely mistake: return amp_scaler_update(&o->scaler, !finite)",
@@ -57,9 +59,9 @@ MPT_TEST(lso_skips_non_finite_steps) {
     }
     MPT_CHECK(memcmp(before, t.p, sizeof before) == 0, "a skipped step changed the weights\n"
               "      likely mistake: call optim_step only when every gradient is finite");
-    MPT_CHECK_EQ_I64(0, opt.state.step, "the inner optimizer's step count after two skipped steps");
-    MPT_CHECK_EQ_I64(2, opt.scaler.iter, "scaler updates after two apply_gradients calls (one update per call)");
-    MPT_CHECK_EQ_I64(2, opt.scaler.skipped, "skipped steps the scaler counted");
+    MPT_CHECK_EQ_I64(0, opt.state.step, "the inner optimizer's step count after four skipped steps");
+    MPT_CHECK_EQ_I64(NBAD, opt.scaler.iter, "scaler updates after four apply_gradients calls (one update per call)");
+    MPT_CHECK_EQ_I64(NBAD, opt.scaler.skipped, "skipped steps the scaler counted");
 
     /* A clean step now: SGD's step, exactly. */
     float want[N];

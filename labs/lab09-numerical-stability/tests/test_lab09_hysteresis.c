@@ -54,11 +54,18 @@ MPT_TEST(hysteresis_consecutive_refills_every_clean_step) {
 }
 
 /* hysteresis 1, start at 4, floor 1: 4 -> 2 -> 1, then an overflow at the floor: DeepSpeed raises "Current loss
- * scale already at minimum"; here the status says so (the trainer stops) and the scale stays 1. */
+ * scale already at minimum"; here the status says so (the trainer stops) and the scale stays 1. Then from 3, floor
+ * 1: 3 -> 1.5 -> max(0.75, 1) = 1, clamped at the floor, not halved past it. */
 MPT_TEST(hysteresis_at_minimum_is_reported) {
     amp_scaler s = lab09_scaler(4, 0, 1, false, 0);
     CHECK_DS(&s, true, true, 2.0f, 1, AMP_SCALER_OK, "overflow at 4", "hysteresis 1: every overflow halves");
     CHECK_DS(&s, true, true, 1.0f, 1, AMP_SCALER_OK, "overflow at 2", "max(2 / 2, 1) = 1");
     CHECK_DS(&s, true, true, 1.0f, 1, AMP_SCALER_AT_MINIMUM, "overflow at the floor",
+             "when scale == min_scale and the hysteresis is used up, set u->status = AMP_SCALER_AT_MINIMUM");
+    amp_scaler t = lab09_scaler(3, 0, 1, false, 0);
+    CHECK_DS(&t, true, true, 1.5f, 1, AMP_SCALER_OK, "overflow at 3", "hysteresis 1: every overflow halves");
+    CHECK_DS(&t, true, true, 1.0f, 1, AMP_SCALER_OK, "overflow at 1.5",
+             "the halved scale is clamped at the floor: scale = max(scale / 2, min_scale) = max(0.75, 1)");
+    CHECK_DS(&t, true, true, 1.0f, 1, AMP_SCALER_AT_MINIMUM, "overflow at the floor reached by the clamp",
              "when scale == min_scale and the hysteresis is used up, set u->status = AMP_SCALER_AT_MINIMUM");
 }

@@ -15,6 +15,19 @@ MPT_TEST(activations_kept_and_statistics_by_hand) {
     MPT_CHECK_EQ_U64(25296896, a.kept, "kept bytes, tiny GPT in bf16, B=16, T=64 (worked in the comment above)");
     MPT_CHECK_EQ_U64(86016, a.statistics, "fp32 statistics bytes (2 per norm for LayerNorm, 9 norms, 3 loss values)");
     MPT_CHECK_EQ_U64(a.kept + a.statistics + a.working, a.total, "total = kept + statistics + working");
+
+    /* LLaMA-style: RMSNorm (1/std only), SwiGLU (fch holds gate and up: FC = 2F), grouped-query attention (QKV =
+     * (NH + 2 KVH) * C/NH). L=3, C=32, NH=4, KVH=1 (QKV = 6 * 8 = 48), F = 96 (FC = 192), V=200, B=1, T=8: N = 8.
+     * Per position per block: 5 C + QKV + FC + F = 160 + 48 + 192 + 96 = 496; maps 1 * 4 * 8 * 8 = 256. Kept in
+     * bf16: (3 * (8 * 496 + 256) + 8 * (2 * 32 + 200)) * 2 = (12,672 + 2,112) * 2 = 29,568. Statistics: (7 norms * 1
+     * + 3) * 8 * 4 = 320. */
+    model_config l = {.arch = MODEL_LLAMA, .V = 200, .maxT = 8, .L = 3, .C = 32, .NH = 4, .KVH = 1, .F = 96};
+    model_config_complete(&l);
+    MPT_REQUIRE(l.Vp == 200 && l.F == 96 && l.KVH == 1, "config completed to Vp %d, F %d, KVH %d", l.Vp, l.F, l.KVH);
+    perf_activation_bytes(&l, 1, 8, MODEL_COMPUTE_BF16, &a);
+    MPT_CHECK_EQ_U64(29568, a.kept, "kept bytes, LLaMA-style in bf16 (worked in the comment above: qkv is "
+                     "(NH + 2 KVH) C/NH wide, fch 2F)");
+    MPT_CHECK_EQ_U64(320, a.statistics, "fp32 statistics bytes, LLaMA-style: RMSNorm keeps only 1/std, 1 per norm");
 }
 
 /* The 16-bit modes store 2 bytes per value, fp32 and tf32 (a matmul mode: its activations stay fp32) 4. The

@@ -18,11 +18,13 @@ MPT_TEST(staleness_two_workers_interleaved) {
     lab11_check_schedule(3, 3, 4, schedule, sizeof schedule / sizeof schedule[0]);
 }
 
-/* A straggler: worker 1 pulls, then workers 2 and 3 make two round trips each before worker 1 pushes (4
- * updates stale); then everyone catches up. */
+/* A straggler: worker 1 pulls, then workers 2 and 3 make eight round trips each before worker 1 pushes (16
+ * updates stale: past the histogram's exact bins, so it lands in the last, bin 15); then everyone catches up,
+ * worker 1's next pull going stale by 2. */
 MPT_TEST(staleness_straggler_three_workers) {
-    static const int schedule[] = {1, 2, 2, 3, 3, 2, 2, 3, 3, 1, 2, 2, 3, 3, 1, 1, 1, 1};
-    lab11_check_schedule(4, 3, 4, schedule, sizeof schedule / sizeof schedule[0]);
+    static const int schedule[] = {1, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3,
+                                   2, 2, 3, 3, 1, 1, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    lab11_check_schedule(4, 9, 4, schedule, sizeof schedule / sizeof schedule[0]);
 }
 
 MPT_TEST(async_converges_3_workers) {

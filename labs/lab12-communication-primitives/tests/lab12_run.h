@@ -58,6 +58,7 @@ typedef struct {
     double want, got;
     char hash[32];
     unsigned long long sent;
+    char to[160], from[160]; /* the peers of the rank's messages in posting order, "4.2.1"; "-": none */
 } lab12_line;
 
 static int lab12_read_rank(const char *dir, int rank, lab12_line *lines) {
@@ -67,10 +68,15 @@ static int lab12_read_rank(const char *dir, int rank, lab12_line *lines) {
     if (!f) return -1;
     int n = 0;
     lab12_line l;
-    while (n < LAB12_MAX_LINES &&
-           fscanf(f, " root=%d count=%zu wrong=%lld first=%lld want=%lf got=%lf hash=%31s sent=%llu", &l.root,
-                  &l.count, &l.wrong, &l.first, &l.want, &l.got, l.hash, &l.sent) == 8)
+    char text[4096]; /* a line, with its to= and from= lists (at most 256 peers each) */
+    while (n < LAB12_MAX_LINES && fgets(text, sizeof text, f) &&
+           sscanf(text, " root=%d count=%zu wrong=%lld first=%lld want=%lf got=%lf hash=%31s sent=%llu", &l.root,
+                  &l.count, &l.wrong, &l.first, &l.want, &l.got, l.hash, &l.sent) == 8) {
+        const char *to = strstr(text, " to="), *from = strstr(text, " from=");
+        if (!to || sscanf(to, " to=%159s", l.to) != 1) strcpy(l.to, "?");
+        if (!from || sscanf(from, " from=%159s", l.from) != 1) strcpy(l.from, "?");
         lines[n++] = l;
+    }
     fclose(f);
     return n;
 }
@@ -88,6 +94,28 @@ static void lab12_remove_dir(const char *dir, int ranks) {
 static const char *lab12_tail(const char *text, size_t max) {
     size_t n = strlen(text);
     return n > max ? text + n - max : text;
+}
+
+/* The binomial trees' order (the handout's): virtual rank v = (rank - root) mod p; v's children are v + 2^k for
+ * every 2^k below v's lowest set bit (all below p for the root) and below p - v. Writes into `out` the real ranks
+ * of v's children, farthest first ("4.2.1"; "-": a leaf), or, nearest first, the order a reduce folds them in. */
+static void lab12_children(int rank, int p, int root, bool farthest_first, char *out, size_t size) {
+    int v = ((rank - root) % p + p) % p, top = 1, kids[32], n = 0;
+    while (top < p && !(v & top)) top <<= 1;
+    for (int m = top >> 1; m > 0; m >>= 1)
+        if (v + m < p) kids[n++] = (v + m + root) % p;
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(out + used, size - used, i ? ".%d" : "%d", kids[farthest_first ? i : n - 1 - i]);
+    if (n == 0) snprintf(out, size, "-");
+}
+
+/* The binomial tree's parent of `rank` as text ("-" for the root): v with its lowest set bit cleared. */
+static void lab12_parent(int rank, int p, int root, char *out, size_t size) {
+    int v = ((rank - root) % p + p) % p;
+    if (v == 0) snprintf(out, size, "-");
+    else snprintf(out, size, "%d", ((v & (v - 1)) + root) % p);
 }
 
 /* Runs the case on `ranks` ranks for each count and checks every rank's report. same_result: every rank
@@ -193,6 +221,27 @@ static void lab12_check(int ranks, const lab12_case *k, const size_t *counts, in
                              "rank must hold the same bytes)", what, lines[0][i].count, r);
                     break;
                 }
+        /* The trees' order, which the results cannot show: a broadcast sends to its children farthest first
+         * (after receiving from its parent); a reduce folds them in nearest first (then sends to its parent). */
+        bool bcast = strcmp(k->op, "broadcast") == 0, tree = strcmp(k->algo, "tree") == 0;
+        if (tree && (bcast || strcmp(k->op, "reduce") == 0))
+            for (int r = 0; r < ranks; r++) {
+                const lab12_line *l = &lines[r][i];
+                char kids[160], parent[16];
+                lab12_children(r, ranks, l->root, bcast, kids, sizeof kids);
+                lab12_parent(r, ranks, l->root, parent, sizeof parent);
+                const char *want_to = bcast ? kids : parent, *want_from = bcast ? parent : kids;
+                if (strcmp(l->to, want_to) != 0 || strcmp(l->from, want_from) != 0) {
+                    mpt_fail(__FILE__, __LINE__, "%s, count %zu, root %d: rank %d received from %s and sent to %s "
+                             "(in that order), expected from %s and to %s\n      likely: %s", what, l->count, l->root,
+                             r, l->from, l->to, want_from, want_to,
+                             bcast ? "receive from the parent first, then send to the children farthest first "
+                                     "(the largest distance first: the deepest subtrees start earliest)"
+                                   : "fold in the children nearest first (distance 1, 2, 4, ...), then send to the "
+                                     "parent");
+                    break;
+                }
+            }
         if (want_sent)
             for (int r = 0; r < ranks; r++) {
                 uint64_t want = want_sent(r, ranks, lines[r][i].count, lines[r][i].root);

@@ -25,7 +25,8 @@ MPT_TEST(torchrun_without_local_world_size) {
     MPT_CHECK_EQ_I64(1234, e.master_port, "master_port");
 }
 
-/* Each required variable left out in turn: the message names the one missing. */
+/* Each required variable left out in turn: the message names the one missing. Then several at once (a worker that
+ * has only RANK and WORLD_SIZE): the message names every one missing, not just the first found. */
 MPT_TEST(torchrun_missing_variables_named) {
     static const char *const ALL[] = {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "MASTER_ADDR=h", "MASTER_PORT=29500"};
     static const char *const NAMES[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
@@ -40,6 +41,9 @@ MPT_TEST(torchrun_missing_variables_named) {
         snprintf(what, sizeof what, "torchrun variables without %s", NAMES[skip]);
         lab14_parse_fails(vars, needles, what);
     }
+    char *two_only[] = {"RANK=0", "WORLD_SIZE=2", NULL};
+    lab14_parse_fails(two_only, (const char *[]){"LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "missing", NULL},
+                      "RANK and WORLD_SIZE only (name all three missing, not the first one found)");
 }
 
 MPT_TEST(torchrun_rank_not_below_world_size) {
@@ -76,6 +80,28 @@ MPT_TEST(torchrun_local_rank_not_below_local_world_size) {
     char *no_lws[] = {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=2", "MASTER_ADDR=h", "MASTER_PORT=29500", NULL};
     lab14_parse_fails(no_lws, (const char *[]){"LOCAL_RANK=2", NULL},
                       "LOCAL_RANK=2 with WORLD_SIZE=2 (no machine holds more ranks than the world)");
+}
+
+/* The rendezvous address: present is not enough, it must be usable. An empty MASTER_ADDR is refused; one of 255
+ * characters fits launch_env's master_addr (256 bytes with the terminating 0) and is kept whole; one of 256 does not
+ * fit and is refused, never cut short (a truncated host name would send the workers to the wrong machine). And a
+ * one-machine job, LOCAL_WORLD_SIZE == WORLD_SIZE, is fine. */
+MPT_TEST(torchrun_master_addr_empty_or_too_long) {
+    char *empty[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "MASTER_ADDR=", "MASTER_PORT=29500", NULL};
+    lab14_parse_fails(empty, (const char *[]){"MASTER_ADDR", NULL}, "MASTER_ADDR= (empty)");
+    static char fits[16 + 255], too_long[16 + 256];
+    launch_env e;
+    snprintf(fits, sizeof fits, "MASTER_ADDR=%0255d", 7);
+    snprintf(too_long, sizeof too_long, "MASTER_ADDR=%0256d", 7);
+    char *ok[] = {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", fits, "MASTER_PORT=29500", NULL};
+    lab14_parse_ok(ok, &e, "a MASTER_ADDR of 255 characters with LOCAL_WORLD_SIZE == WORLD_SIZE (one machine)");
+    MPT_CHECK(strlen(e.master_addr) == 255 && strcmp(e.master_addr, fits + strlen("MASTER_ADDR=")) == 0,
+              "a MASTER_ADDR of 255 characters: expected it kept whole, got %zu characters", strlen(e.master_addr));
+    MPT_CHECK_EQ_I64(2, e.local_world_size, "local_world_size from LOCAL_WORLD_SIZE=2 with WORLD_SIZE=2 (one machine)");
+    char *bad[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", too_long, "MASTER_PORT=29500", NULL};
+    lab14_parse_fails(bad, (const char *[]){"MASTER_ADDR", NULL},
+                      "a MASTER_ADDR of 256 characters (master_addr holds 255 and the final 0: refuse it, never "
+                      "truncate it)");
 }
 
 MPT_TEST(precedence_openmpi_over_torchrun) {

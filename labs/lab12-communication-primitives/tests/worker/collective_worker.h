@@ -3,10 +3,12 @@
  * one collective on known data for each count given, compares its result with the answer it computes
  * itself from the inputs (no communication involved), and writes one line per count to DIR/rank<R>.txt:
  *
- *     root=0 count=1000 wrong=0 first=-1 want=0 got=0 hash=9a3c... sent=6000
+ *     root=0 count=1000 wrong=0 first=-1 want=0 got=0 hash=9a3c... sent=6000 to=4.2.1 from=-
  *
  * wrong: elements that differ from the answer; first, want, got: the first of them; hash: of the result
- * bytes (all ranks must agree for allreduce and allgather); sent: bytes this rank sent (comm_stats).
+ * bytes (all ranks must agree for allreduce and allgather); sent: bytes this rank sent (comm_stats); to, from:
+ * the ranks this rank's messages went to and came from, in the order they were posted (a message cut into
+ * segments counts once; '-': none), seen by wrapping the backend's isend and irecv.
  *
  * usage: lab12_worker DIR OP ALGO DTYPE REDOP ROOT SEED COUNT...
  *   OP allreduce|reduce_scatter|allgather|broadcast|reduce, ALGO ring|tree|rhd|native,
@@ -15,6 +17,7 @@
  *   For reduce_scatter and allgather, COUNT is the count per rank. */
 #include "base/rng.h"
 #include "comm/comm.h"
+#include "comm/comm_internal.h"
 #include "fp/convert.h"
 
 #include <errno.h>
@@ -23,6 +26,41 @@
 #include <string.h>
 
 static int nranks;
+
+/* The peers of this rank's collective messages, in posting order: the backend's isend and irecv wrapped. */
+enum { PEERS_MAX = 256 };
+typedef struct {
+    int n, peer[PEERS_MAX];
+} peer_log;
+static peer_log sent_to, received_from;
+static const comm_backend *real_backend;
+static comm_backend recording_backend;
+
+static void note_peer(int peer, bool send) {
+    /* Segments of one message follow each other: a peer repeated in a row is one message. */
+    peer_log *log = send ? &sent_to : &received_from;
+    if (log->n < PEERS_MAX && (log->n == 0 || log->peer[log->n - 1] != peer)) log->peer[log->n++] = peer;
+}
+static void *recording_isend(comm_t *c, const void *buf, size_t bytes, int dst, int tag, comm_channel ch) {
+    if (ch == COMM_CHANNEL_COLL) note_peer(dst, true);
+    return real_backend->isend(c, buf, bytes, dst, tag, ch);
+}
+static void *recording_irecv(comm_t *c, void *buf, size_t bytes, int src, int tag, comm_channel ch) {
+    if (ch == COMM_CHANNEL_COLL) note_peer(src, false);
+    return real_backend->irecv(c, buf, bytes, src, tag, ch);
+}
+static void record_peers(comm_t *c) {
+    real_backend = c->backend;
+    recording_backend = *c->backend;
+    recording_backend.isend = recording_isend;
+    recording_backend.irecv = recording_irecv;
+    c->backend = &recording_backend;
+}
+static void write_peers(FILE *out, const char *key, const peer_log *log) {
+    fprintf(out, " %s=", key);
+    if (log->n == 0) fputc('-', out);
+    for (int i = 0; i < log->n; i++) fprintf(out, i ? ".%d" : "%d", log->peer[i]);
+}
 
 /* Rank r's input element i: a small integer (-8..8, never 0 so a lost contribution always shows), exact
  * in every type and in every sum over up to 32 ranks, so the answer does not depend on the order in
@@ -80,6 +118,7 @@ static void run_one(comm_t *c, FILE *out, const job *j, int root, size_t count) 
     if (!in || !res) usage("out of memory");
     for (size_t i = 0; i < in_n; i++) store(in, i, input(j->seed, rank, i), j->dt);
     comm_stats_reset(c);
+    sent_to.n = received_from.n = 0;
     bool check = true;
     if (strcmp(j->op, "allreduce") == 0) {
         comm_allreduce(c, in, res, count, j->dt, j->redop, j->algo);
@@ -113,8 +152,11 @@ static void run_one(comm_t *c, FILE *out, const job *j, int root, size_t count) 
     comm_stats(c, &s);
     uint64_t sent = 0;
     for (int k = 0; k < COMM_NOPS; k++) sent += s.bytes_sent[k];
-    fprintf(out, "root=%d count=%zu wrong=%lld first=%lld want=%g got=%g hash=%016llx sent=%llu\n", root, count, wrong,
+    fprintf(out, "root=%d count=%zu wrong=%lld first=%lld want=%g got=%g hash=%016llx sent=%llu", root, count, wrong,
             first, want_first, got_first, (unsigned long long)hash, (unsigned long long)sent);
+    write_peers(out, "to", &sent_to);
+    write_peers(out, "from", &received_from);
+    fputc('\n', out);
     fflush(out);
     free(in);
     free(res);
@@ -129,6 +171,7 @@ int main(int argc, char **argv) {
     job j = {argv[2], (comm_algo)algo, (comm_dtype)dt, (comm_redop)op, (unsigned)strtoul(argv[7], NULL, 10)};
     int root = atoi(argv[6]);
     nranks = comm_size(c);
+    record_peers(c);
     char path[4096];
     snprintf(path, sizeof path, "%s/rank%d.txt", dir, comm_rank(c));
     FILE *out = fopen(path, "w");
