@@ -973,8 +973,8 @@ void model_vocab_parallel_loss(const model_shard *sh, float *lse, float *losses,
                                const int *targets, int N, int Vl, int v0, int V) {
     /* Columns of the real vocabulary this rank holds: Vl, fewer on the rank the padding starts in, 0 past it. */
     int held = v0 + Vl <= V ? Vl : V - v0 > 0 ? V - v0 : 0;
-    float *row_max = lse, *target_logit = losses; /* (N) each: lse and losses are written from them below */
     /* LAB 28 BEGIN vocab-parallel cross-entropy: the row max (tp_max), the sum of exp(z - max) and the target's logit from its owner (tp_sum), then lse and the loss */
+    float *row_max = lse, *target_logit = losses; /* (N) each: lse and losses are written from them below */
     bool split = sh->tp_size > 1;
     for (int i = 0; i < N; i++) {
         const float *z = logits + (size_t)i * Vl;
