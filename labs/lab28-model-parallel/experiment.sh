@@ -115,11 +115,13 @@ replay() {
 }
 
 section "2. 3D parallel training on 8 ranks vs one rank: $steps steps of 16 sequences (GPT-2, 8 blocks, C 32)"
-train one 1 1 1 1 1f1b 8
-printf '%-6s %-5s | %-12s | %-30s | %s\n' "mesh" "m" "max |dloss|" "rank 0: param grad optim act KiB" "last rank: param grad optim act KiB"
-printf '%-6s %-5s | %-12s | %-30s |\n' "1x1x1" 8 "-" \
+one_ok=1
+train one 1 1 1 1 1f1b 8 || one_ok=0
+[ "$one_ok" -eq 1 ] && printf '%-6s %-5s | %-12s | %-30s | %s\n' "mesh" "m" "max |dloss|" "rank 0: param grad optim act KiB" "last rank: param grad optim act KiB"
+[ "$one_ok" -eq 1 ] && printf '%-6s %-5s | %-12s | %-30s |\n' "1x1x1" 8 "-" \
     "$(kib "$(num $out/one/events.rank0.jsonl param)") $(kib "$(num $out/one/events.rank0.jsonl grad)") $(kib "$(num $out/one/events.rank0.jsonl optim)") (whole model)"
 for spec in "2x2x2 2 2 2 4" "1x2x4 1 2 4 8" "1x1x8 1 1 8 8" "2x4x1 2 4 1 4"; do
+    [ "$one_ok" -eq 1 ] || break
     read -r mesh dp tp pp m <<<"$spec"
     train "$mesh" 8 "$dp" "$tp" "$pp" 1f1b "$m" || continue
     diff=$(paste <(losses "$out/one/events.rank0.jsonl") <(losses "$out/$mesh/events.rank0.jsonl") |
