@@ -137,8 +137,8 @@ cat <<'NOTE'
 (mesh: dp x tp x pp; m: micro-batches a replica per step (gradient accumulation), 2 sequences each, so every mesh
  sees the same 16 sequences a step. param, grad, optim: the rank's bytes (MEM_PARAM, MEM_GRAD, MEM_OPTIM: AdamW's
  m and v); act: the most activation bytes it held during a step (MEM_ACT, the micro-batches in flight). Rank 0 is
- stage 0 (embeddings), rank 7 the last stage (head and loss; the tied embedding's copy). The losses are those of
- one rank to float rounding: tp changes only the order of sums.)
+ stage 0 (embeddings), rank 7 the last stage (head and loss; the tied embedding's copy). The losses are one
+ rank's: the pipeline only moves the arithmetic; averaging dp replicas' gradients sums in another order.)
 NOTE
 
 # ------------------------------------------------------------------ 3. the schedules
@@ -162,11 +162,12 @@ done
 cat <<'NOTE'
 (formula: (p-1)/(v m+p-1); order: the idle share the schedule's order implies with the step's mean forward and
  backward times (pp_schedule_bubble: equal stages, so the formula); replay: the last step's actions in the order
- each stage ran them, each with its own measured time, started as soon as its stage is free and its input made
- with its stage's least forward or backward time of the step (no transfer time; unequal stages move it off the formula); measured: 1 - compute / wall time of
- stage 0, which with 4 ranks on 2 shared cores is mostly waiting for a core, not for a neighbour. in flight: the most micro-batches
- stage 0 held (forward done, backward not; chunk-micro-batches of half the blocks for interleaved); act: its peak
- activation bytes. GPipe holds all m, 1F1B at most p, whatever m is.)
+ each stage ran them (its span events), each taking its stage's least forward or backward time of the step and
+ starting as soon as its stage is free and its input made (no transfer time; unequal stages move it off the
+ formula); measured: 1 - compute / wall time of stage 0, which with 4 ranks on 2 shared cores is mostly waiting
+ for a core, not for a neighbour. in flight: the most micro-batches stage 0 held (forward done, backward not;
+ chunk-micro-batches of half the blocks for interleaved); act: its peak activation bytes. GPipe holds all m,
+ 1F1B at most p, whatever m is.)
 NOTE
 
 # ------------------------------------------------------------------ 4. bubble against micro-batches
