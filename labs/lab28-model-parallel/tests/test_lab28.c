@@ -1,6 +1,8 @@
 /* test_lab28.c: lab 28 visible tests: Megatron's column/row-parallel linear pair and the vocab-parallel
- * cross-entropy on 2 real ranks against the unsharded computation (forward and gradients), and the 1F1B order of
- * every stage against an independent model of it, whose bubble is (p-1)/(m+p-1). */
+ * cross-entropy on 2 real ranks against the unsharded computation (forward and gradients), the 1F1B order of
+ * every stage against an independent model of it, whose bubble is (p-1)/(m+p-1), and 3D training on 4 ranks
+ * (tp 2 x pp 2, 1F1B) with one rank's losses. */
+#include "../../lab19-zero-data-parallel/tests/lab19_run.h"
 #include "lab28_run.h"
 
 static const lab28_expect LINEAR[] = {
@@ -57,4 +59,24 @@ MPT_TEST(one_f_one_b_bubble_is_the_formula_and_holds_at_most_p) {
                           "short", p, m, s, in_flight[s], limit);
             }
         }
+}
+
+MPT_TEST(tp2_pp2_trains_like_one_rank_4_ranks) {
+    enum { STEPS = 4 };
+    /* the test model (GPT-2, 2 blocks, C 64) with 4 micro-batches of 8 sequences a step on both */
+    static const char *const ONE[] = {"gradient_accumulation_steps=4", "model.padded_vocab=64", NULL};
+    static const char *const MESH[] = {"gradient_accumulation_steps=4", "model.padded_vocab=64",
+                                       "tensor_model_parallel_size=2", "pipeline_model_parallel_size=2",
+                                       "pipeline_schedule=1f1b", NULL};
+    static lab19_result one, mesh;
+    lab19_train(&one, 28, "one rank", 1, STEPS, ONE);
+    lab19_train(&mesh, 28, "dp 1 x tp 2 x pp 2, 1F1B", 4, STEPS, MESH);
+    for (int s = 0; s < STEPS; s++) {
+        char what[240];
+        snprintf(what, sizeof what, "step %d's loss on tp 2 x pp 2 against one rank's (likely: the vocab-parallel loss "
+                 "(part B) or the 1F1B order (part C); parts A-C's tests say which)", s + 1);
+        MPT_CHECK_NEAR(one.rank[0].loss[s], mesh.rank[0].loss[s], 1e-5, 0, what);
+        snprintf(what, sizeof what, "step %d's gradient norm on tp 2 x pp 2 against one rank's", s + 1);
+        MPT_CHECK_NEAR(one.rank[0].grad_norm[s], mesh.rank[0].grad_norm[s], 1e-5, 0, what);
+    }
 }

@@ -9,12 +9,18 @@
  *     about a sixth of the targets -1), logits uniform in [-SCALE, SCALE).
  *
  * Every rank writes DIR/out.rank<R>: one line "ARRAY INDEX GOT WANT" for each element it computed (GOT its
- * float, WANT the unsharded value in double); the test compares them (lab28_run.h). Bad arguments: exit 2. */
+ * float, WANT the unsharded value in double); the test compares them (lab28_run.h). Bad arguments: exit 2.
+ *
+ *   lab28_worker CONFIG RUN_DIR [key.path=value ...]
+ *     (what lab 19's runner starts, lab19_run.h) one quiet training run of the core's trainer, built from this
+ *     tree's regions, on a dp x tp x pp mesh when the overrides ask for one; every rank's events in RUN_DIR. */
 #include "base/rng.h"
 #include "comm/comm.h"
 #include "dist/mesh.h"
 #include "dist/tp.h"
 #include "model/model.h"
+#include "train/config.h"
+#include "train/trainer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -134,11 +140,37 @@ static int arg(const char *s, int lo, int hi) {
     return (int)v;
 }
 
+enum { MAX_SETS = 48 };
+
+/* The training mode: CONFIG RUN_DIR [key.path=value ...], as lab 19's worker. */
+static int train(int argc, char **argv) {
+    if (argc - 3 > MAX_SETS - 1) {
+        fprintf(stderr, "lab28_worker: at most %d overrides\n", MAX_SETS - 1);
+        return 2;
+    }
+    const char *sets[MAX_SETS];
+    char run_dir[4200];
+    snprintf(run_dir, sizeof run_dir, "train.run_dir=%s", argv[2]);
+    int nsets = 0;
+    sets[nsets++] = run_dir;
+    for (int i = 3; i < argc; i++) sets[nsets++] = argv[i];
+    comm_t *world = comm_init(&argc, &argv);
+    train_config cfg;
+    config_load(argv[1], sets, nsets, comm_size(world), &cfg, NULL);
+    trainer_options opt = {.quiet = true, .comm = world};
+    trainer_run(&cfg, &opt);
+    comm_finalize(world);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     bool linear_mode = argc == 7 && strcmp(argv[3], "tp_linear") == 0;
     bool ce_mode = argc == 8 && strcmp(argv[3], "vocab_ce") == 0;
+    if (!linear_mode && !ce_mode && argc >= 3 && strchr(argv[1], '.') && (argc == 3 || strchr(argv[3], '=')))
+        return train(argc, argv);
     if (!linear_mode && !ce_mode) {
-        fprintf(stderr, "usage: lab28_worker DIR SEED tp_linear N C H | lab28_worker DIR SEED vocab_ce N V VP SCALE\n");
+        fprintf(stderr, "usage: lab28_worker DIR SEED tp_linear N C H | lab28_worker DIR SEED vocab_ce N V VP SCALE | "
+                        "lab28_worker CONFIG RUN_DIR [key.path=value ...]\n");
         return 2;
     }
     comm_t *world = comm_init(&argc, &argv);
