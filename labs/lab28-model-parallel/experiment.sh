@@ -54,7 +54,7 @@ needs_lab "$out/check/ce.log" "$mixpar" run -n 4 -- "$worker" "$out/check/ce" 1 
 
 # ------------------------------------------------------------------ 2. 3D parallel training
 steps=6
-common=(--config configs/synthetic-addition.json --quiet --set model.layers=8 --set model.channels=32 --set model.padded_vocab=64
+common=(--config configs/synthetic-addition.json --quiet --set model.layers=8 --set model.channels=32 --set model.padded_vocab=16
         --set train.steps=$steps --set scheduler.params.warmup_steps=2 --set train.eval_interval=0
         --set train.sample_interval=0 --set train.hist_interval=0 --set train.checkpoint_interval=0
         --set train_micro_batch_size_per_gpu=2)

@@ -63,9 +63,10 @@ MPT_TEST(one_f_one_b_bubble_is_the_formula_and_holds_at_most_p) {
 
 MPT_TEST(tp2_pp2_trains_like_one_rank_4_ranks) {
     enum { STEPS = 4 };
-    /* the test model (GPT-2, 2 blocks, C 64) with 4 micro-batches of 8 sequences a step on both */
-    static const char *const ONE[] = {"gradient_accumulation_steps=4", "model.padded_vocab=64", NULL};
-    static const char *const MESH[] = {"gradient_accumulation_steps=4", "model.padded_vocab=64",
+    /* the test model (GPT-2, 2 blocks, C 64) with 4 micro-batches of 8 sequences a step on both; its 14 tokens padded
+     * to 16, so each tp rank holds real tokens (0-7 and 8-13): with 64 rank 1 would hold only padding */
+    static const char *const ONE[] = {"gradient_accumulation_steps=4", "model.padded_vocab=16", NULL};
+    static const char *const MESH[] = {"gradient_accumulation_steps=4", "model.padded_vocab=16",
                                        "tensor_model_parallel_size=2", "pipeline_model_parallel_size=2",
                                        "pipeline_schedule=1f1b", NULL};
     static lab19_result one, mesh;
