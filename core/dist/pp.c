@@ -3,6 +3,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/lab.h"
 #include "base/mem.h"
 
 #include <limits.h>
@@ -67,6 +68,7 @@ void pp_schedule_actions(pp_schedule kind, int p, int s, int m, int v, pp_action
         while (b < total) out[n++] = interleaved_action('B', b++, p, v);
         return;
     }
+    /* LAB 28 BEGIN the 1F1B order of stage s: min(p-s-1, m) warm-up forwards, then one forward and one backward in turn, then the backwards left */
     /* 1F1B: warm up with the forwards the later stages need before the first backward can come back,
      * then one forward and one backward in turn, then the backwards that are left. */
     int warmup = p - s - 1 < m ? p - s - 1 : m;
@@ -76,6 +78,7 @@ void pp_schedule_actions(pp_schedule kind, int p, int s, int m, int v, pp_action
         out[n++] = (pp_action){'B', b++, 0};
     }
     while (b < m) out[n++] = (pp_action){'B', b++, 0};
+    /* LAB 28 END */
 }
 
 double pp_bubble_formula(int p, int m, int v) { return (double)(p - 1) / (double)(v * m + p - 1); }

@@ -967,48 +967,50 @@ static void vocab_parallel_embed_backward(model *m, int B, int T) {
     }
 }
 
-/* Vocab-parallel cross-entropy (Megatron's): logits (N, Vp/tp) are this rank's vocabulary columns; the
- * row max, the sum of exp(z - max) and the target's logit are reduced over tp (max, sum, sum: the rank
- * holding the target gives it, the others 0), so every rank has each row's lse and loss without the
- * logits ever being gathered. Columns at or past V (padding) are not in the softmax. */
-static void vocab_parallel_loss(model *m, const int *targets, int N) {
-    const model_dims *d = &m->dims;
-    global_acts *g = &m->ga;
-    int held = d->v0 + d->Vp <= m->cfg.V ? d->Vp : m->cfg.V - d->v0 > 0 ? m->cfg.V - d->v0 : 0;
-    float *row_max = g->lse, *sums = g->dloss, *target_logit = g->losses; /* (N) each, reused below */
+/* Vocab-parallel cross-entropy (Megatron's, model.h): the row max, the sum of exp(z - max) and the
+ * target's logit reduced over tp (max, sum, sum), so the logits are never gathered. */
+void model_vocab_parallel_loss(const model_shard *sh, float *lse, float *losses, float *sums, const float *logits,
+                               const int *targets, int N, int Vl, int v0, int V) {
+    /* Columns of the real vocabulary this rank holds: Vl, fewer on the rank the padding starts in, 0 past it. */
+    int held = v0 + Vl <= V ? Vl : V - v0 > 0 ? V - v0 : 0;
+    /* LAB 28 BEGIN vocab-parallel cross-entropy: the row max (tp_max), the sum of exp(z - max) and the target's logit from its owner (tp_sum), then lse and the loss */
+    float *row_max = lse, *target_logit = losses; /* (N) each: lse and losses are written from them below */
+    bool split = sh->tp_size > 1;
     for (int i = 0; i < N; i++) {
-        const float *z = g->logits + (size_t)i * d->Vp;
+        const float *z = logits + (size_t)i * Vl;
         float mx = -INFINITY;
         for (int v = 0; v < held; v++) mx = z[v] > mx ? z[v] : mx;
         row_max[i] = mx;
     }
-    m->shard.tp_max(m->shard.tp_ctx, row_max, (size_t)N);
+    if (split) sh->tp_max(sh->tp_ctx, row_max, (size_t)N);
     for (int i = 0; i < N; i++) {
-        const float *z = g->logits + (size_t)i * d->Vp;
+        const float *z = logits + (size_t)i * Vl;
         float sum = 0.0f;
         for (int v = 0; v < held; v++) sum += expf(z[v] - row_max[i]);
         sums[i] = sum;
-        int y = targets[i] - d->v0;
+        int y = targets[i] - v0;
         target_logit[i] = targets[i] >= 0 && y >= 0 && y < held ? z[y] : 0.0f;
     }
-    tp_sum(m, sums, (size_t)N);
-    tp_sum(m, target_logit, (size_t)N);
-    for (int i = 0; i < N; i++) {
-        g->lse[i] = row_max[i] + logf(sums[i]);
-        g->losses[i] = targets[i] < 0 ? 0.0f : g->lse[i] - target_logit[i];
+    if (split) {
+        sh->tp_sum(sh->tp_ctx, sums, (size_t)N);
+        sh->tp_sum(sh->tp_ctx, target_logit, (size_t)N);
     }
+    for (int i = 0; i < N; i++) {
+        lse[i] = row_max[i] + logf(sums[i]);
+        losses[i] = targets[i] < 0 ? 0.0f : lse[i] - target_logit[i];
+    }
+    /* LAB 28 END */
 }
 
-/* dlogits = (exp(z - lse) - onehot(target)) * dloss on this rank's columns, in place. */
-static void vocab_parallel_loss_backward(model *m, float *dlogits, int N) {
-    const model_dims *d = &m->dims;
-    global_acts *g = &m->ga;
+void model_vocab_parallel_loss_backward(float *dlogits, const float *logits, const float *lse, const int *targets,
+                                        const float *dloss, int N, int Vl, int v0, int V) {
     for (int i = 0; i < N; i++) {
-        float *z = dlogits + (size_t)i * d->Vp;
-        int y = m->targets[i];
-        for (int v = 0; v < d->Vp; v++) {
-            int col = d->v0 + v;
-            z[v] = y < 0 || col >= m->cfg.V ? 0.0f : expf(z[v] - g->lse[i]) * g->dloss[i] - (col == y ? g->dloss[i] : 0.0f);
+        const float *z = logits + (size_t)i * Vl;
+        float *dz = dlogits + (size_t)i * Vl;
+        int y = targets[i];
+        for (int v = 0; v < Vl; v++) {
+            int col = v0 + v;
+            dz[v] = y < 0 || col >= V ? 0.0f : expf(z[v] - lse[i]) * dloss[i] - (col == y ? dloss[i] : 0.0f);
         }
     }
 }
@@ -1066,7 +1068,8 @@ float model_forward_stage(model *m, const int *inputs, const float *hidden_in, c
     if (m->shard.tp_size == 1)
         PROF_KERNEL("crossentropy_fwd", prof_cost_crossentropy_forward(N, c->V, c->Vp),
                     crossentropy_forward(g->losses, g->lse, g->logits, targets, N, c->V, c->Vp));
-    else vocab_parallel_loss(m, targets, N);
+    else model_vocab_parallel_loss(&m->shard, m->ga.lse, m->ga.losses, m->ga.dloss, m->ga.logits, targets, N, d->Vp,
+                                   d->v0, c->V);
     double sum = 0;
     m->counted = 0;
     for (int i = 0; i < N; i++)
@@ -1134,7 +1137,7 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         if (m->shard.tp_size == 1)
             PROF_KERNEL("crossentropy_bwd", prof_cost_crossentropy_backward(N, c->V, c->Vp),
                         crossentropy_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, c->V, c->Vp));
-        else vocab_parallel_loss_backward(m, dlogits, N);
+        else model_vocab_parallel_loss_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, d->Vp, d->v0, c->V);
         memset(g->dln, 0, NC * sizeof(float));
         PROF_KERNEL("matmul_bwd:head", prof_cost_matmul_backward(N, C, d->Vp),
                     matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, m->w.head, N, C, d->Vp));

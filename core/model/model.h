@@ -181,6 +181,20 @@ typedef struct {
     void *tp_ctx;
 } model_shard;
 
+/* Megatron's vocab-parallel cross-entropy (词表并行交叉熵) on this tp rank's vocabulary columns: logits
+ * (N, Vl) are columns v0 .. v0+Vl-1 of the whole (N, Vp) logits, columns at or past V are padding (not in
+ * the softmax); targets (N) in [-1, V), -1 not counted. Writes each row's lse = log sum_v exp(z_v) over
+ * the whole vocabulary and loss = lse - z_target (0 where not counted), the same on every tp rank,
+ * without gathering the logits: the row max is reduced with sh->tp_max, the sum of exp(z - max) and the
+ * target's logit (the rank whose columns hold the target gives it, the others 0) with sh->tp_sum. One tp
+ * rank (tp_size 1) needs no reduction. sums: N floats of scratch. */
+void model_vocab_parallel_loss(const model_shard *sh, float *lse, float *losses, float *sums, const float *logits,
+                               const int *targets, int N, int Vl, int v0, int V);
+/* Its backward on this rank's columns, no communication: dlogits (N, Vl) = (exp(z - lse) - onehot(target))
+ * x dloss (N), 0 in padding columns and in rows not counted. dlogits may be logits (in place). */
+void model_vocab_parallel_loss_backward(float *dlogits, const float *logits, const float *lse, const int *targets,
+                                        const float *dloss, int N, int Vl, int v0, int V);
+
 /* The whole model as a shard (tp 1 of 1, blocks [0, L)). cfg completed. */
 model_shard model_shard_whole(const model_config *cfg);
 /* Checks a shard against a completed config: exits 2 naming what does not divide (heads, kv heads, the
