@@ -12,8 +12,11 @@ MPT_TEST(hidden_shares_large_datasets) {
     MPT_CHECK_EQ_U64(1ULL << 37, per, "N = 2^40 + 5, world 8, drop_last: floor(N/8) = 2^37");
     n = UINT64_MAX - 2; /* 2^64 - 3 = 3 * 6148914691236517204 + 1 */
     dist_sampler_sizes(n, 3, false, &per, &total);
-    MPT_CHECK_EQ_U64(6148914691236517205ULL, per,
-                     "N = 2^64 - 3, world 3: ceil(N/3) = 6148914691236517205; (N + world - 1) / world overflows "
+    MPT_CHECK_EQ_U64(6148914691236517205ULL, per, "N = 2^64 - 3, world 3: ceil(N/3) = 6148914691236517205");
+    n = UINT64_MAX - 3; /* 2^64 - 4 = 5 * 3689348814741910322 + 2: N + 4 wraps */
+    dist_sampler_sizes(n, 5, false, &per, &total);
+    MPT_CHECK_EQ_U64(3689348814741910323ULL, per,
+                     "N = 2^64 - 4, world 5: ceil(N/5) = 3689348814741910323; (N + world - 1) / world overflows "
                      "here, N / world + (N % world != 0) does not");
 }
 

@@ -4,6 +4,8 @@
 
 /* Bucket sizes for the test model (embeddings 640, blocks 3280 each, final norm and head 544 floats). */
 enum { ONE_BUCKET = 0, TWO_BUCKETS = 7000, THREE_BUCKETS = 3500 };
+/* Exactly the head and the last block (544 + 3280): the first bucket is full at equality (>=, not >). */
+enum { THREE_BUCKETS_AT_EQUALITY = 3824 };
 
 MPT_TEST(broadcast_makes_different_seeds_agree) {
     lab13_result res;
@@ -25,7 +27,7 @@ MPT_TEST(two_buckets_in_reverse_layer_order) {
 
 MPT_TEST(three_buckets_3_ranks) {
     lab13_result res;
-    lab13_run(&res, 3, THREE_BUCKETS, true, false, 2, 2);
+    lab13_run(&res, 3, THREE_BUCKETS_AT_EQUALITY, true, false, 2, 2);
     lab13_check_buckets(&res, 3);
 }
 

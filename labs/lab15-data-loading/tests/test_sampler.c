@@ -7,13 +7,17 @@
 MPT_TEST(shares_padding_ceil) {
     static const struct { uint64_t n; int world; uint64_t per; } cases[] = {
         {10, 3, 4}, {9, 3, 3}, {1, 4, 1}, {7, 1, 7}, {8, 8, 1}, {17, 8, 3}, {1000, 7, 143},
+        /* 2^64 - 2 = 3 * 6148914691236517204 + 2: (N + world - 1) / world wraps to 0 here */
+        {UINT64_MAX - 1, 3, 6148914691236517205ULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t per = 0, total = 0;
         dist_sampler_sizes(cases[i].n, cases[i].world, false, &per, &total);
         char what[160];
-        snprintf(what, sizeof what, "N=%llu world=%d without drop_last: ceil(N/world) per rank (the short rank is padded)",
-                 (unsigned long long)cases[i].n, cases[i].world);
+        snprintf(what, sizeof what, "N=%llu world=%d without drop_last: ceil(N/world) per rank (the short rank is padded)%s",
+                 (unsigned long long)cases[i].n, cases[i].world,
+                 cases[i].n > UINT64_MAX / 2 ? "; (N + world - 1) / world overflows near 2^64, "
+                                               "N / world + (N % world != 0) does not" : "");
         MPT_CHECK_EQ_U64(cases[i].per, per, what);
         MPT_CHECK_EQ_U64(cases[i].per * (uint64_t)cases[i].world, total, "total_size = num_samples * world");
     }
@@ -63,6 +67,30 @@ MPT_TEST(select_torch_example_padding) {
 MPT_TEST(select_torch_example_drop_last) {
     static const uint64_t want[] = {0, 3, 6, /**/ 1, 4, 7, /**/ 2, 5, 8};
     check_table(10, 3, true, want, 3, "with drop_last the list is cut to 9 before the strided selection");
+}
+
+MPT_TEST(select_padding_wraps_n_below_world) {
+    /* N=3 on world=8: the list is padded to 8 by cycling through it as often as needed, a,b,c,a,b,c,a,b.
+     * The order given has sentinels past its N entries: a rank must never read order[p] with p >= N. */
+    uint64_t order[16];
+    uint64_t base = 100 + (mpt_seed() & 0xff); /* drawn for this grade */
+    for (int i = 0; i < 16; i++) order[i] = i < 3 ? base + (uint64_t)i : 999;
+    for (int r = 0; r < 8; r++) {
+        dist_sampler s;
+        uint64_t out[2] = {12345, 12345};
+        MPT_REQUIRE(dist_sampler_init(&s, 3, 8, r, false, 0, false, NULL), "dist_sampler_init");
+        MPT_REQUIRE(s.num_samples == 1, "N=3 world=8: 1 sample per rank, got %llu", (unsigned long long)s.num_samples);
+        dist_sampler_select(&s, order, out);
+        MPT_OBSERVE(out[0]);
+        MPT_CHECK(out[0] == base + (uint64_t)(r % 3),
+                  "N=3 world=8, order %llu,%llu,%llu: rank %d expected %llu (position %d = order[%d %% 3]), got %llu "
+                  "(padding cycles through the list as many times as needed when N < world: order[p %% N], not "
+                  "order[p - N])",
+                  (unsigned long long)base, (unsigned long long)base + 1, (unsigned long long)base + 2, r,
+                  (unsigned long long)(base + (uint64_t)(r % 3)), r, r, (unsigned long long)out[0]);
+        MPT_CHECK(out[1] == 12345, "N=3 world=8 rank %d: wrote past num_samples (out[1] = %llu)", r,
+                  (unsigned long long)out[1]);
+    }
 }
 
 MPT_TEST(coverage_world_1_to_8) {

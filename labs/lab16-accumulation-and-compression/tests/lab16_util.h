@@ -7,12 +7,14 @@
 
 #include "base/rng.h"
 #include "comm/comm.h"
+#include "comm/launch.h"
 #include "dist/hooks.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The self backend: one rank, no mpirun. Averaging over one rank changes nothing, so what a test sees is the
  * compressor's own arithmetic. */

@@ -131,3 +131,98 @@ MPT_TEST(powersgd_is_the_best_rank_r_direction_for_a_full_matrix) {
               "%.3g, expected < 1e-4\n      likely mistake: Q computed from the P before orthonormalising", worst);
     comm_finalize(c);
 }
+
+/* Two ranks, each with its own matrix (the worker, through mpirun): P and Q are averaged over the ranks, so
+ * every rank must end with the same P Q^T, the rank-r approximation of the ranks' average. Worked out here in
+ * double from the same seeds: P = avg_k(M_k Q0), orthonormalised; Q = avg_k(M_k^T P); M = P Q^T. */
+MPT_TEST(powersgd_two_ranks_average_p_and_q) {
+    enum { RANKS = 2, M = 12, N = 10, R = 2 };
+    const char *worker = "./build/labs/lab16_worker";
+    MPT_REQUIRE(access(worker, X_OK) == 0, "%s is missing: 'make labtests LAB=16' (or make grade LAB=16) builds it",
+                worker);
+    MPT_REQUIRE(comm_launch_mpirun() != NULL, "mpirun is not on PATH: 'make deps' installs OpenMPI");
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/mixpar-lab16-XXXXXX");
+    MPT_REQUIRE(mkdtemp(dir) != NULL, "cannot make a temporary folder in /tmp");
+    char a_m[16], a_n[16], a_r[16];
+    snprintf(a_m, sizeof a_m, "%d", M);
+    snprintf(a_n, sizeof a_n, "%d", N);
+    snprintf(a_r, sizeof a_r, "%d", R);
+    char *argv[] = {(char *)worker, "powersgd", dir, a_m, a_n, a_r, NULL};
+    setenv("MIXPAR_COMM_TIMEOUT", "10", 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    comm_launch_opts o = {.ranks = RANKS, .timeout_s = 25, .quiet = true};
+    char *output = NULL;
+    int rc = comm_launch_run(&o, argv, &output);
+    if (rc != 0) {
+        const char *out = output ? output : "";
+        size_t len = strlen(out);
+        char copy[1600];
+        snprintf(copy, sizeof copy, "%s", len > 1500 ? out + len - 1500 : out);
+        free(output);
+        mpt_fail_stop(__FILE__, __LINE__, "PowerSGD on 2 ranks: mpirun exited with %d: %s\n      ranks' output "
+                      "(end):\n%s", rc, strstr(copy, "not done") ? "a region is still a LAB_TODO stub"
+                      : rc == 124 ? "the ranks did not finish: both must call the same allreduces" : "a rank failed",
+                      copy);
+    }
+    free(output);
+    /* the expected result, in double */
+    static float in[RANKS][M * N];
+    float q0[N * R];
+    for (int k = 0; k < RANKS; k++) lab16_normal(in[k], M * N, 1600 + (uint64_t)k, 1.0f);
+    lab16_normal(q0, N * R, 1699, 1.0f);
+    double P[M * R] = {0}, Q[N * R] = {0}, want[M * N];
+    for (int k = 0; k < RANKS; k++)
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < R; j++)
+                for (int l = 0; l < N; l++) P[i * R + j] += (double)in[k][i * N + l] * q0[l * R + j] / RANKS;
+    for (int j = 0; j < R; j++) { /* Gram-Schmidt on P's columns */
+        for (int q = 0; q < j; q++) {
+            double dot = 0;
+            for (int i = 0; i < M; i++) dot += P[i * R + j] * P[i * R + q];
+            for (int i = 0; i < M; i++) P[i * R + j] -= dot * P[i * R + q];
+        }
+        double norm = 0;
+        for (int i = 0; i < M; i++) norm += P[i * R + j] * P[i * R + j];
+        for (int i = 0; i < M; i++) P[i * R + j] /= sqrt(norm);
+    }
+    for (int k = 0; k < RANKS; k++)
+        for (int l = 0; l < N; l++)
+            for (int j = 0; j < R; j++)
+                for (int i = 0; i < M; i++) Q[l * R + j] += (double)in[k][i * N + l] * P[i * R + j] / RANKS;
+    double scale = 0;
+    for (int i = 0; i < M; i++)
+        for (int l = 0; l < N; l++) {
+            double s = 0;
+            for (int j = 0; j < R; j++) s += P[i * R + j] * Q[l * R + j];
+            want[i * N + l] = s;
+            scale = fmax(scale, fabs(s));
+        }
+    for (int k = 0; k < RANKS; k++) {
+        char path[512], head[64];
+        snprintf(path, sizeof path, "%s/rank%d.txt", dir, k);
+        FILE *f = fopen(path, "r");
+        MPT_CHECK(f != NULL, "rank %d wrote no report", k);
+        if (!f) continue;
+        int world = 0;
+        bool ok = fscanf(f, " world=%d m=%*d n=%*d r=%*d M=", &world) == 1 && world == RANKS;
+        float got[M * N];
+        for (int i = 0; ok && i < M * N; i++) ok = fscanf(f, i ? ",%f" : "%f", &got[i]) == 1;
+        fclose(f);
+        unlink(path);
+        snprintf(head, sizeof head, "rank %d's report", k);
+        MPT_CHECK(ok, "%s: unreadable", head);
+        if (!ok) continue;
+        MPT_OBSERVE_NEAR_F32(got, got, M * N, 1e-3, 1e-5);
+        double worst = 0;
+        int at = 0;
+        for (int i = 0; i < M * N; i++)
+            if (fabs(got[i] - want[i]) > worst) worst = fabs(got[i] - want[i]), at = i;
+        MPT_CHECK(worst <= 1e-4 * scale, "2 ranks with different 12 x 10 matrices, rank %d: M[%d][%d] after the step\n"
+                  "      expected: %.6g (P Q^T with P = avg(M_k Q), orthonormalised, and Q = avg(M_k^T P))\n"
+                  "      got:      %.6g (%.3gx)\n      likely mistake: Q not averaged over the ranks (allreduce with "
+                  "COMM_AVG after Q = M^T P), or summed instead of averaged", k, at / N, at % N, want[at], got[at],
+                  want[at] != 0 ? got[at] / want[at] : 0.0);
+    }
+    rmdir(dir);
+}

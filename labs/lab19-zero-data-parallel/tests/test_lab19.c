@@ -26,6 +26,19 @@ MPT_TEST(zero2_buckets_train_like_ddp_2_ranks) {
     lab19_check_replicas(&z2);
 }
 
+/* 3 ranks: the test model's 103040 parameters, and its buckets, do not divide by 3. A rank owns floor(b/3) elements
+ * of a bucket of b, the left-over b mod 3 are averaged whole (allreduce) and gathered back after the update. */
+MPT_TEST(zero2_uneven_shards_3_ranks) {
+    static const char *const z2[] = {"zero_optimization.stage=2", "zero_optimization.reduce_bucket_size=20000", NULL};
+    lab19_result ddp, z;
+    lab19_train(&ddp, LAB, "DDP", 3, 3, DDP);
+    MPT_REQUIRE((long long)ddp.rank[0].params % 3 != 0, "the test model's %.0f parameters should not divide by 3",
+                ddp.rank[0].params);
+    lab19_train(&z, LAB, "ZeRO-2 on 3 ranks (uneven shards: the left-over elements of each bucket)", 3, 3, z2);
+    lab19_check_same_training(&ddp, &z, 1e-5);
+    lab19_check_replicas(&z);
+}
+
 MPT_TEST(zero1_memory_per_rank_is_the_plans) {
     lab19_result z1;
     lab19_train(&z1, LAB, "ZeRO-1", 2, STEPS, ZERO1);

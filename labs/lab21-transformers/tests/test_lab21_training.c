@@ -104,4 +104,13 @@ MPT_TEST(perplexity_counts_tokens_not_batches) {
     eval_totals u = {0};
     eval_add_losses(&u, loss, tg, M);
     MPT_CHECK_NEAR((double)V, eval_perplexity(&u), 1e-5, 0, "a model uniform over 50 tokens: perplexity 50");
+    /* a batch of padding only: nothing counted, so no perplexity (not exp(0) = 1, a perfect model) */
+    const int pad[4] = {-1, -1, -1, -1};
+    eval_totals none = {0};
+    eval_add_losses(&none, a, pad, 4);
+    double empty = eval_perplexity(&none);
+    MPT_CHECK(none.tokens == 0 && isnan(empty),
+              "four ignored positions (target -1)\n      expected: 0 tokens, perplexity NaN (no token counted)\n"
+              "      got:      %lld tokens, perplexity %g\n      likely mistake: %s", (long long)none.tokens, empty,
+              none.tokens ? "counting positions whose target is < 0" : "returning exp(0) = 1 or 0 when nothing was counted");
 }

@@ -13,6 +13,12 @@ MPT_TEST(fp8_scale_from_amax_with_margin) {
     CHECK_SCALE(3.5f, 448, 1, 1, 64.0f, "2^(7 - 1)");
     CHECK_SCALE(1.0f, 57344, 0, 1, 32768.0f, "e5m2: 57344 / 1, floor(log2 57344) = 15: 2^15");
     CHECK_SCALE(0.25f, 57344, 3, 1, 16384.0f, "e5m2, margin 3: 57344 / 0.25 = 229376 = 1.75 * 2^17: 2^(17 - 3)");
+    /* The clamp: the exponent stays in [-126, 127], so that the scale and 1/scale are normal fp32 numbers. */
+    CHECK_SCALE(3e38f, 448, 10, 1, 0x1p-126f,
+                "448 / 3e38 ~ 1.5 * 2^-119, margin 10: 2^-129 is clamped to 2^-126 (2^-129 is subnormal, and "
+                "1 / 2^-129 overflows fp32 to inf)");
+    CHECK_SCALE(1e-44f, 57344, 0, 1, 0x1p127f,
+                "57344 / 1e-44 ~ 2^159 (a subnormal amax): clamped to 2^127, fp32's largest power of two");
 }
 
 /* An amax of 0 (a tensor of zeros, or no cast yet), inf or NaN keeps the scale: it carries no information. */
@@ -59,6 +65,18 @@ MPT_TEST(fp8_history_max_and_most_recent) {
                                  "got %g", (double)mx.scale);
     amp_fp8_free(&mx);
     amp_fp8_free(&mr);
+    /* Every slot counts: windows of 1, 3 and 5 whose largest amax sits in each slot in turn. */
+    for (int len = 1; len <= 5; len += 2)
+        for (int big = 0; big < 2 * len; big++) {
+            amp_fp8_meta w;
+            amp_fp8_init(&w, &FP_E4M3, len, 0, AMP_AMAX_MAX);
+            for (int k = 0; k <= big; k++) amp_fp8_record_amax(&w, k == big ? 9.0f : 1.0f);
+            float got = amp_fp8_history_amax(&w);
+            MPT_CHECK(got == 9.0f, "history of %d, algo max, %d amaxes recorded, the last one 9 and the others 1\n"
+                      "      expected: 9\n      got:      %g\n      likely mistake: the max must run over all "
+                      "history_len slots of the ring (the newest may sit in its last slot)", len, big + 1, (double)got);
+            amp_fp8_free(&w);
+        }
 }
 
 /* The cast multiplies by the scale and saturates: beyond +-448 a value becomes +-448 (e4m3 has no inf; a plain cast
@@ -88,6 +106,32 @@ MPT_TEST(fp8_quantize_saturates) {
               "quantize returns amax(x) = 100 (NaN passed over) and records it: got %g, history %g", (double)amax,
               (double)amp_fp8_history_amax(&m));
     amp_fp8_free(&m);
+    /* A long tensor: quantize works in batches of 1024; every batch, the last partial one too, lands in its place. */
+    enum { LONG = 2500 };
+    static float y[LONG];
+    static uint8_t qy[LONG];
+    for (int i = 0; i < LONG; i++) y[i] = (float)((i * 37) % 201 - 100) / 16.0f;
+    for (int f = 0; f < 2; f++) {
+        const fp_format *fmt = f ? &FP_E5M2 : &FP_E4M3;
+        amp_fp8_init(&m, fmt, 8, 0, AMP_AMAX_MAX);
+        m.scale = f ? 4096.0f : 128.0f;
+        m.scale_inv = 1.0f / m.scale;
+        memset(qy, 0xAA, sizeof qy);
+        amp_fp8_quantize(&m, y, qy, LONG);
+        uint64_t over = 0;
+        for (int i = 0; i < LONG; i++) over += fabsf(y[i] * m.scale) > fp_max(fmt);
+        for (int i = 0; i < LONG; i++) {
+            uint8_t want = lab25_code(fmt, y[i] * m.scale);
+            if (qy[i] != want) {
+                MPT_CHECK(0, "%s, %d values at scale %g: x[%d] = %g\n      expected: code 0x%02x\n      got:      "
+                          "0x%02x\n      likely mistake: each batch of 1024 is cast into q + start (its own place), "
+                          "the last partial batch too", fmt->name, LONG, (double)m.scale, i, (double)y[i], want, qy[i]);
+                break;
+            }
+        }
+        MPT_CHECK_EQ_U64(over, m.saturated, "saturated: counted over every batch of a 2500-value tensor");
+        amp_fp8_free(&m);
+    }
 }
 
 /* The recipe over steps, with a history of 4 (TE's DelayedScaling in miniature). Each step quantizes with the scale

@@ -42,6 +42,15 @@ MPT_TEST(norm_stats_fp16_small_rows_exactly) {
     const float c[5] = {0.1f, -0.2f, 0.3f, 0.7f, -0.05f};
     SAME_STATS(c, 5, &FP_BF16, NORM_TWO_PASS, "five small values in bf16");
     SAME_STATS(c, 5, &FP_BF16, NORM_ONE_PASS, "five small values in bf16");
+    /* Values with more bits than fp16 and bf16 keep: each x[i] is rounded to the format before it is used. */
+    float d[64];
+    mp_rng rng;
+    mp_rng_seed(&rng, 2526);
+    for (int i = 0; i < 64; i++) d[i] = 3.0f + 0.5f * mp_rng_normal(&rng);
+    SAME_STATS(d, 64, &FP_FP16, NORM_TWO_PASS, "64 values ~ N(3, 0.25), not exact in fp16");
+    SAME_STATS(d, 64, &FP_FP16, NORM_ONE_PASS, "64 values ~ N(3, 0.25), not exact in fp16: round x[i] first");
+    SAME_STATS(d, 64, &FP_BF16, NORM_TWO_PASS, "64 values ~ N(3, 0.25), not exact in bf16");
+    SAME_STATS(d, 64, &FP_BF16, NORM_ONE_PASS, "64 values ~ N(3, 0.25), not exact in bf16: round x[i] first");
 }
 
 /* Range: 768 activations of mean 100. Their sum, 76800, is past fp16's largest value 65504: the mean is inf, every

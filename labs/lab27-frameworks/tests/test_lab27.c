@@ -75,7 +75,8 @@ MPT_TEST(megatron_gpt2_arguments_translate) {
     static const char *const args[] = {"torchrun", "pretrain_gpt.py", "--num-layers", "24", "--hidden-size", "1024",
                                        "--num-attention-heads", "16", "--seq-length", "1024", "--micro-batch-size", "4",
                                        "--global-batch-size", "8", "--lr", "0.00015", "--fp16", "--clip-grad", "1.0",
-                                       "--data-path", "my-gpt2_text_document", "--train-iters", "500", NULL};
+                                       "--data-path", "my-gpt2_text_document", "--my-own-option", "42",
+                                       "--train-iters", "500", NULL};
     tr_result r;
     lab27_megatron(&r, args);
     static const struct {
@@ -95,6 +96,9 @@ MPT_TEST(megatron_gpt2_arguments_translate) {
               "the launcher's words (torchrun, pretrain_gpt.py) are reported as not mapped (tr_add_note), then skipped");
     MPT_CHECK(lab27_noted(&r, "--data-path") && !lab27_noted(&r, "my-gpt2_text_document"),
               "--data-path has no mixpar setting: reported once; its value is consumed with it, not reported as a word");
+    MPT_CHECK(lab27_noted(&r, "--my-own-option") && !lab27_noted(&r, "42"),
+              "--my-own-option is in no table: reported once (tr_add_note); its value 42 is skipped with it, not "
+              "reported as a launcher word");
     MPT_CHECK(r.mapped == 10, "settings mapped: expected 10, got %d", r.mapped);
     tr_result_free(&r);
 }
