@@ -15,6 +15,13 @@ MPT_TEST(full_shard_trains_like_ddp_2_ranks) {
     lab19_train(&ddp, LAB20, "DDP", 2, STEPS, DDP);
     lab19_train(&fs, LAB20, "FSDP FULL_SHARD", 2, STEPS, FULL);
     lab19_check_same_training(&ddp, &fs, 1e-5);
+    /* 2 micro-batches a step: each backward's reduced shard is added to the gradient shard, not written over it */
+    static const char *const ddp_acc[] = {"zero_optimization.stage=0", "gradient_accumulation_steps=2", NULL};
+    static const char *const fs_acc[] = {"fsdp.sharding_strategy=FULL_SHARD", "gradient_accumulation_steps=2", NULL};
+    lab19_result ddp2, fs2;
+    lab19_train(&ddp2, LAB20, "DDP, 2 micro-batches a step", 2, 3, ddp_acc);
+    lab19_train(&fs2, LAB20, "FSDP FULL_SHARD, 2 micro-batches a step (the reduced shards must add up)", 2, 3, fs_acc);
+    lab19_check_same_training(&ddp2, &fs2, 1e-5);
 }
 
 MPT_TEST(shard_grad_op_and_no_shard_train_like_ddp_2_ranks) {
