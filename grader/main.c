@@ -147,6 +147,7 @@ static const char *const HANDOUT_SKIP[] = {
     "tests/reference",
     ".ci", "submit-lab*", "results.json",
     "catchup", ".catchup-backup", /* released reference regions (make release), a student's first versions */
+    "tests/mutants", /* planted bugs: their '-' lines are the reference regions' code */
     "core/cuda/convert.cu", /* its device fp16/bf16 encoders are lab 03's answer, written out for the GPU */
     NULL};
 
@@ -464,7 +465,8 @@ static int cmd_catchup(int argc, char **argv) {
  * compiled, in a separate binary), nor the core's own tests, nor anything built or run. */
 static const char *const GRADING_SKIP[] = {".git", "build", "dist", "runs", "data", "submit-lab*", "results.json",
                                            "solutions", "grader/hidden", "tests/unit", "tests/cli", "tests/mpi",
-                                           "tests/reference", ".ci", "catchup", ".catchup-backup", NULL};
+                                           "tests/reference", "tests/mutants", ".ci", "catchup", ".catchup-backup",
+                                           NULL};
 /* Of this tree's compiled objects, the grading copy takes the core's (so only spliced files recompile). */
 static const char *const GRADING_OBJ_SKIP[] = {"grader", "tests/unit", "tests/cli", NULL};
 

@@ -11,8 +11,9 @@ student="$work/student"
 jobs_at_once=${PIPELINE_JOBS:-2}
 
 check "handout: make handout writes the student edition" "$GRADER" handout "$student"
-check "handout: no solutions, hidden tests or core tests in it" bash -c \
-  "[ ! -e '$student/solutions' ] && [ ! -e '$student/grader/hidden' ] && [ ! -e '$student/tests/unit' ] && [ -e '$student/.student-edition' ]"
+check "handout: no solutions, hidden tests, planted bugs or core tests in it" bash -c \
+  "[ ! -e '$student/solutions' ] && [ ! -e '$student/grader/hidden' ] && [ ! -e '$student/tests/unit' ] &&
+   [ ! -e '$student/tests/mutants' ] && [ -e '$student/.student-edition' ]"
 nlabs=$(ls -d labs/lab[0-9][0-9]-* | wc -l)
 # Its rows: | NN | [title](labs/...) | 中文 | needs | hours | files | points |; every lab has its Chinese title and hours.
 check "handout: the student README ends with the table of all $nlabs labs (Chinese titles, hours, files)" bash -c \
