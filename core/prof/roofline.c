@@ -106,6 +106,7 @@ static int by_start(const void *a, const void *b) {
 
 /* Sorts and merges overlapping intervals in place; returns how many are left. Empty ones are dropped. */
 static size_t merge(prof_interval *v, size_t n) {
+    if (n == 0) return 0; /* v may be NULL then, which qsort may not be given */
     qsort(v, n, sizeof *v, by_start);
     size_t out = 0;
     for (size_t i = 0; i < n; i++) {
