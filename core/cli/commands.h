@@ -18,8 +18,7 @@ int cmd_run(int argc, char **argv);   /* launcher: mpirun with what this machine
 int cmd_comm_bench(int argc, char **argv); /* collective timing per algorithm and size (lab 12) */
 int cmd_simulate(int argc, char **argv);   /* scaling simulator: step time and efficiency on a cluster (lab 26) */
 int cmd_profile(int argc, char **argv); /* a profiled run: top kernels on the roofline, exposed comm (lab 23) */
-int cmd_comm_bench(int argc, char **argv);
-int cmd_config(int argc, char **argv);     /* translate other frameworks' settings; the frameworks table (lab 27) */ /* collective timing per algorithm and size (lab 12) */
+int cmd_config(int argc, char **argv);     /* translate other frameworks' settings; the frameworks table (lab 27) */
 int cmd_doctor(int argc, char **argv); /* a run's problems, their evidence and fixes (lab 24) */
 
 #endif
