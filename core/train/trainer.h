@@ -36,4 +36,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt);
  * stage or FSDP strategy's sharding over its group, the micro-batch's activations. mc: completed. */
 void trainer_plan(const train_config *cfg, const model_config *mc, plan_result *out);
 
+/* The labs' worker programs on the ranks mpirun started: argv is PROG CONFIG RUN_DIR [key.path=value ...]; trains
+ * quietly with every rank's events in RUN_DIR (train/rank_worker.c). Returns the exit code; bad input stops with
+ * exit 2 (a usage line naming prog), as `mixpar train`. */
+int trainer_rank_worker(const char *prog, int argc, char **argv);
+
 #endif

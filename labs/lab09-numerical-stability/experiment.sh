@@ -11,34 +11,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-mixpar=build/mixpar
-out=runs/lab09
-# One thread per process unless told otherwise: the numbers do not depend on it (the runs are bit-identical with
-# any thread count), and on a busy machine OpenMP threads that wait for each other by spinning are many times
-# slower than one thread.
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-lab=labs/lab09-numerical-stability
-mkdir -p "$out"
-[ -x "$mixpar" ] || { echo "lab09: $mixpar is missing; run 'make' first (make lab09 does)" >&2; exit 2; }
-
-section() { printf '\n==== %s\n\n' "$*"; }
-# Runs a command that needs lab regions; while they are still LAB_TODO stubs (exit 86) it says so and goes on.
-todo=0
-needs_lab() {
-    local rc=0
-    "$@" || rc=$?
-    if [ "$rc" -eq 86 ]; then todo=1; echo "  (this part runs once the lab regions named above are written)"; return 86; fi
-    return "$rc"
-}
+source labs/experiment_lib.sh
+experiment_init 09
 
 # The driver: built from the lab folder against the library, the way the Makefile builds the tools.
 driver=build/labs/lab09_stall
-if [ ! -x "$driver" ] || [ "$lab/stall.c" -nt "$driver" ] || [ build/libmixpar.a -nt "$driver" ]; then
-    mkdir -p build/labs
-    cc -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fopenmp -Icore $(mpicc --showme:compile 2>/dev/null) \
-        -o "$driver" "$lab/stall.c" build/libmixpar.a -lopenblas -lcjson -lm -pthread -fopenmp \
-        $(mpicc --showme:link 2>/dev/null)
-fi
+build_lab_driver "$lab/stall.c" "$driver"
 
 # The settings of every run below: configs/tiny-poetry.json with a constant learning rate of 1e-4 (AdamW's steps
 # are then about 1e-4 or less: under half a bf16 ulp of most weights, 0.02 has half an ulp of 6.1e-5) and a

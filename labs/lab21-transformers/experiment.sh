@@ -11,32 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-mixpar=build/mixpar
-out=runs/lab21
-lab=labs/lab21-transformers
-# One thread per rank: two ranks on two cores, and the numbers do not depend on it.
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-mkdir -p "$out"
-[ -x "$mixpar" ] || { echo "lab21: $mixpar is missing; run 'make' first (make lab21 does)" >&2; exit 2; }
-
-section() { printf '\n==== %s\n\n' "$*"; }
-todo=0
-# Runs a command that needs lab regions; while they are still LAB_TODO stubs (exit 86) it says so and goes on.
-needs_lab() {
-    local rc=0
-    "$@" || rc=$?
-    if [ "$rc" -eq 86 ]; then todo=1; echo "  (this part runs once the lab regions named above are written)"; return 86; fi
-    return "$rc"
-}
-ok_or_todo() { [ "$1" -eq 0 ] || [ "$1" -eq 86 ] || exit "$1"; }
+source labs/experiment_lib.sh
+experiment_init 21
 
 probe=build/labs/lab21_probe
-if [ ! -x "$probe" ] || [ "$lab/probe.c" -nt "$probe" ] || [ build/libmixpar.a -nt "$probe" ]; then
-    mkdir -p build/labs
-    cc -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fopenmp -Icore $(mpicc --showme:compile 2>/dev/null) \
-        -o "$probe" "$lab/probe.c" build/libmixpar.a -lopenblas -lcjson -lm -pthread -fopenmp \
-        $(mpicc --showme:link 2>/dev/null)
-fi
+build_lab_driver "$lab/probe.c" "$probe"
 [ -s data/poetry/train.tokens ] || "$mixpar" data build poetry --out data/poetry
 
 # ------------------------------------------------------------------ 1. training

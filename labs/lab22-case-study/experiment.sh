@@ -11,15 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-mixpar=build/mixpar
-out=runs/lab22
-lab=labs/lab22-case-study
-# One thread per rank: the numbers do not depend on it (runs are bit-identical with any thread count).
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-mkdir -p "$out"
-[ -x "$mixpar" ] || { echo "lab22: $mixpar is missing; run 'make' first (make lab22 does)" >&2; exit 2; }
+source labs/experiment_lib.sh
+experiment_init 22
 
-section() { printf '\n==== %s\n\n' "$*"; }
 # Stops the experiment where a lab region is still a LAB_TODO stub (exit 86), saying which part waited for it.
 needs_lab() {
     local rc=0
@@ -35,11 +29,7 @@ needs_lab() {
 }
 
 driver=build/labs/lab22_bpe_table
-if [ ! -x "$driver" ] || [ "$lab/bpe_table.c" -nt "$driver" ] || [ build/libmixpar.a -nt "$driver" ]; then
-    mkdir -p build/labs
-    cc -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Icore -o "$driver" "$lab/bpe_table.c" build/libmixpar.a \
-        -lcjson -lm -pthread -fopenmp $(mpicc --showme:link 2>/dev/null) -lopenblas
-fi
+build_lab_driver "$lab/bpe_table.c" "$driver"
 
 # ------------------------------------------------------------------ 1. data
 section "1. corpus -> BPE -> shards (mixpar data build poetry --tokenizer bpe --vocab 512 --shards 4)"

@@ -11,24 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-mixpar=build/mixpar
-out=runs/lab23
-# One thread per process: the roof is measured with the same threads the kernels get, and on a busy machine
-# spinning OpenMP threads make every number noisy.
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-mkdir -p "$out"
-[ -x "$mixpar" ] || { echo "lab23: $mixpar is missing; run 'make' first (make lab23 does)" >&2; exit 2; }
-
-section() { printf '\n==== %s\n\n' "$*"; }
-todo=0
-# Runs a command that needs lab regions; while they are still LAB_TODO stubs (exit 86) it says so and goes on.
-needs_lab() {
-    local rc=0
-    "$@" || rc=$?
-    if [ "$rc" -eq 86 ]; then todo=1; echo "  (this part runs once the lab regions named above are written)"; return 86; fi
-    return "$rc"
-}
-ok_or_todo() { [ "$1" -eq 0 ] || [ "$1" -eq 86 ] || exit "$1"; }
+source labs/experiment_lib.sh
+experiment_init 23
 
 train=(train --config configs/tiny-poetry.json --quiet --set train.steps=3 --set scheduler.type=constant
        --set train.profile=true --set train.eval_interval=0 --set train.sample_interval=0

@@ -10,14 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-mixpar=build/mixpar
-out=runs/lab26
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-mkdir -p "$out"
-[ -x "$mixpar" ] || { echo "lab26: $mixpar is missing; run 'make' first (make lab26 does)" >&2; exit 2; }
+source labs/experiment_lib.sh
+experiment_init 26
 
-section() { printf '\n==== %s\n\n' "$*"; }
-todo=0
 # Runs a command that needs lab regions; while they are still LAB_TODO stubs (exit 86, or a rank's "lab NN not
 # done" under mpirun, which reports its own exit code) it says so (on stderr: stdout may go to a file) and goes on.
 # The simulator also counts parameters with lab 01's planner (plan_model_params).
@@ -34,7 +29,6 @@ needs_lab() {
     rm -f "$log"
     return "$rc"
 }
-ok_or_todo() { [ "$1" -eq 0 ] || [ "$1" -eq 86 ] || exit "$1"; }
 have_gnuplot=$(command -v gnuplot >/dev/null && echo 1 || echo 0)
 
 # ------------------------------------------------------------------ 1. measured

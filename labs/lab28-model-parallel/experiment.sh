@@ -13,16 +13,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-mixpar=build/mixpar
-out=runs/lab28
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=passive
-mkdir -p "$out"
-[ -x "$mixpar" ] || { echo "lab28: $mixpar is missing; run 'make' first (make lab28 does)" >&2; exit 2; }
+source labs/experiment_lib.sh
+experiment_init 28
+export OMP_WAIT_POLICY=passive
 make -s build/labs/lab28_worker > /dev/null
 worker=build/labs/lab28_worker
 
-section() { printf '\n==== %s\n\n' "$*"; }
-todo=0
 # Runs a command whose log is $1 (the rest: the command); while a region of this lab is a LAB_TODO stub it says
 # which and returns 86, so the parts that do not need it still run.
 needs_lab() {

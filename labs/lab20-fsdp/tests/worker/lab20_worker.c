@@ -26,28 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { MAX_SETS = 48, PEAK_B = 2, PEAK_T = 16, SETTLE_NS = 30 * 1000 * 1000 };
-
-static int train(int argc, char **argv) {
-    if (argc < 3 || argc - 3 > MAX_SETS - 1) {
-        fprintf(stderr, "usage: lab20_worker CONFIG RUN_DIR [key.path=value ...] (at most %d overrides)\n"
-                        "       lab20_worker --forward-held LAYERS PREFETCH LIMIT\n", MAX_SETS - 1);
-        return 2;
-    }
-    const char *sets[MAX_SETS];
-    char run_dir[4200];
-    snprintf(run_dir, sizeof run_dir, "train.run_dir=%s", argv[2]);
-    int nsets = 0;
-    sets[nsets++] = run_dir;
-    for (int i = 3; i < argc; i++) sets[nsets++] = argv[i];
-    comm_t *world = comm_init(&argc, &argv);
-    train_config cfg;
-    config_load(argv[1], sets, nsets, comm_size(world), &cfg, NULL);
-    trainer_options opt = {.quiet = true, .comm = world};
-    trainer_run(&cfg, &opt);
-    comm_finalize(world);
-    return 0;
-}
+enum { PEAK_B = 2, PEAK_T = 16, SETTLE_NS = 30 * 1000 * 1000 };
 
 /* The probe: FSDP's own hooks run first; then, as a block starts, the communication thread gets time to finish
  * what was asked of it, and the bytes held (gathered units) are read. So the numbers do not depend on how fast
@@ -111,5 +90,5 @@ static int forward_held(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--forward-held") == 0) return forward_held(argc, argv);
-    return train(argc, argv);
+    return trainer_rank_worker("lab20_worker", argc, argv);
 }

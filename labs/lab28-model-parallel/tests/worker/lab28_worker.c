@@ -140,34 +140,11 @@ static int arg(const char *s, int lo, int hi) {
     return (int)v;
 }
 
-enum { MAX_SETS = 48 };
-
-/* The training mode: CONFIG RUN_DIR [key.path=value ...], as lab 19's worker. */
-static int train(int argc, char **argv) {
-    if (argc - 3 > MAX_SETS - 1) {
-        fprintf(stderr, "lab28_worker: at most %d overrides\n", MAX_SETS - 1);
-        return 2;
-    }
-    const char *sets[MAX_SETS];
-    char run_dir[4200];
-    snprintf(run_dir, sizeof run_dir, "train.run_dir=%s", argv[2]);
-    int nsets = 0;
-    sets[nsets++] = run_dir;
-    for (int i = 3; i < argc; i++) sets[nsets++] = argv[i];
-    comm_t *world = comm_init(&argc, &argv);
-    train_config cfg;
-    config_load(argv[1], sets, nsets, comm_size(world), &cfg, NULL);
-    trainer_options opt = {.quiet = true, .comm = world};
-    trainer_run(&cfg, &opt);
-    comm_finalize(world);
-    return 0;
-}
-
 int main(int argc, char **argv) {
     bool linear_mode = argc == 7 && strcmp(argv[3], "tp_linear") == 0;
     bool ce_mode = argc == 8 && strcmp(argv[3], "vocab_ce") == 0;
     if (!linear_mode && !ce_mode && argc >= 3 && strchr(argv[1], '.') && (argc == 3 || strchr(argv[3], '=')))
-        return train(argc, argv);
+        return trainer_rank_worker("lab28_worker", argc, argv);
     if (!linear_mode && !ce_mode) {
         fprintf(stderr, "usage: lab28_worker DIR SEED tp_linear N C H | lab28_worker DIR SEED vocab_ce N V VP SCALE | "
                         "lab28_worker CONFIG RUN_DIR [key.path=value ...]\n");
