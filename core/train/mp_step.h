@@ -63,4 +63,10 @@ pp *mp_step_pipeline(mp_step *s);
 /* The virtual stage boundaries used: first[0 .. pp v] (first[j pp + s] is chunk j of stage s's first block). */
 const int *mp_step_stages(const mp_step *s);
 
+/* For checkpoints (train/mp_checkpoint.h): the optimizer state and the spans it covers, laid end to end in
+ * it (every tensor of every chunk, or under ZeRO-1 the pieces of them inside this dp rank's shard). */
+optim_state *mp_step_optim_state(mp_step *s);
+const optim_span *mp_step_state_spans(const mp_step *s, int *count);
+bool mp_step_zero1(const mp_step *s);
+
 #endif
