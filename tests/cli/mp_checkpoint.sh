@@ -65,7 +65,8 @@ resume 1x4x2 8 4 2
 r=$(max_rel "$work/full142/events.rank0.jsonl" "$work/1x4x2/events.rank0.jsonl")
 check "mp_checkpoint: 2x2x2's checkpoint resumed on 1x4x2: steps 7-12 within 1e-6 of an unbroken 1x4x2 run's (worst $r)" \
   awk -v r="$r" 'BEGIN{exit !(r <= 1e-6)}'
-for spec in "2x1x4 8 1 4" "dp1 1 1 1" "dp2-zero1 2 1 1 zero_optimization.stage=1"; do
+for spec in "2x1x4 8 1 4" "1x2x2-interleaved 4 2 2 pipeline_schedule=interleaved num_layers_per_virtual_pipeline_stage=1" \
+            "dp1 1 1 1" "dp2-zero1 2 1 1 zero_optimization.stage=1"; do
   read -r name n tp pp extra <<<"$spec"
   resume "$name" "$n" "$tp" "$pp" $extra
   r=$(max_rel "$work/one/events.rank0.jsonl" "$work/$name/events.rank0.jsonl")
@@ -74,6 +75,11 @@ for spec in "2x1x4 8 1 4" "dp1 1 1 1" "dp2-zero1 2 1 1 zero_optimization.stage=1
 done
 check "mp_checkpoint: the 1x4x2 run saved its own checkpoint (dp 1: 8 shards, no ZeRO)" \
   grep -q '\\"dp\\": 1, \\"tp\\": 4, \\"pp\\": 2, \\"chunks\\": 1, \\"zero_stage\\": 0' "$work/1x4x2/$ck/index.json"
+# What a mesh of two model chunks per stage saved at step 12 is the 1-rank run's step-12 state.
+"$MIXPAR" checkpoint consolidate "$work/1x2x2-interleaved/$ck" -o "$work/interleaved.safetensors" >/dev/null
+check_output "mp_checkpoint: the interleaved 1x2x2 run's own checkpoint holds one rank's step-12 weights within 1e-5" 0 \
+  "52 tensors, all within" python3 tests/cli/safetensors_compare.py "$work/one/checkpoint.safetensors" \
+  "$work/interleaved.safetensors" --prefix "" --rtol 1e-5
 # A 1-rank run's single file, resumed by a 1x2x2 mesh.
 train "$work/onehalf" 1 1 1 train.steps=6
 mkdir -p "$work/fromfile"
@@ -83,19 +89,22 @@ check "mp_checkpoint: a 1-rank file resumed on 1x2x2: steps 7-12 within 1e-6 of 
   awk -v r="$r" 'BEGIN{exit !(r <= 1e-6)}'
 
 # consolidate: learning rate 0 keeps the initial weights, which every mesh draws exactly as one rank does, so
-# the consolidated weights of a 2x2x2 and a 1x4x2 run must be a 1-rank run's bit for bit.
+# the consolidated weights of a GPT-2 on 2x2x2 and of a LLaMA (GQA, SwiGLU's gate and up rows, an untied
+# head) on 2x2x2 must be a 1-rank run's bit for bit.
 zero=(optimizer.params.lr=0 train.steps=2 train.checkpoint_interval=2)
+llama=(model.arch=llama model.kv_heads=2 model.tied=false)
 train "$work/z-one" 1 1 1 "${zero[@]}"
 train "$work/z-222" 8 2 2 zero_optimization.stage=1 "${zero[@]}"
-train "$work/z-142" 8 4 2 "${zero[@]}"
+train "$work/z-llama-one" 1 1 1 "${zero[@]}" "${llama[@]}"
+train "$work/z-llama-222" 8 2 2 "${zero[@]}" "${llama[@]}"
 check_output "mp_checkpoint: consolidate -o writes one file of 3 buffers from 8 shards" 0 \
   "wrote .*3 buffers of [0-9]+ parameters from 8 shards" "$MIXPAR" checkpoint consolidate "$work/z-222/$ck" -o "$work/z-222.safetensors"
-"$MIXPAR" checkpoint consolidate "$work/z-142/$ck" "$work/z-142.safetensors" >/dev/null
+"$MIXPAR" checkpoint consolidate "$work/z-llama-222/$ck" "$work/z-llama-222.safetensors" >/dev/null
 compare() { python3 tests/cli/safetensors_compare.py "$@"; }
 check_output "mp_checkpoint: 2x2x2 consolidated weights equal a 1-rank run's bit for bit" 0 "52 tensors, all equal" \
   compare "$work/z-one/checkpoint.safetensors" "$work/z-222.safetensors" --prefix ""
-check_output "mp_checkpoint: 1x4x2 consolidated weights equal a 1-rank run's bit for bit" 0 "52 tensors, all equal" \
-  compare "$work/z-one/checkpoint.safetensors" "$work/z-142.safetensors" --prefix ""
+check_output "mp_checkpoint: LLaMA on 2x2x2: consolidated weights equal a 1-rank run's bit for bit" 0 "[0-9]+ tensors, all equal" \
+  compare "$work/z-llama-one/checkpoint.safetensors" "$work/z-llama-222.safetensors" --prefix ""
 check_output "mp_checkpoint: consolidated Adam moments equal a 1-rank run's within 1e-5" 0 "104 tensors, all within" \
   compare "$work/z-one/checkpoint.safetensors" "$work/z-222.safetensors" --prefix optim. --rtol 1e-5
 sample() { "$MIXPAR" sample --checkpoint "$1" --tokens 16 --seed 3 2>&1; }
@@ -109,10 +118,10 @@ check_output "mp_checkpoint: inspect lists its tensors" 0 "h.3.fcprojw +F32 +\(3
 # Hostile files: exit 2 and what is wrong, never a crash.
 f="$work/z-222.safetensors"
 python3 tests/cli/safetensors_compare.py --make-hostile "$f" "$work/bad"
-check_output "mp_checkpoint: a truncated file: exit 2" 2 "" "$MIXPAR" checkpoint inspect "$work/bad-truncated.safetensors"
-check_output "mp_checkpoint: a header length past the end: exit 2" 2 "header" "$MIXPAR" checkpoint inspect "$work/bad-header-length.safetensors"
-check_output "mp_checkpoint: overlapping data offsets: exit 2" 2 "overlap" "$MIXPAR" checkpoint inspect "$work/bad-overlap.safetensors"
-check_output "mp_checkpoint: an unknown dtype: exit 2" 2 "dtype" "$MIXPAR" checkpoint inspect "$work/bad-dtype.safetensors"
+check_output "mp_checkpoint: a truncated file: exit 2" 2 "data_offsets .* but the file ends at byte offset" "$MIXPAR" checkpoint inspect "$work/bad-truncated.safetensors"
+check_output "mp_checkpoint: a header length past the end: exit 2" 2 "header length [0-9]+ at byte offset 0, but only [0-9]+ bytes follow" "$MIXPAR" checkpoint inspect "$work/bad-header-length.safetensors"
+check_output "mp_checkpoint: overlapping data offsets: exit 2" 2 "data_offsets \[0, [0-9]+\] overlap tensor" "$MIXPAR" checkpoint inspect "$work/bad-overlap.safetensors"
+check_output "mp_checkpoint: an unknown dtype: exit 2" 2 "has dtype F33" "$MIXPAR" checkpoint inspect "$work/bad-dtype.safetensors"
 check_output "mp_checkpoint: a damaged shard stops the mesh's resume: exit 2 naming it" 2 "rank-00003-of-00008.safetensors" \
   bash -c "cp -r '$work/half' '$work/damaged' && truncate -s 100 '$work/damaged/$ck/rank-00003-of-00008.safetensors' &&
            timeout -k 5 $(scaled 60) '$MIXPAR' run -n 4 -- '$MIXPAR' train --config '$work/gpt2.json' --quiet \
