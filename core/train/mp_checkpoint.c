@@ -293,6 +293,7 @@ void mp_checkpoint_load(mp_step *s, const char *path, mp_checkpoint_progress *pr
     progress->step = (long)meta_number(&src, "step");
     progress->loader_epoch = meta_number(&src, "loader_epoch");
     progress->loader_batch = meta_number(&src, "loader_batch");
+    progress->loader_rows = meta_value(&src, "loader_rows") ? meta_number(&src, "loader_rows") : 0;
     free(weights.p);
     free(state.p);
     for (int b = 0; b < 3; b++) mem_free(src.whole[b]);

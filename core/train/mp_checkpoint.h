@@ -51,6 +51,8 @@ bool mp_checkpoint_save(mp_step *s, const char *dir, const ckpt_meta *meta, int 
 typedef struct {
     long step;                    /* training steps done */
     uint64_t loader_epoch, loader_batch;
+    uint64_t loader_rows;         /* rows of one loader batch there (micro-batch x dp); 0: not recorded (a
+                                   * data-parallel run's checkpoint: micro-batch x world) */
 } mp_checkpoint_progress;
 
 /* Collective: loads path into this rank's shard: the weights of every tensor it holds (tied copies and

@@ -28,7 +28,7 @@
  *      flat buffer only, updates those elements, and the dp group all-gathers the updated weights: the
  *      same arithmetic, so the same weights, with the state dp times smaller.
  * The loss (mean over the micro-batches, from the last stage) is averaged over dp and is the same on
- * every rank: what the step event reports. */
+ * every rank: what the step event reports. Checkpoints: train/mp_checkpoint.h (any mesh loads any mesh's). */
 typedef struct {
     int dp, tp, pp;        /* the mesh's shape; dp x tp x pp = world size */
     int micro_batches;     /* m: micro-batches per step per dp rank (gradient accumulation) */

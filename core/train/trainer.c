@@ -899,15 +899,16 @@ static float evaluate_pipeline(pp *pipe, loader *vl, int batches, int *inputs, i
  * a data-parallel run's checkpoint has, so either trainer resumes it on any layout. */
 static void save_model_parallel(mp_step *s, const char *dir, const train_config *cfg, long step, const train_data *td,
                                 ev_writer *ev) {
-    char *config_json = config_dump(cfg), steps[32], optim_step[32], epoch[32], batch[32];
+    char *config_json = config_dump(cfg), steps[32], optim_step[32], epoch[32], batch[32], rows[32];
     snprintf(steps, sizeof steps, "%ld", step);
     snprintf(optim_step, sizeof optim_step, "%ld", mp_step_optim_state(s)->step);
     loader_state at = train_data_position(td);
     snprintf(epoch, sizeof epoch, "%llu", (unsigned long long)at.epoch);
     snprintf(batch, sizeof batch, "%llu", (unsigned long long)at.batch);
-    const ckpt_meta meta[5] = {{"config", config_json}, {"step", steps}, {"optim_step", optim_step},
-                               {"loader_epoch", epoch}, {"loader_batch", batch}};
-    mp_checkpoint_save(s, dir, meta, 5, NULL);
+    snprintf(rows, sizeof rows, "%d", cfg->micro_batch * mp_step_mesh(s)->dp_size);
+    const ckpt_meta meta[6] = {{"config", config_json}, {"step", steps}, {"optim_step", optim_step},
+                               {"loader_epoch", epoch}, {"loader_batch", batch}, {"loader_rows", rows}};
+    mp_checkpoint_save(s, dir, meta, 6, NULL);
     free(config_json);
     const mesh_t *mesh = mp_step_mesh(s);
     char shard[4300];
@@ -955,6 +956,17 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     if (resume_from) { /* any mesh's checkpoint, a data-parallel run's shards, or one file */
         mp_checkpoint_progress at;
         mp_checkpoint_load(s, resume_from, &at);
+        /* A loader batch is micro-batch x dp rows: a mesh with another split of the same global batch (more
+         * micro-batches of fewer rows) continues from the same row of the epoch. */
+        uint64_t rows = (uint64_t)B * (uint64_t)mesh->dp_size, done_rows = at.loader_batch * at.loader_rows;
+        if (at.loader_rows && at.loader_rows != rows) {
+            if (done_rows % rows != 0)
+                RANKS_STOP(comm, "a checkpoint whose data position falls on a whole loader batch of this run",
+                           "resume with train_micro_batch_size_per_gpu x dp dividing the rows read so far",
+                           "'%s' stopped after %llu rows of epoch %llu; this run's batches are %llu rows", resume_from,
+                           (unsigned long long)done_rows, (unsigned long long)at.loader_epoch, (unsigned long long)rows);
+            at.loader_batch = done_rows / rows;
+        }
         train_data_restore(td, (loader_state){at.loader_epoch, at.loader_batch});
         start = at.step;
         if (start > cfg->train.steps)
