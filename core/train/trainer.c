@@ -974,7 +974,10 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
                        "raise train.steps (--set train.steps=N) to train on from the checkpoint",
                        "'%s' is at step %ld, train.steps is %ld: there is nothing to train", resume_from, start,
                        cfg->train.steps);
-        if (!quiet) printf("resumed from %s at step %ld\n", resume_from, start);
+        if (rank == 0 && start == cfg->train.steps) /* even when quiet: a run that trains nothing says so */
+            printf("resumed from %s at step %ld, which is train.steps: the run is already complete, nothing to "
+                   "train (raise train.steps to train further)\n", resume_from, start);
+        else if (!quiet) printf("resumed from %s at step %ld\n", resume_from, start);
     }
     const int *first = mp_step_stages(s);
 
@@ -1022,6 +1025,9 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
                lay.chunks > 1 ? "virtual stages" : "stages");
         for (int st = 0; st <= lay.pp * lay.chunks; st++) printf(" %d", first[st]);
         printf("\n(samples and histograms are not run under model parallel)\n");
+        if (cfg->train.checkpoint_interval > 0)
+            printf("checkpoints every %ld steps: every rank's shard in %s/ (any mesh resumes it; 'mixpar checkpoint "
+                   "consolidate' makes one file)\n", (long)cfg->train.checkpoint_interval, sharded_path);
     }
     loader vl; /* every rank reads the same validation batches: the loss is the pipeline's, the same on all */
     loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
