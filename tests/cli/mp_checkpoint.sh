@@ -130,10 +130,17 @@ check_output "mp_checkpoint: a damaged shard stops the mesh's resume: exit 2 nam
            timeout -k 5 $(scaled 60) '$MIXPAR' run -n 4 -- '$MIXPAR' train --config '$work/gpt2.json' --quiet \
            --set train.run_dir='$work/damaged' --set tensor_model_parallel_size=2 --set pipeline_model_parallel_size=2 \
            --set train_micro_batch_size_per_gpu=2 --resume auto"
-check_output "mp_checkpoint: another model's checkpoint: exit 2" 2 "" \
+mesh4() { # mesh4 RUN_DIR [SETTING...]: 1x2x2 resuming the 2x2x2 checkpoint
+  local dir=$1 sets=() x; shift
+  for x in "$@"; do sets+=(--set "$x"); done
   timeout -k 5 "$(scaled 60)" "$MIXPAR" run -n 4 -- "$MIXPAR" train --config "$work/gpt2.json" --quiet \
-  --set train.run_dir="$work/other" --set tensor_model_parallel_size=2 --set pipeline_model_parallel_size=2 \
-  --set train_micro_batch_size_per_gpu=2 --set model.channels=64 --resume "$work/half/$ck"
+    --set train.run_dir="$dir" --set tensor_model_parallel_size=2 --set pipeline_model_parallel_size=2 "${sets[@]}" \
+    --resume "$work/half/$ck"
+}
+check_output "mp_checkpoint: another model's checkpoint: exit 2" 2 "holds buffers of [0-9]+ floats, the model has [0-9]+" \
+  mesh4 "$work/other" train_micro_batch_size_per_gpu=2 model.channels=64
+check_output "mp_checkpoint: a data position that is no whole batch of the new layout (48 rows read, batches of 5): exit 2" 2 \
+  "stopped after 48 rows of epoch 0; this run's batches are 5 rows" mesh4 "$work/rows" train_micro_batch_size_per_gpu=5
 
 # DeepSpeed's pipeline section through `mixpar config translate`.
 cat >"$work/ds.json" <<'EOF'
