@@ -34,7 +34,12 @@
  * The index's ranges are what loading uses; the manifest says, for a person or another tool, why each
  * rank holds what it holds.
  *
- * Saving is atomic as ckpt_sharded_save is (DIR.tmp, the index last, one rename). */
+ * Saving is atomic as ckpt_sharded_save is (DIR.tmp, the index last, one rename).
+ *
+ * Costs and limits: a column-split tensor (attprojw, fcprojw: row-parallel layers) is one range per row of
+ * the whole tensor, so index.json lists about 2 C ranges per block per tp rank (fine for the course's
+ * models; a 4096-wide model on tp 8 would have an index of tens of MB). Loading one file (not a sharded
+ * directory) reads it whole on every rank, 3 x the model's floats each, then keeps the slices. */
 
 #include <stdbool.h>
 
