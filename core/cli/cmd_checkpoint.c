@@ -1,5 +1,5 @@
-/* cmd_checkpoint.c: `mixpar checkpoint info|consolidate|export-llmc|import-llmc`: inspect checkpoints, merge a
- * sharded one into one file, and move GPT-2 weights between mixpar (safetensors) and llm.c's format. */
+/* cmd_checkpoint.c: `mixpar checkpoint info|inspect|consolidate|export-llmc|import-llmc`: inspect checkpoints, merge a
+ * sharded one (ZeRO, FSDP or a dp x tp x pp mesh) into one file, and move GPT-2 weights to and from llm.c's format. */
 #include "base/error.h"
 #include "base/mem.h"
 #include "cli/commands.h"
@@ -11,20 +11,22 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: mixpar checkpoint info FILE|DIR\n"
-            "       mixpar checkpoint consolidate DIR OUT.safetensors  a sharded checkpoint as one file\n"
+            "usage: mixpar checkpoint info FILE|DIR                  (inspect is the same)\n"
+            "       mixpar checkpoint consolidate DIR [-o] OUT.safetensors  a sharded checkpoint as one file\n"
             "       mixpar checkpoint export-llmc CHECKPOINT OUT.bin    GPT-2 weights to llm.c (version 3, fp32)\n"
             "       mixpar checkpoint import-llmc IN.bin OUT.safetensors llm.c GPT-2 weights to a mixpar file\n"
             "\n"
             "info lists a safetensors file's tensors and metadata (any safetensors file, not only mixpar's); for\n"
-            "a sharded checkpoint (a ZeRO run's checkpoint.sharded/) the world, each shard's ranges, the step,\n"
-            "and whether every shard's sha256 matches the index.\n"
-            "consolidate writes the single file an unsharded run would have written (DeepSpeed's zero_to_fp32):\n"
-            "'mixpar train --resume' and 'mixpar sample --checkpoint' read it.\n"
+            "a sharded checkpoint (the checkpoint.sharded/ of a ZeRO run or of a dp x tp x pp mesh) the world,\n"
+            "the mesh, each shard's ranges, the step, and whether every shard's sha256 matches the index.\n"
+            "consolidate writes the single file an unsharded run would have written (DeepSpeed's zero_to_fp32),\n"
+            "whatever mesh wrote the shards; tensors keep mixpar's names (checkpoint.h: \"wte\", \"h.0.qkvw\", ...;\n"
+            "Adam's moments \"optim.m.wte\", ...): 'mixpar train --resume' and 'mixpar sample --checkpoint' read it.\n"
             "export-llmc needs a GPT-2 checkpoint written by 'mixpar train'; import-llmc writes weights only\n"
             "(no optimizer state), which 'mixpar sample --vocab' or a config's training can start from.\n");
 }
@@ -86,6 +88,14 @@ static int info(const char *path) {
     return 0;
 }
 
+/* A dp x tp x pp run's config made one process's: the tensor shapes do not depend on the mesh, and a
+ * consolidated file is what a 1-rank run would have written. */
+static void drop_mesh(cJSON *root) {
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "tensor_model_parallel_size");
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "pipeline_model_parallel_size");
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "num_layers_per_virtual_pipeline_stage");
+}
+
 /* The model a run's config (JSON text) describes; NULL config: exit 2 naming the checkpoint. */
 static model *model_of_config(const char *config_json, const char *path) {
     if (!config_json)
@@ -96,6 +106,7 @@ static model *model_of_config(const char *config_json, const char *path) {
     /* The batch was resolved for the world that trained; only the model matters here, so the global
      * batch (micro-batch x accumulation x world) is left for config_parse to infer for one process. */
     cJSON_DeleteItemFromObjectCaseSensitive(root, "train_batch_size");
+    drop_mesh(root);
     train_config cfg;
     config_parse(root, 1, &cfg, NULL);
     cJSON_Delete(root);
@@ -155,8 +166,17 @@ static int consolidate(const char *dir, const char *out) {
     int nmeta = ckpt_sharded_meta_count(s);
     ckpt_meta meta[64];
     if (nmeta > 64) MP_FAIL("at most 64 metadata entries", "%d in %s", nmeta, dir);
-    for (int i = 0; i < nmeta; i++) meta[i] = ckpt_sharded_meta_at(s, i);
+    char *one_process = NULL;
+    for (int i = 0; i < nmeta; i++) {
+        meta[i] = ckpt_sharded_meta_at(s, i);
+        cJSON *root = strcmp(meta[i].key, "config") == 0 ? cJSON_Parse(meta[i].value) : NULL;
+        if (!root) continue; /* (model_of_config refused a bad one above) */
+        drop_mesh(root);
+        meta[i].value = one_process = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+    }
     ckpt_save(out, t, ntensors, bufs, nb, meta, nmeta, NULL);
+    free(one_process);
     const char *step = ckpt_sharded_meta_get(s, "step");
     printf("wrote %s: %d buffers of %zu parameters from %d shards of %s (step %s)\n", out, nb, total,
            ckpt_sharded_world(s), ckpt_sharded_dir(s), step ? step : "?");
@@ -209,9 +229,12 @@ int cmd_checkpoint(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    if (argc == 2 && strcmp(argv[0], "info") == 0) return info(argv[1]);
+    if (argc == 2 && (strcmp(argv[0], "info") == 0 || strcmp(argv[0], "inspect") == 0)) return info(argv[1]);
     if (argc == 3 && strcmp(argv[0], "consolidate") == 0) return consolidate(argv[1], argv[2]);
+    if (argc == 4 && strcmp(argv[0], "consolidate") == 0 && strcmp(argv[2], "-o") == 0)
+        return consolidate(argv[1], argv[3]);
     if (argc == 3 && strcmp(argv[0], "export-llmc") == 0) return export_llmc(argv[1], argv[2]);
     if (argc == 3 && strcmp(argv[0], "import-llmc") == 0) return import_llmc(argv[1], argv[2]);
-    mp_usage_error("checkpoint", "expected info FILE|DIR, consolidate DIR OUT, export-llmc CHECKPOINT OUT, or import-llmc IN OUT");
+    mp_usage_error("checkpoint", "expected info FILE|DIR, inspect FILE|DIR, consolidate DIR [-o] OUT, export-llmc "
+                                 "CHECKPOINT OUT, or import-llmc IN OUT");
 }

@@ -226,6 +226,54 @@ static void take_slice(const model *m, split_kind split, const model_tensor *who
             memcpy(local + at, full + (size_t)row * cols + c0, (size_t)nc * sizeof(float));
 }
 
+static const tensor_spec *spec_of(const model_tensor *t);
+static void build_registry(model *m, bool count_only);
+
+/* The whole model's registry from a config alone (no buffers): what a checkpoint of any mesh maps to. */
+model_tensor *model_whole_registry(const model_config *cfg, int *count) {
+    model whole = {0};
+    describe(&whole, cfg, NULL);
+    build_registry(&whole, true);
+    whole.tensors = calloc((size_t)whole.ntensors, sizeof *whole.tensors);
+    MP_ASSERT(whole.tensors, "out of memory");
+    build_registry(&whole, false);
+    *count = whole.ntensors;
+    return whole.tensors;
+}
+
+static const char *const split_names[] = {[SPLIT_NONE] = "replicated", [SPLIT_QKV_ROWS] = "qkv_head_rows",
+                                          [SPLIT_FC_ROWS] = "ffn_rows", [SPLIT_COLS] = "cols",
+                                          [SPLIT_VOCAB_ROWS] = "vocab_rows"};
+
+const char *model_tensor_split_name(const model_tensor *t) {
+    const tensor_spec *s = spec_of(t);
+    return split_names[s ? s->split : SPLIT_NONE];
+}
+
+size_t model_tensor_whole_runs(const model *m, const model_tensor *t, size_t *start, size_t *len) {
+    const tensor_spec *s = spec_of(t);
+    split_kind split = s && m->shard.tp_size > 1 ? s->split : SPLIT_NONE;
+    if (split == SPLIT_NONE) {
+        if (start) start[0] = 0, len[0] = t->size;
+        return 1;
+    }
+    int rows = model_dim_size(&m->cfg, s->rows), cols = t->ndim == 2 ? model_dim_size(&m->cfg, s->cols) : 1;
+    int nc = split == SPLIT_COLS ? cols / m->shard.tp_size : cols, c0 = split == SPLIT_COLS ? m->shard.tp_rank * nc : 0;
+    row_run runs[3];
+    int nruns = split_rows(m, split, rows, runs);
+    size_t k = 0;
+    for (int r = 0; r < nruns; r++) {
+        if (split != SPLIT_COLS) { /* whole rows: one run of rows x cols */
+            if (start) start[k] = (size_t)runs[r].start * cols, len[k] = (size_t)runs[r].n * cols;
+            k++;
+            continue;
+        }
+        for (int row = runs[r].start; row < runs[r].start + runs[r].n; row++, k++)
+            if (start) start[k] = (size_t)row * cols + c0, len[k] = (size_t)nc;
+    }
+    return k;
+}
+
 /* ------------------------------------------------------------------ activation checkpointing */
 
 const char *const model_recompute_names[] = {[MODEL_RECOMPUTE_NONE] = "none", [MODEL_RECOMPUTE_EVERY] = "every",

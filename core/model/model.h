@@ -214,6 +214,18 @@ bool model_tensor_tp_replicated(const model *m, const model_tensor *t);
 /* The last stage's copy of the tied embedding (pp > 1): counted once in a norm over the stages. */
 bool model_tensor_is_tied_copy(const model *m, const model_tensor *t);
 
+/* Checkpoints across meshes (train/mp_checkpoint.h). The whole model's registry for a config, without
+ * buffers (malloc'd: free() it; *count tensors): the layout every mesh's checkpoint is written in. */
+model_tensor *model_whole_registry(const model_config *cfg, int *count);
+/* How tp splits a tensor: "replicated", "qkv_head_rows" (q, k, v rows of the rank's heads), "ffn_rows"
+ * (the rank's hidden rows; llama: of the gate and of the up part), "cols" (input columns: row-parallel),
+ * "vocab_rows". */
+const char *model_tensor_split_name(const model_tensor *t);
+/* Where the elements of this shard's tensor t lie in the whole tensor: runs [start[k], start[k] + len[k])
+ * of the whole tensor's row-major elements, in the order the shard lays them out (so the shard's tensor
+ * is the runs concatenated). Returns the number of runs; start and len NULL: only count them. */
+size_t model_tensor_whole_runs(const model *m, const model_tensor *t, size_t *start, size_t *len);
+
 /* Activation slots: a pipeline stage holds several micro-batches' activations at once (GPipe all m,
  * 1F1B at most p). Each slot has its own activations (MEM_ACT, allocated at the slot's first forward,
  * kept for reuse); forward and backward work on the slot selected. Slot 0 is where a model starts. */

@@ -1,4 +1,4 @@
-/* ckpt_sharded.h: checkpoints of sharded runs (ZeRO, FSDP): one file per rank plus an index, loadable on another world size. */
+/* ckpt_sharded.h: checkpoints of sharded runs (ZeRO, FSDP, dp x tp x pp meshes): one file per rank plus an index, loadable on another world size. */
 #ifndef MIXPAR_TRAIN_CKPT_SHARDED_H
 #define MIXPAR_TRAIN_CKPT_SHARDED_H
 
@@ -10,7 +10,9 @@
  * distributed checkpoints write one file per rank instead. The complaint about those is that they load
  * only on the world size that wrote them. Here the index records which ranges each file holds, so a
  * reader asks for ITS ranges, whatever they are (another world size, another ZeRO stage, FSDP, one
- * process), and gets them from whichever files hold them: resharding is a range intersection.
+ * process), and gets them from whichever files hold them: resharding is a range intersection. A tensor-
+ * and pipeline-parallel run writes the same format, its slices expressed as ranges of the whole model's
+ * buffer (train/mp_checkpoint.h), so it too reshards by range reads.
  *
  * ---------------------------------------------------------------- the directory
  *   DIR/index.json                           written last, by rank 0

@@ -204,3 +204,10 @@ mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, in
     if (s->zero1) gather_shards(s);
     return r;
 }
+
+optim_state *mp_step_optim_state(mp_step *s) { return &s->state; }
+const optim_span *mp_step_state_spans(const mp_step *s, int *count) {
+    *count = s->nupdate;
+    return s->update;
+}
+bool mp_step_zero1(const mp_step *s) { return s->zero1; }

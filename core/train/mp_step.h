@@ -28,7 +28,7 @@
  *      flat buffer only, updates those elements, and the dp group all-gathers the updated weights: the
  *      same arithmetic, so the same weights, with the state dp times smaller.
  * The loss (mean over the micro-batches, from the last stage) is averaged over dp and is the same on
- * every rank: what the step event reports. */
+ * every rank: what the step event reports. Checkpoints: train/mp_checkpoint.h (any mesh loads any mesh's). */
 typedef struct {
     int dp, tp, pp;        /* the mesh's shape; dp x tp x pp = world size */
     int micro_batches;     /* m: micro-batches per step per dp rank (gradient accumulation) */
@@ -62,5 +62,11 @@ size_t mp_step_params(const mp_step *s);     /* floats this rank holds, all chun
 pp *mp_step_pipeline(mp_step *s);
 /* The virtual stage boundaries used: first[0 .. pp v] (first[j pp + s] is chunk j of stage s's first block). */
 const int *mp_step_stages(const mp_step *s);
+
+/* For checkpoints (train/mp_checkpoint.h): the optimizer state and the spans it covers, laid end to end in
+ * it (every tensor of every chunk, or under ZeRO-1 the pieces of them inside this dp rank's shard). */
+optim_state *mp_step_optim_state(mp_step *s);
+const optim_span *mp_step_state_spans(const mp_step *s, int *count);
+bool mp_step_zero1(const mp_step *s);
 
 #endif

@@ -24,6 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/ranks_agree.h"
 #include "train/ckpt_sharded.h"
+#include "train/mp_checkpoint.h"
 #include "train/mp_step.h"
 #include "train/sample.h"
 #include "train/step.h"
@@ -859,7 +860,7 @@ static void print_offload(const train_step *ts, int world) {
 /* ------------------------------------------------------------------ model parallel (tp x pp > 1) */
 
 /* What a tensor- or pipeline-parallel run does not do yet: refused before anything is built (exit 2). */
-static void check_model_parallel(const train_config *cfg, const amp_setup *precision, const trainer_options *opt) {
+static void check_model_parallel(const train_config *cfg, const amp_setup *precision) {
     struct {
         bool refused;
         const char *what, *hint;
@@ -869,9 +870,6 @@ static void check_model_parallel(const train_config *cfg, const amp_setup *preci
          "over the dp group gradients are allreduced and ZeRO-1 can shard the optimizer states; ZeRO-2/3 and "
          "FSDP are not wired up"},
         {cfg->zero.offload_optimizer != OFFLOAD_NONE, "no optimizer offload", "offload is not wired up for shards"},
-        {opt && opt->resume, "no --resume", "checkpoints of model-parallel shards are not written yet"},
-        {cfg->train.checkpoint_interval > 0, "train.checkpoint_interval 0",
-         "checkpoints of model-parallel shards are not written yet: --set train.checkpoint_interval=0"},
         {cfg->train.freeze[0] != '\0', "no train.freeze", "freezing is not wired up for shards"},
         {cfg->comm.hook != 0, "communication.hook \"allreduce\"", "the dp group's gradients are averaged in fp32"},
     };
@@ -897,8 +895,36 @@ static float evaluate_pipeline(pp *pipe, loader *vl, int batches, int *inputs, i
     return pp_evaluate(pipe, inputs, targets, batches, vl->B, vl->T);
 }
 
+/* Every rank writes its shard of the model and of the optimizer state (train/mp_checkpoint.h) with the metadata
+ * a data-parallel run's checkpoint has, so either trainer resumes it on any layout. */
+static void save_model_parallel(mp_step *s, const char *dir, const train_config *cfg, long step, const train_data *td,
+                                ev_writer *ev) {
+    char *config_json = config_dump(cfg), steps[32], optim_step[32], epoch[32], batch[32], rows[32];
+    snprintf(steps, sizeof steps, "%ld", step);
+    snprintf(optim_step, sizeof optim_step, "%ld", mp_step_optim_state(s)->step);
+    loader_state at = train_data_position(td);
+    snprintf(epoch, sizeof epoch, "%llu", (unsigned long long)at.epoch);
+    snprintf(batch, sizeof batch, "%llu", (unsigned long long)at.batch);
+    snprintf(rows, sizeof rows, "%d", cfg->micro_batch * mp_step_mesh(s)->dp_size);
+    const ckpt_meta meta[6] = {{"config", config_json}, {"step", steps}, {"optim_step", optim_step},
+                               {"loader_epoch", epoch}, {"loader_batch", batch}, {"loader_rows", rows}};
+    mp_checkpoint_save(s, dir, meta, 6, NULL);
+    free(config_json);
+    const mesh_t *mesh = mp_step_mesh(s);
+    char shard[4300];
+    snprintf(shard, sizeof shard, "%s/rank-%05d-of-%05d.safetensors", dir, mesh->rank, comm_size(mesh->world));
+    struct stat st;
+    ev_begin(ev, "checkpoint");
+    ev_int(ev, "step", step);
+    ev_str(ev, "path", dir);
+    ev_int(ev, "bytes", stat(shard, &st) == 0 ? (long long)st.st_size : -1);
+    ev_int(ev, "shard", mesh->rank);
+    ev_end(ev);
+}
+
 static trainer_summary run_model_parallel(train_config *cfg, const model_config *mc, const tokfile *train_tokens,
-                                          const tokfile *val_tokens, comm_t *comm, bool quiet) {
+                                          const tokfile *val_tokens, comm_t *comm, const trainer_options *opt,
+                                          bool quiet) {
     trainer_summary sum = {.last_val_loss = NAN};
     int world = comm ? comm_size(comm) : 1, rank = comm ? comm_rank(comm) : 0;
     MP_ASSERT(comm, "tensor or pipeline parallel on one rank (the batch rule refuses it)");
@@ -913,13 +939,46 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
                          "%d layers, %d stages x %d layers per virtual stage", mc->L, lay.pp, per_chunk);
         lay.chunks = mc->L / (lay.pp * per_chunk);
     }
-    ev_writer *ev = ev_open(cfg->train.run_dir, rank);
+    char checkpoint_path[4200], sharded_path[4200];
+    snprintf(checkpoint_path, sizeof checkpoint_path, "%s/checkpoint.safetensors", cfg->train.run_dir);
+    snprintf(sharded_path, sizeof sharded_path, "%s/checkpoint.sharded", cfg->train.run_dir);
+    const char *resume_from = !opt || !opt->resume        ? NULL
+                              : strcmp(opt->resume, "auto") == 0 ? resume_auto(checkpoint_path, sharded_path)
+                                                                 : opt->resume;
+    ev_writer *ev = resume_from ? ev_open_append(cfg->train.run_dir, rank) : ev_open(cfg->train.run_dir, rank);
     mp_step *s = mp_step_create(comm, mc, &lay, &cfg->optimizer, cfg->gradient_clipping, cfg->train.seed, ev);
     mesh_t *mesh = mp_step_mesh(s);
     for (int j = 0; j < mp_step_chunks(s); j++)
         model_set_recompute(mp_step_model(s, j), (model_recompute)cfg->ckpt.policy, cfg->ckpt.every_k);
     const int B = cfg->micro_batch, T = cfg->data.seq_len, accum = cfg->grad_accum;
     train_data *td = train_data_open(cfg, train_tokens, B, T, mesh->dp); /* this dp rank's rows */
+    long start = 0;
+    if (resume_from) { /* any mesh's checkpoint, a data-parallel run's shards, or one file */
+        mp_checkpoint_progress at;
+        mp_checkpoint_load(s, resume_from, &at);
+        /* A loader batch is micro-batch x dp rows: a mesh with another split of the same global batch (more
+         * micro-batches of fewer rows) continues from the same row of the epoch. */
+        uint64_t rows = (uint64_t)B * (uint64_t)mesh->dp_size, done_rows = at.loader_batch * at.loader_rows;
+        if (at.loader_rows && at.loader_rows != rows) {
+            if (done_rows % rows != 0)
+                RANKS_STOP(comm, "a checkpoint whose data position falls on a whole loader batch of this run",
+                           "resume with train_micro_batch_size_per_gpu x dp dividing the rows read so far",
+                           "'%s' stopped after %llu rows of epoch %llu; this run's batches are %llu rows", resume_from,
+                           (unsigned long long)done_rows, (unsigned long long)at.loader_epoch, (unsigned long long)rows);
+            at.loader_batch = done_rows / rows;
+        }
+        train_data_restore(td, (loader_state){at.loader_epoch, at.loader_batch});
+        start = at.step;
+        if (start > cfg->train.steps)
+            RANKS_STOP(comm, "train.steps at least the step of the checkpoint resumed from",
+                       "raise train.steps (--set train.steps=N) to train on from the checkpoint",
+                       "'%s' is at step %ld, train.steps is %ld: there is nothing to train", resume_from, start,
+                       cfg->train.steps);
+        if (rank == 0 && start == cfg->train.steps) /* even when quiet: a run that trains nothing says so */
+            printf("resumed from %s at step %ld, which is train.steps: the run is already complete, nothing to "
+                   "train (raise train.steps to train further)\n", resume_from, start);
+        else if (!quiet) printf("resumed from %s at step %ld\n", resume_from, start);
+    }
     const int *first = mp_step_stages(s);
 
     cJSON *config_tree = config_to_json(cfg);
@@ -930,7 +989,7 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     ev_int(ev, "world", world);
     ev_num(ev, "wall", mp_elapsed_origin_wall());
     ev_int(ev, "params", (long long)model_count_params(mc));
-    ev_int(ev, "resumed_at", 0);
+    ev_int(ev, "resumed_at", start);
     ev_object_begin(ev, "model_parallel");
     ev_int(ev, "dp", lay.dp);
     ev_int(ev, "tp", lay.tp);
@@ -965,7 +1024,10 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
                comm_backend_name(comm), pp_schedule_names[lay.schedule], accum, B, T,
                lay.chunks > 1 ? "virtual stages" : "stages");
         for (int st = 0; st <= lay.pp * lay.chunks; st++) printf(" %d", first[st]);
-        printf("\n(samples, histograms and checkpoints are not run under model parallel)\n");
+        printf("\n(samples and histograms are not run under model parallel)\n");
+        if (cfg->train.checkpoint_interval > 0)
+            printf("checkpoints every %ld steps: every rank's shard in %s/ (any mesh resumes it; 'mixpar checkpoint "
+                   "consolidate' makes one file)\n", (long)cfg->train.checkpoint_interval, sharded_path);
     }
     loader vl; /* every rank reads the same validation batches: the loss is the pipeline's, the same on all */
     loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
@@ -976,13 +1038,13 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     int *inputs = malloc(per_step * sizeof(int)), *targets = malloc(per_step * sizeof(int));
     MP_ASSERT(inputs && targets, "out of memory");
     double t_start = mp_now();
-    for (long step = 0; step < cfg->train.steps; step++) {
+    for (long step = start; step < cfg->train.steps; step++) {
         for (int k = 0; k < accum; k++) train_data_next(td, inputs + (size_t)k * B * T, targets + (size_t)k * B * T);
         double lr = lr_schedule_at(&cfg->scheduler, step), t0 = mp_now();
         mp_step_result r = mp_step_run(s, inputs, targets, B, T, lr, step + 1);
         double dt = mp_now() - t0;
         const pp_stats *ps = pp_get_stats(mp_step_pipeline(s));
-        if (step == 0) sum.first_loss = r.loss;
+        if (step == start) sum.first_loss = r.loss;
         sum.last_loss = r.loss;
         ev_begin(ev, "step");
         ev_int(ev, "step", step + 1);
@@ -1017,6 +1079,9 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
             ev_end(ev);
             if (!quiet) printf("eval at step %ld: validation loss %.4f\n", done, sum.last_val_loss);
         }
+        if (cfg->train.checkpoint_interval > 0 &&
+            (done % cfg->train.checkpoint_interval == 0 || done == cfg->train.steps))
+            save_model_parallel(s, sharded_path, cfg, done, td, ev);
         sum.steps_done = done;
     }
     sum.seconds = mp_now() - t_start;
@@ -1067,7 +1132,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
                      "the deterministic reduction is an allreduce in rank order; ZeRO and FSDP reduce-scatter",
                      "communication.deterministic with stage %d%s", cfg->zero.stage, cfg->fsdp.enabled ? " (FSDP)" : "");
     bool model_parallel = cfg->tensor_parallel * cfg->pipeline_parallel > 1;
-    if (model_parallel) check_model_parallel(cfg, &precision, opt);
+    if (model_parallel) check_model_parallel(cfg, &precision);
     check_offload(cfg, &precision);
     bool offload = cfg->zero.offload_optimizer == OFFLOAD_CPU;
     if (cfg->train.threads > 0) omp_set_num_threads(cfg->train.threads);
@@ -1092,7 +1157,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     tokenizer_load(&tok, vocab_path, NULL);
     check_sample_prompt(cfg, &tok, vocab_path, comm);
     if (model_parallel) {
-        sum = run_model_parallel(cfg, &mc, train_tokens, val_tokens, comm, quiet);
+        sum = run_model_parallel(cfg, &mc, train_tokens, val_tokens, comm, opt, quiet);
         tokenizer_free(&tok);
         tokfile_close(train_tokens);
         tokfile_close(val_tokens);

@@ -123,14 +123,74 @@ static bool horovod_op(tr_result *r, const char *to, const char *value, data_err
     return true;
 }
 
+/* DeepSpeed's "pipeline" section (its PipelineModule and PipelineEngine settings). stages: a number of stages
+ * is pipeline_model_parallel_size; "auto" (DeepSpeed's default: the PipelineModule's num_stages) says nothing. */
+static bool ds_pipeline_stages(tr_result *r, const char *to, const char *value, data_err *err) {
+    char *end;
+    long n = strtol(value, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= 4096) return tr_set(r, to, value, err);
+    if (strcmp(value, "auto") != 0)
+        return DATA_ERR(err, "a number of stages from 1 to 4096, or \"auto\"", NULL, "pipeline.stages: \"%s\"", value);
+    r->mapped--;
+    tr_add_note(r, TR_NOTE_UNMAPPED, "pipeline.stages", to,
+                "\"auto\" takes the stages from DeepSpeed's PipelineModule(num_stages=...): set "
+                "pipeline_model_parallel_size");
+    return true;
+}
+
+/* partition / partition_method: "parameters" balances the stages by parameter count, which is what mixpar's
+ * pipeline does (dist/pp.h pp_balance_stages); the other methods have no mixpar setting. */
+static bool ds_pipeline_partition(tr_result *r, const char *to, const char *value, data_err *err) {
+    (void)to, (void)err;
+    if (strcmp(value, "parameters") == 0) return true;
+    r->mapped--;
+    char from[64];
+    snprintf(from, sizeof from, "pipeline.%s", strstr(to, "method") ? "partition_method" : "partition");
+    tr_add_note(r, TR_NOTE_UNMAPPED, from, NULL,
+                "mixpar balances the stages by parameters (DeepSpeed's \"parameters\"); \"uniform\", \"type:...\" "
+                "and \"best\" have no setting here");
+    return true;
+}
+
+/* activation_checkpoint_interval: 0 none, 1 every block (its input kept, rerun in backward). DeepSpeed's k > 1
+ * checkpoints runs of k layers as one (keeping the first's input, rerunning all k): mixpar's every_k keeps
+ * one block of k and the others whole, a different trade. */
+static bool ds_pipeline_ckpt_interval(tr_result *r, const char *to, const char *value, data_err *err) {
+    char *end;
+    long k = strtol(value, &end, 10);
+    if (*end || k < 0) return DATA_ERR(err, "a whole number >= 0", NULL, "pipeline.activation_checkpoint_interval: \"%s\"", value);
+    if (k <= 1) return tr_set(r, to, k == 0 ? "\"none\"" : "\"every\"", err);
+    r->mapped--;
+    tr_add_note(r, TR_NOTE_UNMAPPED, "pipeline.activation_checkpoint_interval", to,
+                "an interval above 1 reruns runs of k layers from one kept input; mixpar's every_k keeps 1 block in k "
+                "checkpointed and the others whole (activation_checkpointing.policy every_k), a different trade");
+    return true;
+}
+
 /* ================================================================ DeepSpeed: the keys are mostly mixpar's */
 
 #define SAME(key) {key, key, TR_VALUE, NULL, NULL, NULL, false}
 static const tr_rule deepspeed_rules[] = {
     SAME("train_batch_size"),
     SAME("train_micro_batch_size_per_gpu"),
-    SAME("gradient_accumulation_steps"),
+    {"gradient_accumulation_steps", "gradient_accumulation_steps", TR_VALUE, NULL, NULL,
+     "under pipeline parallel, the micro-batches a step runs through the pipeline (as DeepSpeed's PipelineEngine)",
+     false},
     SAME("gradient_clipping"),
+    {"pipeline.stages", "pipeline_model_parallel_size", TR_CALL, NULL, ds_pipeline_stages, NULL, false},
+    {"pipeline.partition_method", "(partition_method)", TR_CALL, NULL, ds_pipeline_partition, NULL, false},
+    {"pipeline.partition", "(partition)", TR_CALL, NULL, ds_pipeline_partition, NULL, false},
+    {"pipeline.activation_checkpoint_interval", "activation_checkpointing.policy", TR_CALL, NULL,
+     ds_pipeline_ckpt_interval, NULL, false},
+    {"pipeline.seed_layers", "(per-layer seeds)", TR_UNSUPPORTED, NULL, NULL,
+     "every stage draws the whole model's initial values in order and keeps its slice, so any mesh starts from the "
+     "1-rank weights; no per-layer seeds", false},
+    {"pipeline.pipe_partitioned", "(activations split over tp)", TR_UNSUPPORTED, NULL, NULL,
+     "the hidden state sent between stages is whole (B,T,C) on every tensor-parallel rank, not split over them",
+     false},
+    {"pipeline.grad_partitioned", "(gradients split over tp)", TR_UNSUPPORTED, NULL, NULL,
+     "the gradient sent back between stages is whole (B,T,C) on every tensor-parallel rank, not split over them",
+     false},
     {"optimizer", "optimizer", TR_VALUE, NULL, NULL, "the block as it is: optim/ reads DeepSpeed's types", false},
     {"scheduler", "scheduler", TR_VALUE, NULL, NULL, "WarmupLR, WarmupDecayLR, WarmupCosineLR as DeepSpeed runs them", false},
     SAME("fp16.enabled"), SAME("fp16.loss_scale"), SAME("fp16.initial_scale_power"), SAME("fp16.loss_scale_window"),
