@@ -21,5 +21,6 @@ int cmd_profile(int argc, char **argv); /* a profiled run: top kernels on the ro
 int cmd_comm_bench(int argc, char **argv);
 int cmd_config(int argc, char **argv);     /* translate other frameworks' settings; the frameworks table (lab 27) */ /* collective timing per algorithm and size (lab 12) */
 int cmd_doctor(int argc, char **argv); /* a run's problems, their evidence and fixes (lab 24) */
+int cmd_report(int argc, char **argv); /* a run's markdown report and figures; the capstone's check (lab 29) */
 
 #endif
