@@ -326,7 +326,6 @@ static double validation_loss(model *m, const train_config *cfg, long *tokens) {
 
 static void check_capstone(const char *dir, const run_events *r, const run_figures *f, capstone_check *c) {
     c->ran = true;
-    c->tokens = f->tokens;
     if (!find_checkpoint(dir, r, c->checkpoint, sizeof c->checkpoint)) {
         snprintf(c->problem, sizeof c->problem, "no final checkpoint: the run wrote none (set train.checkpoint_interval) "
                  "or its file is missing (looked for %s)", r->checkpoint[0] ? r->checkpoint : "a checkpoint event");
@@ -343,10 +342,19 @@ static void check_capstone(const char *dir, const run_events *r, const run_figur
     /* The weights must be the run's: the same model section as the run header's config, at the run's last step. */
     const cJSON *run_model = cJSON_GetObjectItemCaseSensitive(r->config, "model");
     bool same_model = cJSON_Compare(cJSON_GetObjectItemCaseSensitive(root, "model"), run_model, true);
+    /* The tokens from the checkpoint's own config: train_batch_size = B x accumulation x dp world sequences. */
+    double batch = vz_json_num(root, "train_batch_size", 0);
     cJSON_DeleteItemFromObjectCaseSensitive(root, "train_batch_size");
     train_config cfg;
     config_parse(root, 1, &cfg, NULL);
     cJSON_Delete(root);
+    double per_rank = (double)cfg.micro_batch * cfg.grad_accum, dp = batch / per_rank;
+    if (!(dp >= 1) || dp != floor(dp) || dp > 65536)
+        MP_FAIL("train_batch_size = micro-batch x accumulation x ranks in the checkpoint's config", "%s: %g against %g a rank",
+                c->checkpoint, batch, per_rank);
+    report_batch b = {.steps = (long)step, .micro_batch = cfg.micro_batch, .seq_len = cfg.data.seq_len,
+                      .grad_accum = cfg.grad_accum, .dp_world = (int)dp};
+    c->tokens = report_run_tokens(&b); /* lab 29 */
     model_config mc = cfg.model.model;
     model *m = model_create(&mc);
     int ntensors;
