@@ -93,6 +93,10 @@ typedef struct {
     long diagnoses;
 } run_events;
 
+/* A byte count from an event: a hand-edited file may hold anything, and a cast of a negative, huge or NaN double
+ * to an integer is undefined. */
+static uint64_t bytes_of(double x) { return x > 0 && x < 9.2e18 ? (uint64_t)x : 0; }
+
 static void on_event(void *ctx, int rank, const cJSON *ev) {
     run_events *r = ctx;
     const char *kind = vz_json_str(ev, "kind", "");
@@ -100,8 +104,8 @@ static void on_event(void *ctx, int rank, const cJSON *ev) {
         const cJSON *peak = cJSON_GetObjectItemCaseSensitive(ev, "peak");
         if (!peak) return;
         r->has_mem[rank] = true; /* peaks only grow within a run: the last event holds the run's */
-        for (int t = 0; t < MEM_NTAGS; t++) r->peak[rank][t] = (uint64_t)vz_json_num(peak, mem_tag_name((mem_tag)t), 0);
-        r->peak_total[rank] = (uint64_t)vz_json_num(ev, "peak_total", 0);
+        for (int t = 0; t < MEM_NTAGS; t++) r->peak[rank][t] = bytes_of(vz_json_num(peak, mem_tag_name((mem_tag)t), 0));
+        r->peak_total[rank] = bytes_of(vz_json_num(ev, "peak_total", 0));
         return;
     }
     if (rank != 0) return; /* the rest is rank 0's view: its steps, spans, evaluations and checkpoints */
@@ -121,7 +125,7 @@ static void on_event(void *ctx, int rank, const cJSON *ev) {
         snprintf(r->fsdp, sizeof r->fsdp, "%s", dp ? vz_json_str(dp, "fsdp", "") : "");
         const cJSON *plan = cJSON_GetObjectItemCaseSensitive(ev, "plan");
         r->has_plan = plan != NULL;
-        for (int t = 0; t < MEM_NTAGS; t++) r->plan[t] = plan ? (uint64_t)vz_json_num(plan, mem_tag_name((mem_tag)t), 0) : 0;
+        for (int t = 0; t < MEM_NTAGS; t++) r->plan[t] = plan ? bytes_of(vz_json_num(plan, mem_tag_name((mem_tag)t), 0)) : 0;
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(ev, "config");
         if (c) {
             cJSON_Delete(r->config);
@@ -185,6 +189,8 @@ static void read_run(const char *dir, run_events *r) {
     if (!src.events) MP_FAIL("events in the run directory", "%s: no event in its files", dir);
     if (!r->has_run || !r->config)
         MP_FAIL("a run header (kind \"run\", with its config) in rank 0's events", "%s: none found", dir);
+    if (r->world < 1 || r->world > VZ_MAX_RANKS)
+        MP_FAIL("a run header whose world is 1 to 256 ranks", "%s: world %d", dir, r->world);
     vz_source_close(&src);
 }
 
