@@ -12,10 +12,10 @@ MPT_TEST(run_tokens_count_every_step_micro_batch_and_rank) {
     CHECK_TOKENS(0, 16, 64, 1, 1, 0, "no step, no token");
 }
 
-/* A large run: 1,000,000 steps of 512 rows of 4096 tokens, 8 micro-batches on 64 ranks: 1.07e15 tokens, far past
- * 32 bits. */
+/* A large run: 1,000,000 steps of 512 rows of 4096 tokens, 8 micro-batches on 256 ranks: 2^32 tokens a step,
+ * 4.3e15 in all, far past 32 bits. */
 MPT_TEST(run_tokens_of_a_large_run_in_64_bits) {
-    CHECK_TOKENS(1000000, 512, 4096, 8, 64, 1073741824000000ull, "10^6 * 2^9 * 2^12 * 2^3 * 2^6 = 10^6 * 2^30");
+    CHECK_TOKENS(1000000, 512, 4096, 8, 256, 4294967296000000ull, "10^6 * 2^9 * 2^12 * 2^3 * 2^8 = 10^6 * 2^32");
     CHECK_TOKENS(70000, 1024, 2048, 1, 1, 146800640000ull, "7e4 * 2^21: over 2^32 even on one rank");
 }
 
