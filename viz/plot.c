@@ -45,6 +45,9 @@ static const char USAGE[] =
     "options:\n"
     "  --out DIR   where to write (default RUN_DIR/plots; with several runs RUN_A/plots/compare)\n"
     "  --term      draw the figures in the terminal (gnuplot's dumb terminal) instead of PNG/SVG\n"
+    "  --throughput FLOPS:PEAK  also draw `throughput`: rank 0's tokens/s over steps, and on the right axis the\n"
+    "              MFU that rate means, tokens/s x ranks x FLOPS (model FLOPs a token) / PEAK (FLOP/s of all\n"
+    "              ranks; PEAK 0: no MFU axis). mixpar report passes them (one run only)\n"
     "  --help      this text\n"
     "\n"
     "examples: mixpar plot viz/samples/tiny-poetry --out /tmp/poetry-plots\n"
@@ -56,6 +59,7 @@ typedef struct {
     bool term;
     const char *png_terminal; /* "pngcairo" or "png" */
     int written, skipped;
+    double flops_per_token, peak; /* --throughput: model FLOPs a token, FLOP/s of all ranks (0: no MFU axis) */
 } plot_ctx;
 
 /* ---------------------------------------------------------------- files and gnuplot */
@@ -195,6 +199,25 @@ static void loss_figures(plot_ctx *p, const vz_model *m) {
            "'' using 1:($5 > 0 ? $4 : 1/0) with points pt 2 ps 1.5 lc rgb 'red' title 'skipped step (%lld)'\n",
            p->label, flat ? (strncmp(m->precision, "fp16", 4) == 0 ? " (unchanged over the run)" : " (no loss scaling in this run)") : "",
            pow(2, step_k), flat ? yrange : "", m->skipped_steps);
+}
+
+/* --throughput: tokens/s from loss.dat (rank 0's rate: each rank reads its own tokens, so the run's is world
+ * times it) and the MFU it means on the right axis. */
+static void throughput_figure(plot_ctx *p, const vz_model *m) {
+    if (!(p->flops_per_token > 0)) return;
+    if (vz_model_nsteps(m) == 0) {
+        skip(p, "throughput", "no step events");
+        return;
+    }
+    int world = m->world > 0 ? m->world : 1;
+    char mfu[512] = "";
+    if (p->peak > 0)
+        snprintf(mfu, sizeof mfu, ", '' using 1:($7 * %d * %.9g / %.9g * 100) axes x1y2 with lines lw 1 dt 2 "
+                 "title 'MFU (right axis)'", world, p->flops_per_token, p->peak);
+    figure(p, "throughput", "loss.dat",
+           "set title '%s: throughput'\nset xlabel 'step'\nset ylabel 'tokens/s per rank'\n%s"
+           "plot 'loss.dat' using 1:7 with linespoints pt 7 ps 0.6 lw 1.5 title 'tokens/s (rank 0)'%s\n",
+           p->label, p->peak > 0 ? "set y2label 'MFU (%)'\nset y2tics\nset ytics nomirror\n" : "", mfu);
 }
 
 static void underflow_figure(plot_ctx *p, const vz_model *m) {
@@ -668,6 +691,14 @@ int vz_cmd_plot(int argc, char **argv) {
         else if (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "-o") == 0) {
             if (i + 1 >= argc) mp_usage_error("plot", "%s needs a directory", argv[i]);
             p.out = argv[++i];
+        } else if (strcmp(argv[i], "--throughput") == 0) {
+            char *end = NULL;
+            if (i + 1 < argc) {
+                p.flops_per_token = strtod(argv[++i], &end);
+                if (end && *end == ':') p.peak = strtod(end + 1, &end);
+            }
+            if (!end || *end || !(p.flops_per_token > 0) || !(p.peak >= 0) || !isfinite(p.flops_per_token) || !isfinite(p.peak))
+                mp_usage_error("plot", "--throughput needs FLOPS:PEAK (model FLOPs a token > 0, peak FLOP/s >= 0)");
         } else if (argv[i][0] == '-' && argv[i][1]) mp_usage_error("plot", "unknown option '%s'", argv[i]);
         else if (ndirs == PLOT_MAX_RUNS) mp_usage_error("plot", "at most %d run directories side by side", PLOT_MAX_RUNS);
         else dirs[ndirs++] = argv[i];
@@ -687,6 +718,7 @@ int vz_cmd_plot(int argc, char **argv) {
     setup_output(&p, out, sizeof out, "plots");
 
     loss_figures(&p, &m);
+    throughput_figure(&p, &m);
     underflow_figure(&p, &m);
     memory_figure(&p, &m);
     const vz_model *one = &m;

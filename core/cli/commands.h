@@ -20,5 +20,6 @@ int cmd_simulate(int argc, char **argv);   /* scaling simulator: step time and e
 int cmd_profile(int argc, char **argv); /* a profiled run: top kernels on the roofline, exposed comm (lab 23) */
 int cmd_config(int argc, char **argv);     /* translate other frameworks' settings; the frameworks table (lab 27) */
 int cmd_doctor(int argc, char **argv); /* a run's problems, their evidence and fixes (lab 24) */
+int cmd_report(int argc, char **argv); /* a run's markdown report and figures; the capstone's check (lab 29) */
 
 #endif

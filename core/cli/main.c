@@ -23,6 +23,7 @@ static const struct {
     {"run", cmd_run, "start a program on N ranks (mpirun underneath): mixpar run -n 4 -- PROGRAM ARGS"},
     {"config", cmd_config, "translate DeepSpeed, Megatron-LM, FSDP or Horovod settings to a mixpar config; compare them"},
     {"doctor", cmd_doctor, "name a run's problems (divergence, leak, desync, dead rank, OOM) with evidence and fix"},
+    {"report", cmd_report, "markdown report of a run: loss, tokens/s, MFU, memory against the plan, figures (lab 29)"},
     {"comm-bench", cmd_comm_bench, "time collectives per algorithm and size: algbw, busbw, alpha-beta fit"},
     {"simulate", cmd_simulate, "scaling to 1,024 GPUs: alpha-beta model of DP, ZeRO and 3D steps; calibrate on comm-bench"},
     {"profile", cmd_profile, "a profiled run (train.profile=true): top kernels on the roofline, exposed comm, MFU"},
