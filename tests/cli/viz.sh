@@ -314,6 +314,47 @@ check_output "snapshot: the comm panel says per rank how much communication no c
   "^in view, comm not under compute \\| idle: r0 [0-9.]+ [um]?s [0-9]+% \\| [0-9.]+ [um]?s [0-9]+%  r1 " snap viz/samples/ddp-2 --panel comm
 check_output "snapshot: the comm panel aligns the ranks by wall clock" 0 "clocks aligned by wall clock" snap viz/samples/ddp-2 --panel comm
 
+# ---------------------------------------------------------------- pipeline parallel (viz/samples/pp-4: 4 stages, 1f1b)
+pp4=viz/samples/pp-4
+# the marks a stage's pp spans of one step stand for, in the order the stage wrote (= ran) them: forward of
+# micro-batch k the digit k, its backward the letter a + k
+pp_marks() { # pp_marks STAGE STEP
+  grep '"name":"pp_' "$pp4/events.rank$1.jsonl" | grep "\"step\":$2," |
+    sed -E 's/.*"name":"pp_([a-z]+)".*"micro":([0-9]+),.*/\1 \2/' |
+    awk '{ printf "%s", $1 == "forward" ? sprintf("%d", $2 % 10) : sprintf("%c", 97 + $2 % 26) }'
+}
+# a stage's row of the drawn schedule, its idle cells dropped and each span's run of cells made one mark
+pp_row() { # pp_row STAGE SNAPSHOT_FILE
+  grep -E "^s$1 +r[0-9]+ +│" "$2" | sed 's/.*│//' | tr -d '. ' | sed -E 's/(.)\1+/\1/g'
+}
+pp_last=$(grep '"kind":"step"' "$pp4/events.rank0.jsonl" | tail -n 1 | sed -E 's/.*"step":([0-9]+),.*/\1/')
+snap "$pp4" --panel comm --width 160 --height 48 >"$work/pp.txt"
+check_output "pipeline: the comm panel draws the schedule of the newest step ($pp_last)" 0 \
+  "^pipeline schedule: 1f1b, 4 stages x 8 micro-batches, step $pp_last: .*clocks aligned by wall clock" cat "$work/pp.txt"
+for st in 0 1 2 3; do
+  want=$(pp_marks "$st" "$pp_last")
+  check "pipeline: stage $st's row runs the forwards and backwards in the order of its span events ($want)" \
+    test "$(pp_row "$st" "$work/pp.txt")" = "$want"
+done
+snap "$pp4" --panel comm --width 160 --height 48 --cursor 2 >"$work/pp2.txt"
+check "pipeline: --cursor 2 draws step 2's schedule, in its events' order on every stage" bash -c \
+  "grep -q '^pipeline schedule: .*, step 2 (cursor 2):' '$work/pp2.txt' && $(for st in 0 1 2 3; do
+     printf '[ \"%s\" = \"%s\" ] && ' "$(pp_row "$st" "$work/pp2.txt")" "$(pp_marks "$st" 2)"; done) true"
+check "pipeline: stage 0 starts with its 4 warm-up forwards and stage 3 alternates from its first (1F1B)" bash -c \
+  "grep -Eq '^s0 +r0 +│0+1+2+3+' '$work/pp.txt' && grep -Eq '^s3 +r3 +│\\.*0+a+1+b+' '$work/pp.txt'"
+step_pipe() { grep '"kind":"step"' "$pp4/events.rank$1.jsonl" | grep "\"step\":$pp_last," | sed -E "s/.*\"$2\":([0-9.e+-]+).*/\\1/"; }
+pct() { awk -v x="$1" 'BEGIN { printf "%.0f%%", 100 * x }'; }
+b0=$(pct "$(step_pipe 0 bubble)"); b3=$(pct "$(step_pipe 3 bubble)"); order=$(pct "$(step_pipe 0 bubble_schedule)")
+check_output "pipeline: the bubble line has (p-1)/(vm+p-1) = 3/11, the schedule's order ($order) and each stage's measured bubble (s0 $b0, s3 $b3)" 0 \
+  "^bubble \\(p-1\\)/\\(vm\\+p-1\\)=3/11 27%, order $order, measured s0 $b0 .* s3 $b3" cat "$work/pp.txt"
+sends=$(cat "$pp4"/events.rank*.jsonl | grep '"kind":"comm"' | grep '"op":"send"' | grep -c '"group":"pp"')
+embed=$(cat "$pp4"/events.rank*.jsonl | grep '"kind":"comm"' | grep -c '"group":"embed"')
+check_output "pipeline: the calls are counted by the group they ran on (pp send $sends, embed allreduce $embed)" 0 \
+  "^calls by group: pp .*send $sends.* \\| embed allreduce $embed" cat "$work/pp.txt"
+check_output "pipeline: at 80x24 every stage is drawn, with the bubble line" 0 "s3 +r3 +│.*bubble \\(p-1\\)" \
+  bash -c "'$MIXPAR' viz --snapshot '$pp4' --panel comm --width 80 --height 24 | tr '\\n' ' '"
+check_output "pipeline: so is it on the smallest screen (72x20)" 0 "^s3 +r3 +│" snap "$pp4" --panel comm --width 72 --height 20
+
 # ---------------------------------------------------------------- bad input: a message and exit 2
 mkdir -p "$work/empty" "$work/bad"
 printf 'garbage\n{"v":1}\n' >"$work/bad/events.rank0.jsonl"
