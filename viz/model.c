@@ -511,6 +511,12 @@ int vz_model_pipeline_spans(const vz_model *m, int stage, long long step, size_t
     return k < n ? k : n;
 }
 
+const vz_pipeline_step *vz_model_stage_pipeline(const vz_model *m, int stage, long long step) {
+    int r = vz_model_stage_rank(m, stage);
+    if (r < 0 || !m->ranks[r].pipeline.valid || m->ranks[r].pipeline.step != step) return NULL;
+    return &m->ranks[r].pipeline;
+}
+
 /* A stage's spans of a step are all written when it has 2 m v of them (a forward and a backward of each
  * micro-batch and chunk). */
 static bool stage_done(const vz_model *m, int stage, long long step) {

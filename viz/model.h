@@ -252,6 +252,8 @@ long long vz_model_pipeline_step(const vz_model *m, long long at);
 /* A stage's pipeline spans of one step, in the order written (the order the stage ran them): their
  * indices in the rank's span ring; returns how many (at most n). */
 int vz_model_pipeline_spans(const vz_model *m, int stage, long long step, size_t *out, int n);
+/* The step event's `pipeline` object of a stage's drawn rank for `step` (NULL when its newest is another). */
+const vz_pipeline_step *vz_model_stage_pipeline(const vz_model *m, int stage, long long step);
 /* How: "by wall clock", "at the first collective", or "" when not aligned. */
 const char *vz_model_clock_alignment(const vz_model *m);
 

@@ -370,11 +370,11 @@ char vz_pipeline_mark(const vz_span *sp) {
 
 /* The measured bubble of a stage's rank for `step`, NAN when its step event is another step's. */
 static double stage_bubble(const vz_model *m, int stage, long long step, double *schedule, double *formula) {
-    int r = vz_model_stage_rank(m, stage);
-    if (r < 0 || !m->ranks[r].pipeline.valid || m->ranks[r].pipeline.step != step) return NAN;
-    *schedule = m->ranks[r].pipeline.bubble_schedule;
-    *formula = m->ranks[r].pipeline.bubble_formula;
-    return m->ranks[r].pipeline.bubble;
+    const vz_pipeline_step *p = vz_model_stage_pipeline(m, stage, step);
+    if (!p) return NAN;
+    *schedule = p->bubble_schedule;
+    *formula = p->bubble_formula;
+    return p->bubble;
 }
 
 /* Which communicator each kind of call ran on ("pp send 24, recv 24 | dp allreduce 10"). */

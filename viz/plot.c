@@ -364,6 +364,65 @@ static void timeline_figure(plot_ctx *p, const vz_model *m) {
            world - 1 + 0.8);
 }
 
+/* Pipeline parallel: per stage, the forward and backward of each micro-batch of the newest whole step on one
+ * time axis (the ranks' clocks aligned), labelled with the micro-batch; the title gives the bubble measured
+ * per stage against what the schedule's order implies and (p-1)/(vm+p-1). Drawn only for such runs. */
+static void pipeline_figure(plot_ctx *p, const vz_model *m) {
+    long long step = vz_model_pipeline_step(m, -1);
+    if (step < 0) return;
+    int stages = m->pp_stages;
+    double t_lo = INFINITY;
+    size_t idx[4096];
+    for (int st = 0; st < stages; st++) {
+        int r = vz_model_stage_rank(m, st), n = vz_model_pipeline_spans(m, st, step, idx, 4096);
+        for (int i = 0; i < n; i++) {
+            double t0 = ((const vz_span *)vz_ring_at(&m->ranks[r].spans, idx[i]))->t0 + vz_model_clock_offset(m, r);
+            if (t0 < t_lo) t_lo = t0;
+        }
+    }
+    FILE *f = open_out(p, "pipeline.dat");
+    fprintf(f, "# stage t0_ms t1_ms colour micro chunk   (step %lld; ms from its first span; colour 1 forward, 2 backward;\n"
+               "# rows in the order each stage ran them)\n", step);
+    char measured[512] = "";
+    size_t used = 0;
+    double order = NAN, formula = NAN;
+    for (int st = 0; st < stages; st++) {
+        int r = vz_model_stage_rank(m, st), n = vz_model_pipeline_spans(m, st, step, idx, 4096);
+        double off = vz_model_clock_offset(m, r);
+        for (int i = 0; i < n; i++) {
+            const vz_span *sp = vz_ring_at(&m->ranks[r].spans, idx[i]);
+            fprintf(f, "%d %.6f %.6f %d %d %d\n", st, (sp->t0 + off - t_lo) * 1e3, (sp->t1 + off - t_lo) * 1e3,
+                    sp->kind == VZ_SPAN_FORWARD ? 1 : 2, sp->micro, sp->chunk);
+        }
+        const vz_pipeline_step *ps = vz_model_stage_pipeline(m, st, step);
+        if (ps && used < sizeof measured - 32) {
+            used += (size_t)snprintf(measured + used, sizeof measured - used, " s%d %.0f%%", st, 100 * ps->bubble);
+            order = ps->bubble_schedule, formula = ps->bubble_formula;
+        }
+    }
+    close_out(f, p, "pipeline.dat");
+    int vm = (m->pp_chunks > 0 ? m->pp_chunks : 1) * m->pp_micro_batches;
+    if (!isfinite(formula) && vm > 0) formula = (double)(stages - 1) / (vm + stages - 1);
+    char ytics[2048] = "";
+    used = 0;
+    for (int st = 0; st < stages && used < sizeof ytics - 48; st++)
+        used += (size_t)snprintf(ytics + used, sizeof ytics - used, "%s\"stage %d (rank %d)\" %d", st ? ", " : "", st,
+                                 vz_model_stage_rank(m, st), st);
+    figure(p, "pipeline", "pipeline.dat",
+           "set title '%s: pipeline schedule, step %lld (%s, %d stages x %d micro-batches%s)' . \"\\n\" . 'bubble: (p-1)/(vm+p-1) = "
+           "%.0f%%, the schedule''s order %.0f%%, measured%s%s'\n"
+           "set xlabel 'milliseconds from the step''s first span%s'\nset ytics (%s)\nset yrange [%g:-0.6]\n"
+           "set style fill solid 0.85 border lc rgb 'white'\nunset grid\nset grid xtics\n"
+           "set key outside right top vertical samplen 2\n"
+           "plot 'pipeline.dat' using (($2+$3)/2):1:(($3-$2)/2):(0.35):4 with boxxyerror lc variable notitle, "
+           "'' using (($2+$3)/2):1:(sprintf('%%d', $5)) with labels notitle, "
+           "keyentry with boxes lc 1 title 'forward (micro-batch k)', keyentry with boxes lc 2 title 'backward', "
+           "keyentry with boxes lc rgb 'white' title 'gaps: the bubble'\n",
+           p->label, step, m->pp_schedule, stages, m->pp_micro_batches,
+           m->pp_chunks > 1 ? ", interleaved chunks" : "", 100 * formula, 100 * order, measured[0] ? "" : " -", measured,
+           vz_model_clocks_aligned(m) ? ", rank clocks aligned" : "", ytics, stages - 1 + 0.6);
+}
+
 static void comm_figure(plot_ctx *p, const vz_model *m) {
     if (m->comm_events == 0) {
         skip(p, "comm_bandwidth", vz_model_world(m) > 1 ? "no comm events" : "no comm events (a single-rank run)");
@@ -693,6 +752,7 @@ int vz_cmd_plot(int argc, char **argv) {
     const char *label = p.label;
     memory_time_figure(&p, &one, &label, 1);
     timeline_figure(&p, &m);
+    pipeline_figure(&p, &m);
     comm_figure(&p, &m);
     printf("%d figure%s %s, %d skipped\n", p.written, p.written == 1 ? "" : "s", p.term ? "drawn" : "written", p.skipped);
     vz_model_free(&m);

@@ -351,6 +351,19 @@ sends=$(cat "$pp4"/events.rank*.jsonl | grep '"kind":"comm"' | grep '"op":"send"
 embed=$(cat "$pp4"/events.rank*.jsonl | grep '"kind":"comm"' | grep -c '"group":"embed"')
 check_output "pipeline: the calls are counted by the group they ran on (pp send $sends, embed allreduce $embed)" 0 \
   "^calls by group: pp .*send $sends.* \\| embed allreduce $embed" cat "$work/pp.txt"
+check_output "plot: a pipeline-parallel run gets the pipeline figure" 0 "wrote .*/pipeline.png and pipeline.svg" \
+  "$MIXPAR" plot "$pp4" --out "$work/pp-plots"
+check "plot: pipeline.dat holds every pp span of the step, stage by stage in the order run (stage 2: $(pp_marks 2 "$pp_last"))" bash -c \
+  "[ \$(grep -vc '^#' '$work/pp-plots/pipeline.dat') -eq \$(cat $pp4/events.rank*.jsonl | grep '\"name\":\"pp_' | grep -c '\"step\":$pp_last,') ] &&
+   [ \"\$(awk '\$1 == 2 { printf \"%s\", \$4 == 1 ? sprintf(\"%d\", \$5 % 10) : sprintf(\"%c\", 97 + \$5 % 26) }' '$work/pp-plots/pipeline.dat')\" = '$(pp_marks 2 "$pp_last")' ]"
+check_output "plot: its title gives the bubble measured per stage against (p-1)/(vm+p-1)" 0 \
+  "bubble: \\(p-1\\)/\\(vm\\+p-1\\) = 27%, the schedule''s order 27%, measured s0 $b0 .* s3 $b3" cat "$work/pp-plots/pipeline.gp"
+"$MIXPAR" trace "$pp4" -o "$work/pp-trace.json" >/dev/null
+check "trace: each rank of a pipeline run has a track named for its stage" bash -c \
+  "for r in 0 1 2 3; do grep -q \"\\\"pid\\\":\$r,\\\"tid\\\":3,\\\"args\\\":{\\\"name\\\":\\\"pipeline stage \$r\\\"}\" '$work/pp-trace.json' || exit 1; done"
+pp_spans=$(cat "$pp4"/events.rank*.jsonl | grep -c '"name":"pp_')
+check "trace: every pp span ($pp_spans) is a slice F<k> or B<k> on a stage's track" bash -c \
+  "[ \$(grep -Eo '\"name\":\"[FB][0-9]+\",\"ph\":\"X\",\"pid\":[0-9]+,\"tid\":3,' '$work/pp-trace.json' | wc -l) -eq $pp_spans ]"
 check_output "pipeline: at 80x24 every stage is drawn, with the bubble line" 0 "s3 +r3 +│.*bubble \\(p-1\\)" \
   bash -c "'$MIXPAR' viz --snapshot '$pp4' --panel comm --width 80 --height 24 | tr '\\n' ' '"
 check_output "pipeline: so is it on the smallest screen (72x20)" 0 "^s3 +r3 +│" snap "$pp4" --panel comm --width 72 --height 20
