@@ -446,8 +446,7 @@ static int interactive(const viz_options *o) {
         doupdate();
         int key = getch();
         if (o->replay && (key == '.' || key == ',')) { /* step by step: the clock stops there */
-            const vz_step *now = vz_model_last_step(m);
-            long long at = now ? now->step : 0, want = key == '.' ? at + 1 : at - 1;
+            long long newest = vz_runs_last_step(f.ms, n), at = newest > 0 ? newest : 0, want = key == '.' ? at + 1 : at - 1;
             if (want >= 1)
                 for (int r = 0; r < n; r++) {
                     runs[r].clock = replay_to_step(&runs[r].rp, &runs[r].m, want, runs[r].clock);
@@ -459,16 +458,16 @@ static int interactive(const viz_options *o) {
             speed = key == '>' ? (speed * 2 <= 1e6 ? speed * 2 : speed) : (speed / 2 >= 1e-6 ? speed / 2 : speed);
             snprintf(mode, sizeof mode, "replay x%g", speed);
         } else if (key != ERR) {
-            running = vz_view_key(&v, m, key);
+            running = vz_view_key_runs(&v, f.ms, n, key);
             /* g N Enter in a replay: a step not reached yet is replayed up to (and the clock stops there) */
-            const vz_step *now = vz_model_last_step(m);
-            if (o->replay && v.jump >= 0 && (!now || v.jump > now->step)) {
+            long long now = vz_runs_last_step(f.ms, n);
+            if (o->replay && v.jump >= 0 && v.jump > now) {
                 for (int r = 0; r < n; r++) {
                     runs[r].clock = replay_to_step(&runs[r].rp, &runs[r].m, v.jump, runs[r].clock);
                     if (r == 0) elapsed = runs[0].clock - runs[0].rp.t_begin;
                 }
-                const vz_step *reached = vz_model_last_step(m);
-                v.cursor = reached && v.jump > reached->step ? reached->step : v.jump; /* past the end: the end */
+                long long reached = vz_runs_last_step(f.ms, n); /* the longest run's end */
+                v.cursor = reached >= 0 && v.jump > reached ? reached : v.jump; /* past the end: the end */
                 v.paused = true;
                 vz_view_clamp(&v, m);
             }

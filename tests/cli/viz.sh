@@ -212,6 +212,22 @@ check "tmux two runs: the underflow panel shows B's heat map beside A's histogra
 tmux_ send-keys -t viz q
 check "tmux two runs: q quits cleanly" wait_for "viz exited with 0"
 
+# The step cursor ranges over both runs: fp16-scale1 (A) ends at step 100, synthetic-addition (B) goes on to 200.
+tmux_ kill-session -t viz 2>/dev/null
+tmux_ new-session -d -x 160 -y 48 -s viz "'$MIXPAR' viz --refresh 50 --replay --speed 0.001 '$fp16' '$addition'; echo \"viz exited with \$?\"; sleep 60"
+check "tmux two runs, cursor: both runs shown" wait_for "^B synthetic-addition \\("
+tmux_ send-keys -t viz 2 g 1 5 0 Enter
+check "tmux two runs, cursor: g 150 Enter goes past run A's end (it was held at A's 100 steps)" wait_for "cursor step 150"
+check "tmux two runs, cursor: run A says where it ended" wait_for "run A ended at step 100"
+check "tmux two runs, cursor: run B draws its newest histograms at or before step 150 (step 140's)" \
+  wait_for "│gradient exponents: embeddings, step 140 \\(cursor 150\\)"
+check "tmux two runs, cursor: run A draws its last ones (step 100's)" wait_for "^gradient exponents: embeddings, step 100 \\(cursor 150\\)"
+tmux_ send-keys -t viz Left
+check "tmux two runs, cursor: left moves it to step 149, still past run A's end" wait_for "cursor step 149"
+check "tmux two runs, cursor: and run A still says so" wait_for "run A ended at step 100"
+tmux_ send-keys -t viz q
+check "tmux two runs, cursor: q quits cleanly" wait_for "viz exited with 0"
+
 # The live view started before the trainer: it waits for the first event file, then follows it.
 mkdir -p "$work/later"
 tmux_ kill-session -t viz 2>/dev/null
@@ -288,6 +304,8 @@ check_output "plot two runs: the titles name both runs" 0 "set title 'synthetic-
 check_output "snapshot --cursor 35: the underflow panel draws the histograms of step 30 (the newest at or before it)" 0 \
   "^gradient exponents: block 0, step 30 \\(cursor 35\\)" snap "$fp16" --panel underflow --layer 0 --cursor 35
 check_output "snapshot --cursor 35: the status bar shows the cursor" 0 "^snapshot \\| cursor step 35 " snap "$fp16" --panel underflow --cursor 35
+check_output "snapshot of two runs, --cursor 150 past run A's end: A says so, B draws step 140's histograms" 0 \
+  "^ A  fp16-scale1 .*run A ended at step 100 .*│ B  synthetic-addition" snap "$fp16" "$addition" --panel underflow --cursor 150 --width 160 --height 48
 check_output "snapshot of two runs: the loss panel overlays them with a legend" 0 "A train .*B train" \
   snap "$addition" "$fp16" --width 120 --height 36
 check_output "snapshot of two runs: each header row has its run's last loss" 0 "^B fp16-scale1 \\(synthetic-addition, fp16, 1 rank\\)  step 100  loss" \
