@@ -42,6 +42,8 @@ static const char USAGE[] =
     "  --rank R          comm, memory: the rank in focus\n"
     "  --no-color        no colours (every distinction is also drawn as a different character)\n"
     "  --ascii           ASCII characters only (the default when the locale is not UTF-8)\n"
+    "  --big             for a projector: no dim text, bold bright colours, chart lines a cell thick\n"
+    "                    (whole and half blocks instead of braille dots); live, --replay or --snapshot\n"
     "  --snapshot        print one frame as text and exit (no terminal needed)\n"
     "  --step N          snapshot: the run as it stood after step N (each rank's events up to it)\n"
     "  --cursor N        underflow: start with the step cursor on step N (the histograms of that step)\n"
@@ -65,7 +67,7 @@ typedef struct {
     const char *dir;          /* the first run */
     const char *dirs[VZ_MAX_RUNS];
     int ndirs;
-    bool replay, snapshot, no_color, ascii;
+    bool replay, snapshot, no_color, ascii, big;
     double speed;
     int refresh_ms, width, height, layer, rank;
     long long step;           /* --step: the last step applied; -1 for all */
@@ -103,6 +105,7 @@ static viz_options parse_args(int argc, char **argv) {
         else if (strcmp(a, "--snapshot") == 0) o.snapshot = true;
         else if (strcmp(a, "--no-color") == 0) o.no_color = true;
         else if (strcmp(a, "--ascii") == 0) o.ascii = true;
+        else if (strcmp(a, "--big") == 0) o.big = true;
         else if (strcmp(a, "--speed") == 0) {
             if (!next || !parse_double(next, &o.speed) || !(o.speed > 0) || o.speed > 1e6)
                 mp_usage_error("viz", "--speed expects a positive factor such as 0.5 or 10, got '%s'", next ? next : "");
@@ -221,7 +224,7 @@ static int snapshot(const viz_options *o) {
     if (!sp)
         MP_FAIL_HINT("a terminal description (xterm, vt100) for the virtual screen", "install ncurses-base (make deps)",
                      "none could be loaded");
-    vz_style style = {.color = false, .unicode = utf8};
+    vz_style style = {.color = false, .unicode = utf8, .big = o->big};
     vz_view v;
     start_view(&v, o, &runs[0].m);
     v.mode = "snapshot";
@@ -381,11 +384,11 @@ static int interactive(const viz_options *o) {
     keypad(stdscr, TRUE);
     curs_set(0);
     timeout(o->refresh_ms);
-    vz_style style = {.color = false, .unicode = utf8};
+    vz_style style = {.color = false, .unicode = utf8, .big = o->big};
     if (!o->no_color && has_colors()) {
         start_color();
         use_default_colors(); /* the terminal's own background */
-        vz_colors_init();
+        vz_colors_init(o->big);
         style.color = true;
     }
 

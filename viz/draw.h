@@ -17,6 +17,7 @@
 typedef struct {
     bool color;
     bool unicode;
+    bool big;     /* --big, for a projector: no dim text, bold bright colours, charts in whole and half blocks */
 } vz_style;
 
 /* Colour pairs. Backgrounds are the terminal's own (use_default_colors): -1. */
@@ -42,8 +43,8 @@ enum {
     VZ_NPAIRS
 };
 
-/* Defines the colour pairs; call after start_color(). */
-void vz_colors_init(void);
+/* Defines the colour pairs; call after start_color(). big: the bright half of a 16-colour terminal. */
+void vz_colors_init(bool big);
 /* The attribute of a pair in this style (0 without colour). */
 attr_t vz_attr(const vz_style *s, int pair);
 

@@ -228,6 +228,29 @@ check "tmux two runs, cursor: and run A still says so" wait_for "run A ended at 
 tmux_ send-keys -t viz q
 check "tmux two runs, cursor: q quits cleanly" wait_for "viz exited with 0"
 
+# --big, for a projector: no dim text (SGR 2), bright colours (SGR 90-97), chart lines of blocks, not braille.
+has_braille() { LC_ALL=C grep -q $'\xe2[\xa0-\xa3]'; } # U+2800..U+28FF in UTF-8, from stdin
+blocks_no_braille() { local s; s=$(cat); grep -q '[▀▄█]' <<<"$s" && ! has_braille <<<"$s"; }
+pane_sgr() { tmux_ capture-pane -e -p -t viz | grep -q $'\e\\['"$1"'m'; } # pane_sgr 2: some cell is dim
+big_session() { # big_session [--big]: replay the poetry sample to its end in a 100x30 pane with colours
+  tmux_ kill-session -t viz 2>/dev/null
+  tmux_ new-session -d -x 100 -y 30 -s viz "TERM=xterm-256color '$MIXPAR' viz $* --refresh 50 --replay --speed 10000 '$poetry'; echo \"viz exited with \$?\"; sleep 60"
+}
+big_session
+check "tmux --big: (without it) the replay reaches the last step" wait_for "step 100/100"
+check "tmux --big: without it, labels and axes are dim (SGR 2): what a projector washes out" pane_sgr 2
+tmux_ send-keys -t viz q
+big_session --big
+check "tmux --big: the replay reaches the last step" wait_for "step 100/100"
+no_dim() { ! pane_sgr 2; }
+bright_bold() { pane_sgr '9[0-7]' && pane_sgr 1; }
+check "tmux --big: no dim text anywhere on the screen" no_dim
+check "tmux --big: bright colours (SGR 90-97), bold (SGR 1)" bright_bold
+big_pane() { tmux_ capture-pane -p -t viz | blocks_no_braille; }
+check "tmux --big: the loss is drawn in blocks a cell thick, no braille" big_pane
+tmux_ send-keys -t viz q
+check "tmux --big: q quits cleanly" wait_for "viz exited with 0"
+
 # The live view started before the trainer: it waits for the first event file, then follows it.
 mkdir -p "$work/later"
 tmux_ kill-session -t viz 2>/dev/null
@@ -306,6 +329,11 @@ check_output "snapshot --cursor 35: the underflow panel draws the histograms of 
 check_output "snapshot --cursor 35: the status bar shows the cursor" 0 "^snapshot \\| cursor step 35 " snap "$fp16" --panel underflow --cursor 35
 check_output "snapshot of two runs, --cursor 150 past run A's end: A says so, B draws step 140's histograms" 0 \
   "^ A  fp16-scale1 .*run A ended at step 100 .*│ B  synthetic-addition" snap "$fp16" "$addition" --panel underflow --cursor 150 --width 160 --height 48
+big_snap() { snap --big "$@" | blocks_no_braille; }
+check "snapshot --big: the charts are blocks, not braille" big_snap "$poetry"
+braille_snap() { snap "$@" | has_braille; }
+check "snapshot: (without --big they are braille)" braille_snap "$poetry"
+check "snapshot --big of two runs side by side: blocks too" big_snap "$addition" "$fp16" --width 120 --height 36
 check_output "snapshot of two runs: the loss panel overlays them with a legend" 0 "A train .*B train" \
   snap "$addition" "$fp16" --width 120 --height 36
 check_output "snapshot of two runs: each header row has its run's last loss" 0 "^B fp16-scale1 \\(synthetic-addition, fp16, 1 rank\\)  step 100  loss" \
