@@ -612,6 +612,94 @@ static void compare_flushed(plot_ctx *p, plot_run *runs, int n) {
            p->label, plot);
 }
 
+/* Each later run's loss minus run A's, at the steps both have (runs on the same batches: the gap is what the
+ * precision or the strategy changed). Skipped when no step lines up. */
+static void compare_loss_gap(plot_ctx *p, plot_run *runs, int n) {
+    const vz_model *a = &runs[0].m;
+    size_t na = vz_model_nsteps(a);
+    FILE *f = NULL;
+    char plot[8192] = "", q[900], qa[900];
+    int blocks = 0;
+    const char *slash = strrchr(runs[0].dir, '/'), *base = slash && slash[1] ? slash + 1 : runs[0].dir;
+    gp_quote(base, qa, sizeof qa); /* run A by its directory's name */
+    for (int r = 1; r < n; r++) {
+        const vz_model *m = &runs[r].m;
+        size_t nm = vz_model_nsteps(m), i = 0, j = 0, lines = 0;
+        for (; i < na && j < nm;) { /* both in step order: a merge on the step number */
+            const vz_step *sa = vz_model_step(a, i), *sm = vz_model_step(m, j);
+            if (sa->step < sm->step) i++;
+            else if (sm->step < sa->step) j++;
+            else {
+                if (!f) {
+                    f = open_out(p, "loss_gap.dat");
+                    fprintf(f, "# step loss_minus_run_A   (run A: %s; one block per later run, at the steps both have)\n", runs[0].label);
+                }
+                if (!lines++) fprintf(f, "# run %d: %s\n", r + 1, runs[r].label);
+                fprintf(f, "%lld %.9g\n", sa->step, sm->loss - sa->loss);
+                i++, j++;
+            }
+        }
+        if (!lines) {
+            printf("loss_gap: %s has no step in common with %s; left out\n", runs[r].dir, runs[0].dir);
+            continue;
+        }
+        fprintf(f, "\n\n");
+        gp_quote(runs[r].label, q, sizeof q);
+        cat(plot, sizeof plot, "%s'loss_gap.dat' index %d using 1:2 with lines lw 1.5 lc %d title '%s'", blocks ? ", " : "", blocks,
+            r + 1, q);
+        blocks++;
+    }
+    if (!f) {
+        if (n > 1) skip(p, "loss_gap", "no later run has a step in common with run A");
+        return;
+    }
+    close_out(f, p, "loss_gap.dat");
+    figure(p, "loss_gap", "loss_gap.dat",
+           "set title '%s: loss minus %s''s, step by step'\nset xlabel 'step'\nset ylabel 'loss difference (nats per token)'\n"
+           "set key top left\nset xzeroaxis lt -1 dt 2\nplot %s\n",
+           p->label, qa, plot);
+}
+
+/* Over the steps, each run's share of nonzero gradients flushed to 0, all layers together (its rounding events
+ * step by step; `mixpar precision flushed --steps` prints the same). A log axis: 0 is drawn at 1e-5 %. */
+static void compare_flushed_steps(plot_ctx *p, plot_run *runs, int n) {
+    FILE *f = NULL;
+    char plot[8192] = "", q[900];
+    int blocks = 0;
+    for (int r = 0; r < n; r++) {
+        const vz_model *m = &runs[r].m;
+        if (!vz_model_has_rounding(m)) continue;
+        if (!f) {
+            f = open_out(p, "flushed_steps.dat");
+            fprintf(f, "# step flushed%%   (all layers' flushed / nonzero gradient values at that step; one block per run)\n");
+        }
+        fprintf(f, "# run %d: %s\n", r + 1, runs[r].label);
+        size_t count = vz_model_nroundings(m);
+        for (size_t i = 0; i < count;) {
+            const vz_rounding *first = vz_model_rounding_at(m, i);
+            double flushed = 0, nonzero = 0;
+            for (; i < count && vz_model_rounding_at(m, i)->step == first->step; i++)
+                flushed += vz_model_rounding_at(m, i)->flushed, nonzero += vz_model_rounding_at(m, i)->nonzero;
+            if (nonzero > 0) fprintf(f, "%lld %.6g\n", first->step, vz_share_pct(flushed, nonzero));
+        }
+        fprintf(f, "\n\n");
+        gp_quote(runs[r].label, q, sizeof q);
+        cat(plot, sizeof plot, "%s'flushed_steps.dat' index %d using 1:($2 > 0 ? $2 : 1e-5) with linespoints lw 2 pt 7 ps 0.6 "
+            "lc %d title '%s'", blocks ? ", " : "", blocks, r + 1, q);
+        blocks++;
+    }
+    if (!f) {
+        skip(p, "flushed_steps", "no run has rounding events (an fp16 or bf16 run writes them)");
+        return;
+    }
+    close_out(f, p, "flushed_steps.dat");
+    figure(p, "flushed_steps", "flushed_steps.dat",
+           "set title '%s: gradients flushed to 0 in backward over the steps, all layers (0 drawn at 1e-5 %%)'\n"
+           "set xlabel 'step'\nset ylabel '%% of the nonzero gradient values (log axis)'\nset logscale y 10\n"
+           "set format y '10^{%%L}'\nset yrange [1e-5:100]\nset key bottom right\nplot %s\n",
+           p->label, plot);
+}
+
 static void compare_memory(plot_ctx *p, plot_run *runs, int n) {
     double peak[PLOT_MAX_RUNS][VZ_NTAGS] = {{0}};
     int with = 0;
@@ -696,7 +784,9 @@ static int plot_runs(plot_ctx *p, const char *const *dirs, int n) {
     char out[4200];
     setup_output(p, out, sizeof out, "plots/compare");
     compare_loss(p, runs, n);
+    compare_loss_gap(p, runs, n);
     compare_flushed(p, runs, n);
+    compare_flushed_steps(p, runs, n);
     compare_memory(p, runs, n);
     const vz_model *ms[PLOT_MAX_RUNS];
     const char *labels[PLOT_MAX_RUNS];

@@ -307,8 +307,8 @@ check_output "plot: the timeline key names data and the loss allreduce, under th
 check_output "plot: make plots RUN=... runs it" 0 "figures written" make -s plots RUN="$addition" OUT="$work/mkplots"
 
 # runs side by side
-check_output "plot: two runs side by side" 0 "5 figures written, 2 skipped" "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
-for fig in loss loss_scale flushed memory memory_time; do
+check_output "plot: two runs side by side" 0 "7 figures written, 2 skipped" "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
+for fig in loss loss_gap loss_scale flushed flushed_steps memory memory_time; do
   check "plot two runs: $fig.png and $fig.svg written" bash -c \
     "head -c 8 '$work/cmp/$fig.png' | od -An -c | grep -q 'P   N   G' && grep -q '<svg' '$work/cmp/$fig.svg'"
 done
@@ -320,6 +320,18 @@ check_output "plot two runs: the loss figure plots both blocks, labelled by run"
   cat "$work/cmp/loss.gp"
 check "plot two runs: memory_time.dat has a block per run and rank, as many lines as mem events" bash -c \
   "grep -q '^# run 2: fp16-scale1 .*, rank 0' '$work/cmp/memory_time.dat' && [ \$(awk 'NF && !/^#/' '$work/cmp/memory_time.dat' | wc -l) -eq \$(cat '$addition/events.rank0.jsonl' '$fp16/events.rank0.jsonl' | grep -c '\"kind\":\"mem\"') ]"
+gap_of() { awk 'NF && !/^#/ { print $1, $2 }' "$work/cmp/loss_gap.dat"; }
+loss_diff() { paste <(grep '"kind":"step"' "$addition/events.rank0.jsonl" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/') \
+  <(grep '"kind":"step"' "$fp16/events.rank0.jsonl" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/') |
+  awk '$1 == $3 { printf "%s %.9g\n", $1, $4 - $2 }'; }
+same_gaps() { # the same steps, the same differences within 1e-7
+  paste <(gap_of) <(loss_diff) | awk '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || NF != 4 || d > 1e-7) bad = 1 }
+    END { exit !(NR > 0 && !bad) }'; }
+check "plot two runs: loss_gap.dat holds B's loss minus A's at each of the $(loss_diff | wc -l) steps both have" same_gaps
+flushed_steps_of() { awk 'NF && !/^#/ { printf "%s %.4f\n", $1, $2 }' "$work/cmp/flushed_steps.dat"; }
+precision_steps_of() { "$MIXPAR" precision flushed --steps "$fp16/events.rank0.jsonl" | awk '!/^#/ { printf "%s %.4f\n", $1, $2 }'; }
+check "plot two runs: flushed_steps.dat holds, step by step, the share mixpar precision flushed --steps gives ($(precision_steps_of | wc -l) steps)" \
+  bash -c "[ -n \"\$1\" ] && [ \"\$1\" = \"\$2\" ]" _ "$(flushed_steps_of)" "$(precision_steps_of)"
 check_output "plot two runs: memory.dat has a peak column per run" 0 "^act [0-9.]+ [0-9.]+$" cat "$work/cmp/memory.dat"
 check_output "plot two runs: flushed leaves out the fp32 run with a note" 0 "synthetic-addition has no rounding events" \
   "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
