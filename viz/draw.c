@@ -83,6 +83,10 @@ int vz_text(WINDOW *w, int y, int x, int maxw, attr_t a, const char *fmt, ...) {
         unsigned char c = (unsigned char)buf[start + i];
         if (c < 0x20 || c > 0x7e) buf[start + i] = '?';
     }
+    /* cut short with something left to say: '>' in its last column says so (as less -S does) */
+    bool cut = false;
+    for (const char *c = buf + start + n; *c && !cut; c++) cut = *c != ' ';
+    if (cut) buf[start + n - 1] = '>';
     wattrset(w, a);
     mvwaddnstr(w, y, x, buf + start, n);
     wattrset(w, A_NORMAL);

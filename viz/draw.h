@@ -57,8 +57,9 @@ typedef enum {
 /* The character a glyph is drawn as in this style. */
 wchar_t vz_glyph_char(const vz_style *s, vz_glyph g);
 
-/* Text at (y, x), cut at maxw columns and at the window's edge; bytes outside printable ASCII become '?'
- * (the cell grid must stay one column per character). Returns the columns written. */
+/* Text at (y, x), cut at maxw columns and at the window's edge (text cut short, with more than spaces left
+ * out, ends in '>': nothing is dropped silently); bytes outside printable ASCII become '?' (the cell grid
+ * must stay one column per character). Returns the columns written. */
 int vz_text(WINDOW *w, int y, int x, int maxw, attr_t a, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* One character (any Unicode scalar of width 1) at (y, x); nothing outside the window. */
 void vz_char(WINDOW *w, int y, int x, attr_t a, wchar_t ch);
