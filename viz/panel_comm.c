@@ -417,6 +417,7 @@ static int draw_pipeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, 
     size_t idx[4096];
     for (int st = 0; st < stages; st++) {
         int r = vz_model_stage_rank(m, st), n = vz_model_pipeline_spans(m, st, step, idx, 4096);
+        if (r < 0) continue; /* no rank of this stage has written a span */
         double off = vz_model_clock_offset(m, r);
         for (int i = 0; i < n; i++) {
             const vz_span *sp = vz_ring_at(&m->ranks[r].spans, idx[i]);

@@ -375,6 +375,7 @@ static void pipeline_figure(plot_ctx *p, const vz_model *m) {
     size_t idx[4096];
     for (int st = 0; st < stages; st++) {
         int r = vz_model_stage_rank(m, st), n = vz_model_pipeline_spans(m, st, step, idx, 4096);
+        if (r < 0) continue; /* no rank of this stage has written a span */
         for (int i = 0; i < n; i++) {
             double t0 = ((const vz_span *)vz_ring_at(&m->ranks[r].spans, idx[i]))->t0 + vz_model_clock_offset(m, r);
             if (t0 < t_lo) t_lo = t0;
@@ -388,6 +389,7 @@ static void pipeline_figure(plot_ctx *p, const vz_model *m) {
     double order = NAN, formula = NAN;
     for (int st = 0; st < stages; st++) {
         int r = vz_model_stage_rank(m, st), n = vz_model_pipeline_spans(m, st, step, idx, 4096);
+        if (r < 0) continue; /* no rank of this stage has written a span */
         double off = vz_model_clock_offset(m, r);
         for (int i = 0; i < n; i++) {
             const vz_span *sp = vz_ring_at(&m->ranks[r].spans, idx[i]);
@@ -656,7 +658,7 @@ static void compare_loss_gap(plot_ctx *p, plot_run *runs, int n) {
     close_out(f, p, "loss_gap.dat");
     figure(p, "loss_gap", "loss_gap.dat",
            "set title '%s: loss minus %s''s, step by step'\nset xlabel 'step'\nset ylabel 'loss difference (nats per token)'\n"
-           "set key top left\nset xzeroaxis lt -1 dt 2\nplot %s\n",
+           "set key below\nset xzeroaxis lt -1 dt 2\nplot %s\n",
            p->label, qa, plot);
 }
 
@@ -694,9 +696,9 @@ static void compare_flushed_steps(plot_ctx *p, plot_run *runs, int n) {
     }
     close_out(f, p, "flushed_steps.dat");
     figure(p, "flushed_steps", "flushed_steps.dat",
-           "set title '%s: gradients flushed to 0 in backward over the steps, all layers (0 drawn at 1e-5 %%)'\n"
-           "set xlabel 'step'\nset ylabel '%% of the nonzero gradient values (log axis)'\nset logscale y 10\n"
-           "set format y '10^{%%L}'\nset yrange [1e-5:100]\nset key bottom right\nplot %s\n",
+           "set title '%s: flushed to 0 in backward, all layers, per step'\n"
+           "set xlabel 'step'\nset ylabel '%% of nonzero gradients (log; 0 drawn at 1e-5)'\nset logscale y 10\n"
+           "set format y '10^%%L'\nset yrange [1e-5:100]\nset key below\nplot %s\n",
            p->label, plot);
 }
 
