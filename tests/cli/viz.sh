@@ -346,6 +346,12 @@ check "snapshot --big: the charts are blocks, not braille" big_snap "$poetry"
 braille_snap() { snap "$@" | has_braille; }
 check "snapshot: (without --big they are braille)" braille_snap "$poetry"
 check "snapshot --big of two runs side by side: blocks too" big_snap "$addition" "$fp16" --width 120 --height 36
+check_output "80x24: the underflow panel says how many formats its 'if cast' table left out" 0 "^\\+2 more formats" \
+  snap "$fp16" --panel underflow --width 80 --height 24
+check_output "80x24: a line cut short by the screen ends in '>' (the loss panel's tokens/s)" 0 "^step 100/100  loss .*>$" \
+  snap viz/samples/ddp-2 --panel loss --width 80 --height 24
+check_output "220x60: and that line is whole there, with tokens/s and the scale" 0 "^step 100/100  loss .* tok/s  scale 1 *$" \
+  snap viz/samples/ddp-2 --panel loss --width 220 --height 60
 check_output "snapshot of two runs: the loss panel overlays them with a legend" 0 "A train .*B train" \
   snap "$addition" "$fp16" --width 120 --height 36
 check_output "snapshot of two runs: each header row has its run's last loss" 0 "^B fp16-scale1 \\(synthetic-addition, fp16, 1 rank\\)  step 100  loss" \
