@@ -197,6 +197,11 @@ void vz_model_free(vz_model *m);
 void vz_model_reset(vz_model *m);
 /* A vz_event_fn: apply one event. Unknown kinds are counted and otherwise ignored. */
 void vz_model_apply(void *model, int rank, const cJSON *event);
+/* A span event's t0 and t1 on the rank's event clock (the one `t` counts on). Pipeline-parallel spans
+ * (dist/pp.c) are timed on the process's raw monotonic clock instead; a span cannot end after the event
+ * reporting it, which the trainer writes as soon as the span ends, so one ending later than its `t` is moved
+ * to end at `t` (the write's few microseconds early). False when t0 or t1 is missing. */
+bool vz_span_times(const cJSON *ev, double *t0, double *t1);
 
 /* Queries the panels use. */
 const vz_step *vz_model_step(const vz_model *m, size_t i); /* 0 = oldest kept */

@@ -122,8 +122,8 @@ static void on_event(void *ctx, int rank, const cJSON *e) {
         t = c->last[rank];
     }
     if (strcmp(kind, "span") == 0) {
-        double t0 = vz_json_num(e, "t0", NAN), t1 = vz_json_num(e, "t1", NAN);
-        if (!isfinite(t0) || !isfinite(t1)) return;
+        double t0, t1;
+        if (!vz_span_times(e, &t0, &t1)) return;
         cJSON *args = cJSON_CreateObject();
         cJSON_AddNumberToObject(args, "step", (double)vz_json_int(e, "step", -1));
         long long layer = vz_json_int(e, "layer", -2);

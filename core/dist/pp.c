@@ -329,10 +329,10 @@ float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float l
             if (!first) comm_recv(mesh->pp, p->recv_act, floats, COMM_FP32, prev, tag_of(p, k, j, 0));
             p->slot_of[unit] = take_slot(p, j);
             model_use_act_slot(m, p->slot_of[unit]);
-            double t0 = mp_elapsed(); /* the event clock: spans line up with the rank's other events */
+            double t0 = mp_now();
             float loss = model_forward_stage(m, first ? inputs + (size_t)k * rows : NULL, first ? NULL : p->recv_act,
                                              last ? targets + (size_t)k * rows : NULL, B, T);
-            double t1 = mp_elapsed();
+            double t1 = mp_now();
             busy += t1 - t0, t_f += t1 - t0;
             span_event(p, a, step, t0, t1);
             if (last) loss_sum += loss, has_loss = true;
@@ -348,9 +348,9 @@ float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float l
             }
             model_use_act_slot(m, p->slot_of[unit]);
             float *dinput = first ? NULL : p->send_grad + unit * floats;
-            double t0 = mp_elapsed();
+            double t0 = mp_now();
             model_backward_stage(m, loss_scale / (float)mb, last ? NULL : p->recv_grad, dinput);
-            double t1 = mp_elapsed();
+            double t1 = mp_now();
             busy += t1 - t0, t_b += t1 - t0;
             span_event(p, a, step, t0, t1);
             if (!first)

@@ -357,3 +357,20 @@ Test(viz_model, pipeline_spans_give_each_stage_its_schedule_and_the_newest_whole
     cr_expect_null(vz_model_stage_pipeline(&m, 1, 2), "no step 2 event yet");
     vz_model_free(&m);
 }
+
+Test(viz_model, pipeline_spans_on_the_raw_monotonic_clock_are_moved_onto_the_event_clock) {
+    double t0, t1;
+    cJSON *ev = cJSON_Parse("{\"kind\":\"span\",\"t\":9.7,\"name\":\"pp_forward\",\"t0\":22938.5,\"t1\":22939.2}");
+    cr_assert(vz_span_times(ev, &t0, &t1));
+    cr_expect_float_eq(t1, 9.7, 1e-9, "a span ends when its event is written: t1 %g, expected t 9.7", t1);
+    cr_expect_float_eq(t1 - t0, 0.7, 1e-9, "and keeps its length: %g", t1 - t0);
+    cJSON_Delete(ev);
+    ev = cJSON_Parse("{\"kind\":\"span\",\"t\":0.2506,\"name\":\"forward\",\"t0\":0.2276,\"t1\":0.2396}");
+    cr_assert(vz_span_times(ev, &t0, &t1));
+    cr_expect_float_eq(t0, 0.2276, 1e-12, "a span on the event clock is left as written");
+    cr_expect_float_eq(t1, 0.2396, 1e-12);
+    cJSON_Delete(ev);
+    ev = cJSON_Parse("{\"kind\":\"span\",\"t\":1,\"t0\":0.5}");
+    cr_expect_not(vz_span_times(ev, &t0, &t1), "no t1: not a span to draw");
+    cJSON_Delete(ev);
+}
