@@ -147,7 +147,7 @@ typedef struct {
     /* run header */
     bool have_run;
     char name[128];
-    char precision[8];         /* "fp32", "fp16" or "bf16", from the config */
+    char precision[24];        /* the recipe: "fp32", "fp16", "bf16", "bf16-pure", ... (the run header) */
     char strategy[40];         /* "single rank", "DDP", "ZeRO-1", "ZeRO-3", "FSDP full_shard", from data_parallel */
     int world, layers;
     double params;
