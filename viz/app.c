@@ -24,14 +24,17 @@ static const char USAGE[] =
     "  2 Underflow  a layer's gradient exponents against the ranges of fp32, bf16, fp16, e4m3, e5m2;\n"
     "               what each format would round to 0; what the run's format really flushed per layer and\n"
     "               step (heat map); the loss scale; a step cursor picks the step whose histograms are drawn\n"
-    "  3 Comm       per-rank timelines of compute and comm; bandwidth per collective; a ring allreduce\n"
+    "  3 Comm       per-rank timelines of compute and comm; bandwidth per collective; a ring allreduce;\n"
+    "               under pipeline parallel the schedule each stage ran (F/B of every micro-batch of a\n"
+    "               step on one clock), its bubble against (p-1)/(vm+p-1), and the calls per group\n"
     "  4 Memory     bytes by tag per rank, now and peak, beside the planner's prediction (tags over it\n"
     "               marked); the rank's memory over steps with the capacity line of train.max_memory\n"
     "Live (the default) follows the files as the run writes them; --replay plays a finished run.\n"
     "With two to four runs, the loss panel overlays them (A, B, ... in their own colours, a legend, a header\n"
     "row per run with its directory, recipe, world and strategy); underflow, comm and memory draw each run\n"
     "in its own part of the screen (side by side when wide enough, else one above the other). Replay plays\n"
-    "them on one clock from each run's start; . and , step every run to the same step.\n"
+    "them on one clock from each run's start; . and , step every run to the same step; the step cursor\n"
+    "ranges over every run (a run that ended before it shows its last step and says so).\n"
     "\n"
     "options:\n"
     "  --replay          play the events at their recorded pace (times --speed)\n"
@@ -42,6 +45,8 @@ static const char USAGE[] =
     "  --rank R          comm, memory: the rank in focus\n"
     "  --no-color        no colours (every distinction is also drawn as a different character)\n"
     "  --ascii           ASCII characters only (the default when the locale is not UTF-8)\n"
+    "  --big             for a projector: no dim text, bold bright colours, chart lines a cell thick\n"
+    "                    (whole and half blocks instead of braille dots); live, --replay or --snapshot\n"
     "  --snapshot        print one frame as text and exit (no terminal needed)\n"
     "  --step N          snapshot: the run as it stood after step N (each rank's events up to it)\n"
     "  --cursor N        underflow: start with the step cursor on step N (the histograms of that step)\n"
@@ -65,7 +70,7 @@ typedef struct {
     const char *dir;          /* the first run */
     const char *dirs[VZ_MAX_RUNS];
     int ndirs;
-    bool replay, snapshot, no_color, ascii;
+    bool replay, snapshot, no_color, ascii, big;
     double speed;
     int refresh_ms, width, height, layer, rank;
     long long step;           /* --step: the last step applied; -1 for all */
@@ -103,6 +108,7 @@ static viz_options parse_args(int argc, char **argv) {
         else if (strcmp(a, "--snapshot") == 0) o.snapshot = true;
         else if (strcmp(a, "--no-color") == 0) o.no_color = true;
         else if (strcmp(a, "--ascii") == 0) o.ascii = true;
+        else if (strcmp(a, "--big") == 0) o.big = true;
         else if (strcmp(a, "--speed") == 0) {
             if (!next || !parse_double(next, &o.speed) || !(o.speed > 0) || o.speed > 1e6)
                 mp_usage_error("viz", "--speed expects a positive factor such as 0.5 or 10, got '%s'", next ? next : "");
@@ -221,7 +227,7 @@ static int snapshot(const viz_options *o) {
     if (!sp)
         MP_FAIL_HINT("a terminal description (xterm, vt100) for the virtual screen", "install ncurses-base (make deps)",
                      "none could be loaded");
-    vz_style style = {.color = false, .unicode = utf8};
+    vz_style style = {.color = false, .unicode = utf8, .big = o->big};
     vz_view v;
     start_view(&v, o, &runs[0].m);
     v.mode = "snapshot";
@@ -381,11 +387,11 @@ static int interactive(const viz_options *o) {
     keypad(stdscr, TRUE);
     curs_set(0);
     timeout(o->refresh_ms);
-    vz_style style = {.color = false, .unicode = utf8};
+    vz_style style = {.color = false, .unicode = utf8, .big = o->big};
     if (!o->no_color && has_colors()) {
         start_color();
         use_default_colors(); /* the terminal's own background */
-        vz_colors_init();
+        vz_colors_init(o->big);
         style.color = true;
     }
 
@@ -446,8 +452,7 @@ static int interactive(const viz_options *o) {
         doupdate();
         int key = getch();
         if (o->replay && (key == '.' || key == ',')) { /* step by step: the clock stops there */
-            const vz_step *now = vz_model_last_step(m);
-            long long at = now ? now->step : 0, want = key == '.' ? at + 1 : at - 1;
+            long long newest = vz_runs_last_step(f.ms, n), at = newest > 0 ? newest : 0, want = key == '.' ? at + 1 : at - 1;
             if (want >= 1)
                 for (int r = 0; r < n; r++) {
                     runs[r].clock = replay_to_step(&runs[r].rp, &runs[r].m, want, runs[r].clock);
@@ -459,16 +464,16 @@ static int interactive(const viz_options *o) {
             speed = key == '>' ? (speed * 2 <= 1e6 ? speed * 2 : speed) : (speed / 2 >= 1e-6 ? speed / 2 : speed);
             snprintf(mode, sizeof mode, "replay x%g", speed);
         } else if (key != ERR) {
-            running = vz_view_key(&v, m, key);
+            running = vz_view_key_runs(&v, f.ms, n, key);
             /* g N Enter in a replay: a step not reached yet is replayed up to (and the clock stops there) */
-            const vz_step *now = vz_model_last_step(m);
-            if (o->replay && v.jump >= 0 && (!now || v.jump > now->step)) {
+            long long now = vz_runs_last_step(f.ms, n);
+            if (o->replay && v.jump >= 0 && v.jump > now) {
                 for (int r = 0; r < n; r++) {
                     runs[r].clock = replay_to_step(&runs[r].rp, &runs[r].m, v.jump, runs[r].clock);
                     if (r == 0) elapsed = runs[0].clock - runs[0].rp.t_begin;
                 }
-                const vz_step *reached = vz_model_last_step(m);
-                v.cursor = reached && v.jump > reached->step ? reached->step : v.jump; /* past the end: the end */
+                long long reached = vz_runs_last_step(f.ms, n); /* the longest run's end */
+                v.cursor = reached >= 0 && v.jump > reached ? reached : v.jump; /* past the end: the end */
                 v.paused = true;
                 vz_view_clamp(&v, m);
             }

@@ -9,7 +9,7 @@
 
 /* ---------------------------------------------------------------- colours */
 
-void vz_colors_init(void) {
+void vz_colors_init(bool big) {
     static const struct {
         int pair;
         short fg;
@@ -28,10 +28,14 @@ void vz_colors_init(void) {
         {VZ_PAIR_TAG + 5, COLOR_RED},         {VZ_PAIR_TAG + 6, -1},
         {VZ_PAIR_HIST, COLOR_CYAN},           {VZ_PAIR_FULL, COLOR_GREEN},
     };
-    for (size_t i = 0; i < sizeof PAIRS / sizeof PAIRS[0]; i++) init_pair((short)PAIRS[i].pair, PAIRS[i].fg, -1);
+    bool bright = big && COLORS >= 16; /* colours 8..15: the bright ones, legible on a projector */
+    for (size_t i = 0; i < sizeof PAIRS / sizeof PAIRS[0]; i++)
+        init_pair((short)PAIRS[i].pair, (short)(PAIRS[i].fg >= 0 && bright ? PAIRS[i].fg + 8 : PAIRS[i].fg), -1);
 }
 
 attr_t vz_attr(const vz_style *s, int pair) {
+    if (s->big) /* a projector washes out dim and thin: labels in the text colour, everything else bold */
+        return pair == VZ_PAIR_DIM || pair <= 0 ? A_BOLD : (s->color ? COLOR_PAIR(pair) : A_NORMAL) | A_BOLD;
     if (pair == VZ_PAIR_DIM) return s->color ? (COLOR_PAIR(pair) | A_DIM) : A_NORMAL;
     return s->color && pair > 0 ? COLOR_PAIR(pair) : A_NORMAL;
 }
@@ -79,6 +83,10 @@ int vz_text(WINDOW *w, int y, int x, int maxw, attr_t a, const char *fmt, ...) {
         unsigned char c = (unsigned char)buf[start + i];
         if (c < 0x20 || c > 0x7e) buf[start + i] = '?';
     }
+    /* cut short with something left to say: '>' in its last column says so (as less -S does) */
+    bool cut = false;
+    for (const char *c = buf + start + n; *c && !cut; c++) cut = *c != ' ';
+    if (cut) buf[start + n - 1] = '>';
     wattrset(w, a);
     mvwaddnstr(w, y, x, buf + start, n);
     wattrset(w, A_NORMAL);
@@ -166,9 +174,11 @@ void vz_canvas_blit(WINDOW *w, int y, int x, const vz_canvas *c, const vz_style 
             uint8_t d = c->dots[cell];
             if (!d) continue;
             wchar_t ch;
-            if (s->unicode) ch = (wchar_t)(0x2800 + d);
+            bool top = d & 0x1b, bottom = d & 0xe4; /* dots 1,2,4,5 / 3,6,7,8 */
+            if (s->big) /* lines a cell thick, not a dot: half and whole blocks */
+                ch = s->unicode ? (top && bottom ? 0x2588 : top ? 0x2580 : 0x2584) : (top && bottom ? '#' : top ? '"' : '_');
+            else if (s->unicode) ch = (wchar_t)(0x2800 + d);
             else {
-                bool top = d & 0x1b, bottom = d & 0xe4; /* dots 1,2,4,5 / 3,6,7,8 */
                 ch = top && bottom ? ':' : top ? '\'' : '.';
             }
             vz_char(w, y + r, x + col, vz_attr(s, c->pair[cell]), ch);

@@ -17,6 +17,7 @@
 typedef struct {
     bool color;
     bool unicode;
+    bool big;     /* --big, for a projector: no dim text, bold bright colours, charts in whole and half blocks */
 } vz_style;
 
 /* Colour pairs. Backgrounds are the terminal's own (use_default_colors): -1. */
@@ -42,8 +43,8 @@ enum {
     VZ_NPAIRS
 };
 
-/* Defines the colour pairs; call after start_color(). */
-void vz_colors_init(void);
+/* Defines the colour pairs; call after start_color(). big: the bright half of a 16-colour terminal. */
+void vz_colors_init(bool big);
 /* The attribute of a pair in this style (0 without colour). */
 attr_t vz_attr(const vz_style *s, int pair);
 
@@ -56,8 +57,9 @@ typedef enum {
 /* The character a glyph is drawn as in this style. */
 wchar_t vz_glyph_char(const vz_style *s, vz_glyph g);
 
-/* Text at (y, x), cut at maxw columns and at the window's edge; bytes outside printable ASCII become '?'
- * (the cell grid must stay one column per character). Returns the columns written. */
+/* Text at (y, x), cut at maxw columns and at the window's edge (text cut short, with more than spaces left
+ * out, ends in '>': nothing is dropped silently); bytes outside printable ASCII become '?' (the cell grid
+ * must stay one column per character). Returns the columns written. */
 int vz_text(WINDOW *w, int y, int x, int maxw, attr_t a, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* One character (any Unicode scalar of width 1) at (y, x); nothing outside the window. */
 void vz_char(WINDOW *w, int y, int x, attr_t a, wchar_t ch);

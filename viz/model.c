@@ -24,6 +24,7 @@ void vz_model_init(vz_model *m) {
         vz_ring_init(&m->ranks[r].spans, sizeof(vz_span), VZ_SPAN_CAPACITY);
         vz_ring_init(&m->ranks[r].comms, sizeof(vz_comm), VZ_COMM_CAPACITY);
         vz_ring_init(&m->ranks[r].mem_history, sizeof(vz_mem_sample), VZ_MEM_HISTORY);
+        m->ranks[r].stage = -1;
     }
     m->hist_lo = 0;
     m->hist_hi = -1;
@@ -70,7 +71,20 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
     m->ranks[rank].wall = m->ranks[rank].have_wall ? wall : 0;
     m->resumed_at = vz_json_int(ev, "resumed_at", 0);
     const cJSON *dp = cJSON_GetObjectItemCaseSensitive(ev, "data_parallel");
-    if (m->world <= 1) copy_str(m->strategy, sizeof m->strategy, "single rank");
+    const cJSON *mp = cJSON_GetObjectItemCaseSensitive(ev, "model_parallel");
+    if (cJSON_IsObject(mp)) { /* tensor or pipeline parallel: the mesh, and this rank's stage */
+        snprintf(m->strategy, sizeof m->strategy, "dp %lld x tp %lld x pp %lld", vz_json_int(mp, "dp", 1),
+                 vz_json_int(mp, "tp", 1), vz_json_int(mp, "pp", 1));
+        long long stage = vz_json_int(mp, "stage", -1), pp = vz_json_int(mp, "pp", 1);
+        if (pp > 1 && stage >= 0 && stage < pp && pp <= VZ_MAX_RANKS) {
+            m->ranks[rank].stage = (int)stage;
+            m->pp_stages = (int)pp;
+            long long mb = vz_json_int(mp, "micro_batches", 0), chunks = vz_json_int(mp, "chunks", 1);
+            if (mb > 0 && mb <= 1 << 20) m->pp_micro_batches = (int)mb;
+            if (chunks > 0 && chunks <= 1 << 20) m->pp_chunks = (int)chunks;
+            copy_str(m->pp_schedule, sizeof m->pp_schedule, vz_json_str(mp, "schedule", m->pp_schedule));
+        }
+    } else if (m->world <= 1) copy_str(m->strategy, sizeof m->strategy, "single rank");
     else if (!cJSON_IsObject(dp)) copy_str(m->strategy, sizeof m->strategy, "data parallel");
     else {
         long long stage = vz_json_int(dp, "zero_stage", 0);
@@ -127,6 +141,16 @@ static void apply_run(vz_model *m, int rank, const cJSON *ev) {
 }
 
 static void apply_step(vz_model *m, int rank, const cJSON *ev) {
+    const cJSON *pipe = cJSON_GetObjectItemCaseSensitive(ev, "pipeline");
+    if (cJSON_IsObject(pipe)) { /* every rank's own: its stage's bubble */
+        vz_pipeline_step *p = &m->ranks[rank].pipeline;
+        p->valid = true;
+        p->step = vz_json_int(ev, "step", -1);
+        p->bubble = vz_json_num(pipe, "bubble", NAN);
+        p->bubble_schedule = vz_json_num(pipe, "bubble_schedule", NAN);
+        p->bubble_formula = vz_json_num(pipe, "bubble_formula", NAN);
+        p->in_flight = (int)vz_json_int(pipe, "in_flight", 0);
+    }
     if (rank != 0) return; /* every rank trains the same model; the charts follow rank 0 */
     long long step = vz_json_int(ev, "step", -1);
     if (step < 0) return;
@@ -204,9 +228,20 @@ static void apply_hist(vz_model *m, int rank, const cJSON *ev) {
     if (layer > m->hist_hi) m->hist_hi = (int)layer;
 }
 
+bool vz_span_times(const cJSON *ev, double *t0, double *t1) {
+    *t0 = vz_json_num(ev, "t0", NAN), *t1 = vz_json_num(ev, "t1", NAN);
+    if (!isfinite(*t0) || !isfinite(*t1)) return false;
+    double t = vz_json_num(ev, "t", NAN);
+    if (isfinite(t) && *t1 > t + 1e-3) { /* another clock: a span's event is written after it ends */
+        *t0 += t - *t1;
+        *t1 = t;
+    }
+    return true;
+}
+
 static void apply_span(vz_model *m, int rank, const cJSON *ev) {
-    double t0 = vz_json_num(ev, "t0", NAN), t1 = vz_json_num(ev, "t1", NAN);
-    if (!isfinite(t0) || !isfinite(t1)) return;
+    double t0, t1;
+    if (!vz_span_times(ev, &t0, &t1)) return;
     vz_span *s = vz_ring_push(&m->ranks[rank].spans);
     s->t0 = t0;
     s->t1 = t1 < t0 ? t0 : t1;
@@ -216,6 +251,22 @@ static void apply_span(vz_model *m, int rank, const cJSON *ev) {
     s->kind = VZ_SPAN_OTHER;
     for (int k = 0; k < VZ_SPAN_OTHER; k++)
         if (strcmp(name, VZ_SPAN_NAMES[k]) == 0) s->kind = k;
+    s->micro = -1;
+    s->chunk = 0;
+    bool pp_forward = strcmp(name, "pp_forward") == 0;
+    if (!pp_forward && strcmp(name, "pp_backward") != 0) return;
+    s->kind = pp_forward ? VZ_SPAN_FORWARD : VZ_SPAN_BACKWARD;
+    long long micro = vz_json_int(ev, "micro", -1), stage = vz_json_int(ev, "stage", -1);
+    long long stages = vz_json_int(ev, "stages", 0), mb = vz_json_int(ev, "micro_batches", 0);
+    if (micro < 0 || micro > 1 << 20 || stage < 0 || stage >= VZ_MAX_RANKS || stages < 1 || stages > VZ_MAX_RANKS) return;
+    s->micro = (int)micro;
+    long long chunk = vz_json_int(ev, "chunk", 0), chunks = vz_json_int(ev, "chunks", 1);
+    s->chunk = chunk >= 0 && chunk < 1 << 20 ? (int)chunk : 0;
+    m->ranks[rank].stage = (int)stage;
+    m->pp_stages = (int)stages;
+    if (mb > 0 && mb <= 1 << 20) m->pp_micro_batches = (int)mb;
+    if (chunks > 0 && chunks <= 1 << 20) m->pp_chunks = (int)chunks;
+    copy_str(m->pp_schedule, sizeof m->pp_schedule, vz_json_str(ev, "schedule", m->pp_schedule));
 }
 
 double vz_busbw_factor(const char *op, int ranks) {
@@ -238,7 +289,21 @@ static void apply_comm(vz_model *m, int rank, const cJSON *ev) {
     c->ranks = (int)vz_json_int(ev, "ranks", 0);
     copy_str(c->op, sizeof c->op, vz_json_str(ev, "op", "?"));
     copy_str(c->algorithm, sizeof c->algorithm, vz_json_str(ev, "algorithm", "?"));
+    copy_str(c->group, sizeof c->group, vz_json_str(ev, "group", "world"));
     m->comm_events++;
+    int g = 0;
+    while (g < m->ngroups && !(strcmp(m->groups[g].group, c->group) == 0 && strcmp(m->groups[g].op, c->op) == 0)) g++;
+    if (g == m->ngroups && m->ngroups < VZ_NGROUPSTATS) {
+        m->ngroups++;
+        memset(&m->groups[g], 0, sizeof m->groups[g]);
+        copy_str(m->groups[g].group, sizeof m->groups[g].group, c->group);
+        copy_str(m->groups[g].op, sizeof m->groups[g].op, c->op);
+    }
+    if (g < m->ngroups) {
+        m->groups[g].calls++;
+        m->groups[g].bytes += c->bytes;
+        if (c->ranks > m->groups[g].ranks) m->groups[g].ranks = c->ranks;
+    }
     bool p2p = strcmp(c->op, "send") == 0 || strcmp(c->op, "recv") == 0;
     if (!p2p && !m->ranks[rank].synced) {
         m->ranks[rank].synced = true;
@@ -435,6 +500,65 @@ int vz_model_world(const vz_model *m) { return m->world > m->nranks ? m->world :
 
 static bool walls(const vz_model *m, int rank) { return m->ranks[0].have_wall && m->ranks[rank].have_wall; }
 static bool collectives(const vz_model *m, int rank) { return m->ranks[0].synced && m->ranks[rank].synced; }
+
+/* ---------------------------------------------------------------- pipeline schedule */
+
+int vz_model_stage_rank(const vz_model *m, int stage) {
+    for (int r = 0; r < m->nranks; r++)
+        if (m->ranks[r].stage == stage && m->ranks[r].spans.count > 0) return r;
+    return -1;
+}
+
+int vz_model_pipeline_spans(const vz_model *m, int stage, long long step, size_t *out, int n) {
+    int r = vz_model_stage_rank(m, stage), k = 0;
+    if (r < 0) return 0;
+    const vz_ring *spans = &m->ranks[r].spans;
+    for (size_t i = 0; i < spans->count; i++) {
+        const vz_span *s = vz_ring_at(spans, i);
+        if (s->micro < 0 || s->step != step) continue;
+        if (k < n) out[k] = i;
+        k++;
+    }
+    return k < n ? k : n;
+}
+
+const vz_pipeline_step *vz_model_stage_pipeline(const vz_model *m, int stage, long long step) {
+    int r = vz_model_stage_rank(m, stage);
+    if (r < 0 || !m->ranks[r].pipeline.valid || m->ranks[r].pipeline.step != step) return NULL;
+    return &m->ranks[r].pipeline;
+}
+
+/* A stage's spans of a step are all written when it has 2 m v of them (a forward and a backward of each
+ * micro-batch and chunk). */
+static bool stage_done(const vz_model *m, int stage, long long step) {
+    int r = vz_model_stage_rank(m, stage);
+    if (r < 0) return false;
+    long long want = 2LL * (m->pp_micro_batches > 0 ? m->pp_micro_batches : 1) * (m->pp_chunks > 0 ? m->pp_chunks : 1), have = 0;
+    const vz_ring *spans = &m->ranks[r].spans;
+    for (size_t i = spans->count; i-- > 0;) {
+        const vz_span *s = vz_ring_at(spans, i);
+        if (s->micro >= 0 && s->step == step) have++;
+        if (s->step >= 0 && s->step < step) break;
+    }
+    return have >= want;
+}
+
+long long vz_model_pipeline_step(const vz_model *m, long long at) {
+    if (m->pp_stages < 1) return -1;
+    int r0 = vz_model_stage_rank(m, 0);
+    if (r0 < 0) return -1;
+    const vz_ring *spans = &m->ranks[r0].spans;
+    long long tried = -1;
+    for (size_t i = spans->count; i-- > 0;) { /* newest first, each step once */
+        const vz_span *s = vz_ring_at(spans, i);
+        if (s->micro < 0 || s->step == tried || (at >= 0 && s->step > at)) continue;
+        tried = s->step;
+        bool all = true;
+        for (int st = 0; st < m->pp_stages && all; st++) all = stage_done(m, st, s->step);
+        if (all) return s->step;
+    }
+    return -1;
+}
 
 double vz_model_clock_offset(const vz_model *m, int rank) {
     if (rank <= 0 || rank >= VZ_MAX_RANKS) return 0;

@@ -49,15 +49,35 @@ extern const char *const VZ_SPAN_NAMES[VZ_NSPAN_KINDS];
 typedef struct {
     double t0, t1; /* seconds on the rank's clock */
     long long step;
-    int kind;      /* vz_span_kind */
+    int kind;      /* vz_span_kind (pp_forward counts as forward, pp_backward as backward) */
     int layer;     /* -2 when the event has none */
+    int micro;     /* pipeline parallel: the micro-batch (pp_forward/pp_backward spans); -1 otherwise */
+    int chunk;     /* the interleaved schedule's model chunk; 0 otherwise */
 } vz_span;
 
 typedef struct {
     double t0, t1, bytes;
     int peer, bucket, ranks; /* bucket -1 when the event has none; ranks 0 when unknown */
     char op[24], algorithm[16];
+    char group[16];          /* the communicator: "world", "tp", "dp", "pp", ... ("world" when not written) */
 } vz_comm;
+
+/* Collectives and point-to-point calls per (communicator, op): which group each one ran on. */
+enum { VZ_NGROUPSTATS = 32 };
+typedef struct {
+    char group[16], op[24];
+    int ranks;               /* the group's size */
+    long long calls;         /* summed over ranks */
+    double bytes;
+} vz_groupstat;
+
+/* The `pipeline` object of one rank's newest step event (pipeline or tensor parallel). */
+typedef struct {
+    bool valid;
+    long long step;
+    double bubble, bubble_schedule, bubble_formula;
+    int in_flight;
+} vz_pipeline_step;
 
 /* Per (op, algorithm): what the comm table shows. Bus bandwidth follows nccl-tests: algorithm bandwidth
  * (bytes / seconds) times 2(n-1)/n for allreduce, (n-1)/n for allgather and reduce-scatter, 1 otherwise. */
@@ -119,13 +139,15 @@ typedef struct {
     double wall;
     bool synced;               /* first_collective_end is known */
     double first_collective_end; /* t1 of this rank's first collective call, on its own clock */
+    int stage;                 /* pipeline parallel: this rank's stage (run header or spans); -1 otherwise */
+    vz_pipeline_step pipeline; /* its newest step's pipeline object */
 } vz_rank;
 
 typedef struct {
     /* run header */
     bool have_run;
     char name[128];
-    char precision[8];         /* "fp32", "fp16" or "bf16", from the config */
+    char precision[24];        /* the recipe: "fp32", "fp16", "bf16", "bf16-pure", ... (the run header) */
     char strategy[40];         /* "single rank", "DDP", "ZeRO-1", "ZeRO-3", "FSDP full_shard", from data_parallel */
     int world, layers;
     double params;
@@ -153,6 +175,12 @@ typedef struct {
     vz_opstat ops[VZ_NOPSTATS];
     int nops;
     long long comm_events;
+    vz_groupstat groups[VZ_NGROUPSTATS];
+    int ngroups;
+
+    /* pipeline parallel (span events pp_forward/pp_backward): 0 stages when the run has none */
+    int pp_stages, pp_micro_batches, pp_chunks;
+    char pp_schedule[16];
 
     long long checkpoints, last_checkpoint_step;
     long long diagnoses;
@@ -169,6 +197,11 @@ void vz_model_free(vz_model *m);
 void vz_model_reset(vz_model *m);
 /* A vz_event_fn: apply one event. Unknown kinds are counted and otherwise ignored. */
 void vz_model_apply(void *model, int rank, const cJSON *event);
+/* A span event's t0 and t1 on the rank's event clock (the one `t` counts on). Pipeline-parallel spans
+ * (dist/pp.c) are timed on the process's raw monotonic clock instead; a span cannot end after the event
+ * reporting it, which the trainer writes as soon as the span ends, so one ending later than its `t` is moved
+ * to end at `t` (the write's few microseconds early). False when t0 or t1 is missing. */
+bool vz_span_times(const cJSON *ev, double *t0, double *t1);
 
 /* Queries the panels use. */
 const vz_step *vz_model_step(const vz_model *m, size_t i); /* 0 = oldest kept */
@@ -216,6 +249,16 @@ typedef struct {
     double exposed_comm, idle, comm, compute;
 } vz_busy;
 vz_busy vz_model_busy(const vz_model *m, int rank, double t0, double t1);
+/* Pipeline parallel: the rank drawn for each stage (the lowest rank of that stage; -1 when none has
+ * written a span), and the newest step every drawn stage has finished its spans of (-1 when none). A step
+ * at or before `at` (at < 0: the newest). */
+int vz_model_stage_rank(const vz_model *m, int stage);
+long long vz_model_pipeline_step(const vz_model *m, long long at);
+/* A stage's pipeline spans of one step, in the order written (the order the stage ran them): their
+ * indices in the rank's span ring; returns how many (at most n). */
+int vz_model_pipeline_spans(const vz_model *m, int stage, long long step, size_t *out, int n);
+/* The step event's `pipeline` object of a stage's drawn rank for `step` (NULL when its newest is another). */
+const vz_pipeline_step *vz_model_stage_pipeline(const vz_model *m, int stage, long long step);
 /* How: "by wall clock", "at the first collective", or "" when not aligned. */
 const char *vz_model_clock_alignment(const vz_model *m);
 

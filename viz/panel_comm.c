@@ -95,7 +95,7 @@ static void time_window(const vz_model *m, const vz_view *v, double *t0, double 
         double last_forward = NAN;
         for (size_t i = m->ranks[r].spans.count; i-- > 0;) {
             const vz_span *sp = vz_ring_at(&m->ranks[r].spans, i);
-            if (sp->kind != VZ_SPAN_FORWARD) continue;
+            if (sp->kind != VZ_SPAN_FORWARD || sp->micro > 0 || sp->chunk > 0) continue; /* a step's first forward */
             if (isnan(last_forward)) last_forward = sp->t0;
             else {
                 period = last_forward - sp->t0;
@@ -360,6 +360,142 @@ static void draw_ring(WINDOW *w, const vz_model *m, const vz_view *v, int y, int
     }
 }
 
+/* ---------------------------------------------------------------- pipeline schedule */
+
+/* A pipeline span's mark: the forward of micro-batch k is the digit k, its backward the letter (0 -> a),
+ * so the order stays readable without colour; micro-batches past 10 (26) wrap. */
+char vz_pipeline_mark(const vz_span *sp) {
+    return sp->kind == VZ_SPAN_FORWARD ? (char)('0' + sp->micro % 10) : (char)('a' + sp->micro % 26);
+}
+
+/* The measured bubble of a stage's rank for `step`, NAN when its step event is another step's. */
+static double stage_bubble(const vz_model *m, int stage, long long step, double *schedule, double *formula) {
+    const vz_pipeline_step *p = vz_model_stage_pipeline(m, stage, step);
+    if (!p) return NAN;
+    *schedule = p->bubble_schedule;
+    *formula = p->bubble_formula;
+    return p->bubble;
+}
+
+/* Which communicator each kind of call ran on ("pp send 24, recv 24 | dp allreduce 10"). */
+static int draw_groups(WINDOW *w, const vz_model *m, int y, int cols, const vz_style *s) {
+    int x = vz_text(w, y, 0, cols, A_BOLD, "calls by group:");
+    if (m->ngroups == 0) return vz_text(w, y, x, cols - x, vz_attr(s, VZ_PAIR_DIM), " (no comm events)"), 1;
+    bool *done = calloc((size_t)m->ngroups, sizeof *done);
+    if (!done) return 1;
+    for (int g = 0; g < m->ngroups && x < cols; g++) {
+        if (done[g]) continue;
+        x += vz_text(w, y, x, cols - x, A_BOLD, "%s %s", g ? " |" : "", m->groups[g].group);
+        for (int h = g; h < m->ngroups; h++) {
+            if (done[h] || strcmp(m->groups[h].group, m->groups[g].group) != 0) continue;
+            done[h] = true;
+            x += vz_text(w, y, x, cols - x, A_NORMAL, " %s %lld", m->groups[h].op, m->groups[h].calls);
+        }
+    }
+    free(done);
+    return 1;
+}
+
+int vz_pipeline_rows(const vz_model *m) { return m->pp_stages > 1 ? m->pp_stages + 4 : 0; }
+
+/* Per stage, the forward and backward of each micro-batch of one step on one time axis (ranks on one
+ * clock), the idle cells between them (the bubble), the measured bubble against the schedule's and
+ * (p-1)/(v m+p-1), and which group each kind of call ran on. Draws at most `rows` rows; returns them. */
+static int draw_pipeline(WINDOW *w, const vz_model *m, const vz_view *v, int y, int rows, int cols, const vz_style *s) {
+    if (rows < 3 || m->pp_stages < 2) return 0;
+    long long step = vz_model_pipeline_step(m, v->cursor);
+    char a[32];
+    int stages = m->pp_stages, shown = stages <= rows - 4 ? stages : rows - 5; /* a row for "+N more" */
+    if (shown < 1) shown = 1;
+    if (step < 0) {
+        vz_text(w, y, 0, cols, A_BOLD, "pipeline schedule: %s, %d stages: waiting for a whole step of every stage",
+                m->pp_schedule, stages);
+        return 1;
+    }
+    /* the step's extent over every stage, on rank 0's clock */
+    double t0 = INFINITY, t1 = -INFINITY;
+    size_t idx[4096];
+    for (int st = 0; st < stages; st++) {
+        int r = vz_model_stage_rank(m, st), n = vz_model_pipeline_spans(m, st, step, idx, 4096);
+        if (r < 0) continue; /* no rank of this stage has written a span */
+        double off = vz_model_clock_offset(m, r);
+        for (int i = 0; i < n; i++) {
+            const vz_span *sp = vz_ring_at(&m->ranks[r].spans, idx[i]);
+            if (sp->t0 + off < t0) t0 = sp->t0 + off;
+            if (sp->t1 + off > t1) t1 = sp->t1 + off;
+        }
+    }
+    if (!(t1 > t0)) t1 = t0 + 1e-6;
+    const char *how = vz_model_clock_alignment(m);
+    int x = vz_text(w, y, 0, cols, A_BOLD, "pipeline schedule: %s, %d stages x %d micro-batches", m->pp_schedule, stages,
+                    m->pp_micro_batches);
+    if (m->pp_chunks > 1) x += vz_text(w, y, x, cols - x, A_BOLD, " x %d chunks", m->pp_chunks);
+    x += vz_text(w, y, x, cols - x, A_BOLD, ", step %lld", step);
+    if (v->cursor >= 0) x += vz_text(w, y, x, cols - x, A_BOLD, " (cursor %lld)", v->cursor);
+    vz_text(w, y, x, cols - x, vz_attr(s, VZ_PAIR_DIM), ": %s%s%s", vz_fmt_seconds(t1 - t0, a, sizeof a),
+            how[0] ? ", clocks aligned " : "", how);
+    int width = cols - LABEL_COLS - 1;
+    if (width < 4) return 1;
+    int lost = 0; /* spans pushed past the right edge by the ones before them (a very narrow screen) */
+    for (int st = 0; st < shown; st++) {
+        int row = y + 1 + st, r = vz_model_stage_rank(m, st);
+        vz_text(w, row, 0, LABEL_COLS, vz_attr(s, VZ_PAIR_DIM), "s%-2d r%-3d", st, r);
+        vz_glyph_at(w, row, LABEL_COLS - 1, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
+        if (r < 0) continue;
+        int n = vz_model_pipeline_spans(m, st, step, idx, 4096);
+        double off = vz_model_clock_offset(m, r);
+        for (int c = 0; c < width; c++) vz_char(w, row, LABEL_COLS + c, vz_attr(s, VZ_PAIR_DIM), '.'); /* idle */
+        /* in the order the stage ran them (one stage computes one span at a time): a span shorter than a
+         * column that shares one with the previous moves right, so every span keeps a column and the order
+         * stays as run; the bubble between spans stays where it was */
+        int next_free = 0;
+        for (int i = 0; i < n; i++) {
+            const vz_span *sp = vz_ring_at(&m->ranks[r].spans, idx[i]);
+            int c0 = (int)floor((sp->t0 + off - t0) / (t1 - t0) * width), c1 = (int)floor((sp->t1 + off - t0) / (t1 - t0) * width);
+            if (c1 > c0 && (sp->t1 + off - t0) / (t1 - t0) * width == c1) c1--; /* ends on a column's edge */
+            if (c0 < next_free) c0 = next_free;
+            if (c1 < c0) c1 = c0;
+            if (c0 >= width) {
+                lost++;
+                continue;
+            }
+            if (c1 >= width) c1 = width - 1;
+            int pair = sp->kind == VZ_SPAN_FORWARD ? VZ_PAIR_FORWARD : VZ_PAIR_BACKWARD;
+            attr_t at = vz_attr(s, pair) | (s->color ? A_REVERSE : 0) | (sp->chunk % 2 ? A_UNDERLINE : 0);
+            for (int c = c0; c <= c1; c++) vz_char(w, row, LABEL_COLS + c, at, (wchar_t)vz_pipeline_mark(sp));
+            next_free = c1 + 1;
+        }
+    }
+    int row = y + 1 + shown;
+    if (lost > 0) vz_text(w, y, cols - 24, 24, vz_attr(s, VZ_PAIR_WARN), " +%d spans past the edge", lost);
+    if (shown < stages)
+        vz_text(w, row++, 0, cols, vz_attr(s, VZ_PAIR_WARN), "+%d more stage%s (a taller terminal shows them)",
+                stages - shown, stages - shown == 1 ? "" : "s");
+    /* the bubble: the formula, what the schedule's order implies, then measured per stage */
+    double schedule = NAN, formula = NAN;
+    for (int st = 0; st < stages; st++) {
+        double sch = NAN, frm = NAN;
+        stage_bubble(m, st, step, &sch, &frm);
+        if (isfinite(sch)) schedule = sch;
+        if (isfinite(frm)) formula = frm;
+    }
+    int p = stages, vm = (m->pp_chunks > 0 ? m->pp_chunks : 1) * m->pp_micro_batches;
+    if (!isfinite(formula) && vm > 0) formula = (double)(p - 1) / (vm + p - 1);
+    x = vz_text(w, row, 0, cols, A_BOLD, "bubble");
+    x += vz_text(w, row, x, cols - x, A_NORMAL, " (p-1)/(vm+p-1)=%d/%d %.0f%%, order %.0f%%, measured", p - 1, vm + p - 1,
+                 100 * formula, 100 * schedule);
+    for (int st = 0; st < stages && x < cols; st++) {
+        double sch, frm, b = stage_bubble(m, st, step, &sch, &frm);
+        x += isfinite(b) ? vz_text(w, row, x, cols - x, A_NORMAL, " s%d %.0f%%", st, 100 * b)
+                         : vz_text(w, row, x, cols - x, vz_attr(s, VZ_PAIR_DIM), " s%d -", st);
+    }
+    draw_groups(w, m, row + 1, cols, s);
+    vz_text(w, row + 2, 0, cols, vz_attr(s, VZ_PAIR_DIM),
+            "0-9 forward of micro-batch k, a-z its backward%s, . idle (the bubble); g N Enter: step N",
+            m->pp_chunks > 1 ? ", underlined: an odd chunk" : "");
+    return row + 3 - y;
+}
+
 void vz_panel_comm(WINDOW *w, const vz_model *m, const vz_view *v, const vz_style *s) {
     int rows, cols;
     getmaxyx(w, rows, cols);
@@ -367,6 +503,22 @@ void vz_panel_comm(WINDOW *w, const vz_model *m, const vz_view *v, const vz_styl
     int ring_rows = n + 3;
     int ops_rows = 1 + (m->nops > 0 ? (m->nops < 4 ? m->nops : 4) : 1);
     int world = vz_model_world(m) > 0 ? vz_model_world(m) : 1;
+    int pipe_rows = vz_pipeline_rows(m);
+    if (pipe_rows > 0) { /* pipeline parallel: its schedule before the timeline's ranks */
+        int room = rows - 7; /* before the timeline (6 rows at least) and the table: what pp is about */
+        if (pipe_rows > room) pipe_rows = room > 5 ? room : 5;
+        int y = draw_pipeline(w, m, v, 0, pipe_rows, cols, s) + 1;
+        int timeline_rows = rows - y - ops_rows - 2;
+        if (timeline_rows > 4 + 2 * world) timeline_rows = 4 + 2 * world;
+        if (timeline_rows < 6) timeline_rows = 6;
+        WINDOW *rest = derwin(w, rows - y > 0 ? rows - y : 1, cols, y < rows ? y : rows - 1, 0);
+        if (!rest) return;
+        int yy = draw_timeline(rest, m, v, 0, timeline_rows, cols, s) + 1;
+        yy += draw_ops(rest, m, yy, ops_rows, cols, s) + 1;
+        draw_ring(rest, m, v, yy, rows - y - yy, cols, s);
+        delwin(rest);
+        return;
+    }
     int timeline_rows = rows - ring_rows - ops_rows - 2;
     if (timeline_rows > 4 + 2 * world) timeline_rows = 4 + 2 * world;
     if (timeline_rows < 6) { /* a short screen: the timeline first, the ring gets what is left */

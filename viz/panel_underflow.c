@@ -131,6 +131,10 @@ static void draw_shares(WINDOW *w, const vz_hist *h, int y, int x, int wd, int r
     if (rows < 2) return;
     vz_text(w, y, x, wd, A_BOLD, "%-7s %8s %10s %9s", "if cast", "zero", "subnormal", "overflow");
     for (int f = 1, r = 1; f < VZ_NFORMATS && r < rows; f++, r++) {
+        if (r == rows - 1 && f < VZ_NFORMATS - 1) { /* the last row left, more formats than rows: say so */
+            vz_text(w, y + r, x, wd, vz_attr(s, VZ_PAIR_WARN), "+%d more formats (a taller screen)", VZ_NFORMATS - f);
+            break;
+        }
         int t = VZ_FORMATS[f].target;
         if (!h) {
             vz_text(w, y + r, x, wd, A_NORMAL, "%-6s %9s %10s %9s", VZ_FORMATS[f].name, "-", "-", "-");

@@ -16,6 +16,12 @@ void vz_panel_underflow_compact(WINDOW *w, const vz_model *m, const vz_view *v, 
 void vz_panel_loss_runs(WINDOW *w, const vz_model *const *ms, const char *const *dirs, int n, const vz_view *v,
                         const vz_style *s);
 
+/* Pipeline parallel: the character the comm panel's schedule draws a pp_forward/pp_backward span as (the
+ * forward of micro-batch k the digit k, its backward the letter a + k), and the rows the schedule takes
+ * (0 without pipeline parallel). */
+char vz_pipeline_mark(const vz_span *sp);
+int vz_pipeline_rows(const vz_model *m);
+
 /* Underflow panel geometry, shared with the tests: binade b is drawn in column first_col + (b - lo). */
 typedef struct {
     int lo, hi;         /* binades shown */

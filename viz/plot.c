@@ -27,6 +27,8 @@ static const char USAGE[] =
     "  memory_time     device memory over steps: each rank's total, rank 0's tags, the capacity of\n"
     "                  train.max_memory when the run had one\n"
     "  timeline        the last three steps of every rank: compute spans and comm calls\n"
+    "  pipeline        under pipeline parallel: each stage's forward and backward of every micro-batch of\n"
+    "                  the newest whole step, the bubble measured per stage against (p-1)/(vm+p-1)\n"
     "  comm_bandwidth  bus bandwidth against message size, per collective and algorithm\n"
     "Each figure is NAME.png and NAME.svg, drawn from NAME.dat by NAME.gp (all in --out). A figure\n"
     "whose events the run lacks (comm in a single-rank run, say) is skipped with a note.\n"
@@ -35,12 +37,14 @@ static const char USAGE[] =
     "world size and strategy (from its run header); each data file holds one block per run (gnuplot's\n"
     "`index`), in the order given:\n"
     "  loss            every run's training and validation loss\n"
+    "  loss_gap        each later run's loss minus run A's, at the steps both have\n"
     "  loss_scale      every run's loss scale and skipped steps\n"
+    "  flushed_steps   each run's share of nonzero gradients flushed to 0, all layers, step by step\n"
     "  flushed         per layer, the share of nonzero gradients each fp16/bf16 run really flushed to 0 in\n"
     "                  backward (rounding events, as mixpar precision flushed sums them)\n"
     "  memory          per tag, each run's measured peak (the largest over its ranks)\n"
     "  memory_time     each run's device memory over steps, per rank\n"
-    "The timeline and comm figures stay per run (mixpar plot RUN_DIR).\n"
+    "The timeline, pipeline and comm figures stay per run (mixpar plot RUN_DIR).\n"
     "\n"
     "options:\n"
     "  --out DIR   where to write (default RUN_DIR/plots; with several runs RUN_A/plots/compare)\n"
@@ -387,6 +391,67 @@ static void timeline_figure(plot_ctx *p, const vz_model *m) {
            world - 1 + 0.8);
 }
 
+/* Pipeline parallel: per stage, the forward and backward of each micro-batch of the newest whole step on one
+ * time axis (the ranks' clocks aligned), labelled with the micro-batch; the title gives the bubble measured
+ * per stage against what the schedule's order implies and (p-1)/(vm+p-1). Drawn only for such runs. */
+static void pipeline_figure(plot_ctx *p, const vz_model *m) {
+    long long step = vz_model_pipeline_step(m, -1);
+    if (step < 0) return;
+    int stages = m->pp_stages;
+    double t_lo = INFINITY;
+    size_t idx[4096];
+    for (int st = 0; st < stages; st++) {
+        int r = vz_model_stage_rank(m, st), n = vz_model_pipeline_spans(m, st, step, idx, 4096);
+        if (r < 0) continue; /* no rank of this stage has written a span */
+        for (int i = 0; i < n; i++) {
+            double t0 = ((const vz_span *)vz_ring_at(&m->ranks[r].spans, idx[i]))->t0 + vz_model_clock_offset(m, r);
+            if (t0 < t_lo) t_lo = t0;
+        }
+    }
+    FILE *f = open_out(p, "pipeline.dat");
+    fprintf(f, "# stage t0_ms t1_ms colour micro chunk   (step %lld; ms from its first span; colour 1 forward, 2 backward;\n"
+               "# rows in the order each stage ran them)\n", step);
+    char measured[512] = "";
+    size_t used = 0;
+    double order = NAN, formula = NAN;
+    for (int st = 0; st < stages; st++) {
+        int r = vz_model_stage_rank(m, st), n = vz_model_pipeline_spans(m, st, step, idx, 4096);
+        if (r < 0) continue; /* no rank of this stage has written a span */
+        double off = vz_model_clock_offset(m, r);
+        for (int i = 0; i < n; i++) {
+            const vz_span *sp = vz_ring_at(&m->ranks[r].spans, idx[i]);
+            fprintf(f, "%d %.6f %.6f %d %d %d\n", st, (sp->t0 + off - t_lo) * 1e3, (sp->t1 + off - t_lo) * 1e3,
+                    sp->kind == VZ_SPAN_FORWARD ? 1 : 2, sp->micro, sp->chunk);
+        }
+        const vz_pipeline_step *ps = vz_model_stage_pipeline(m, st, step);
+        if (ps && used < sizeof measured - 32) {
+            used += (size_t)snprintf(measured + used, sizeof measured - used, " s%d %.0f%%", st, 100 * ps->bubble);
+            order = ps->bubble_schedule, formula = ps->bubble_formula;
+        }
+    }
+    close_out(f, p, "pipeline.dat");
+    int vm = (m->pp_chunks > 0 ? m->pp_chunks : 1) * m->pp_micro_batches;
+    if (!isfinite(formula) && vm > 0) formula = (double)(stages - 1) / (vm + stages - 1);
+    char ytics[2048] = "";
+    used = 0;
+    for (int st = 0; st < stages && used < sizeof ytics - 48; st++)
+        used += (size_t)snprintf(ytics + used, sizeof ytics - used, "%s\"stage %d (rank %d)\" %d", st ? ", " : "", st,
+                                 vz_model_stage_rank(m, st), st);
+    figure(p, "pipeline", "pipeline.dat",
+           "set title '%s: pipeline schedule, step %lld (%s, %d stages x %d micro-batches%s)' . \"\\n\" . 'bubble: (p-1)/(vm+p-1) = "
+           "%.0f%%, the schedule''s order %.0f%%, measured%s%s'\n"
+           "set xlabel 'milliseconds from the step''s first span%s'\nset ytics (%s)\nset yrange [%g:-0.6]\n"
+           "set style fill solid 0.85 border lc rgb 'white'\nunset grid\nset grid xtics\n"
+           "set key outside right top vertical samplen 2\n"
+           "plot 'pipeline.dat' using (($2+$3)/2):1:(($3-$2)/2):(0.35):4 with boxxyerror lc variable notitle, "
+           "'' using (($2+$3)/2):1:(sprintf('%%d', $5)) with labels notitle, "
+           "keyentry with boxes lc 1 title 'forward (micro-batch k)', keyentry with boxes lc 2 title 'backward', "
+           "keyentry with boxes lc rgb 'white' title 'gaps: the bubble'\n",
+           p->label, step, m->pp_schedule, stages, m->pp_micro_batches,
+           m->pp_chunks > 1 ? ", interleaved chunks" : "", 100 * formula, 100 * order, measured[0] ? "" : " -", measured,
+           vz_model_clocks_aligned(m) ? ", rank clocks aligned" : "", ytics, stages - 1 + 0.6);
+}
+
 static void comm_figure(plot_ctx *p, const vz_model *m) {
     if (m->comm_events == 0) {
         skip(p, "comm_bandwidth", vz_model_world(m) > 1 ? "no comm events" : "no comm events (a single-rank run)");
@@ -576,6 +641,94 @@ static void compare_flushed(plot_ctx *p, plot_run *runs, int n) {
            p->label, plot);
 }
 
+/* Each later run's loss minus run A's, at the steps both have (runs on the same batches: the gap is what the
+ * precision or the strategy changed). Skipped when no step lines up. */
+static void compare_loss_gap(plot_ctx *p, plot_run *runs, int n) {
+    const vz_model *a = &runs[0].m;
+    size_t na = vz_model_nsteps(a);
+    FILE *f = NULL;
+    char plot[8192] = "", q[900], qa[900];
+    int blocks = 0;
+    const char *slash = strrchr(runs[0].dir, '/'), *base = slash && slash[1] ? slash + 1 : runs[0].dir;
+    gp_quote(base, qa, sizeof qa); /* run A by its directory's name */
+    for (int r = 1; r < n; r++) {
+        const vz_model *m = &runs[r].m;
+        size_t nm = vz_model_nsteps(m), i = 0, j = 0, lines = 0;
+        for (; i < na && j < nm;) { /* both in step order: a merge on the step number */
+            const vz_step *sa = vz_model_step(a, i), *sm = vz_model_step(m, j);
+            if (sa->step < sm->step) i++;
+            else if (sm->step < sa->step) j++;
+            else {
+                if (!f) {
+                    f = open_out(p, "loss_gap.dat");
+                    fprintf(f, "# step loss_minus_run_A   (run A: %s; one block per later run, at the steps both have)\n", runs[0].label);
+                }
+                if (!lines++) fprintf(f, "# run %d: %s\n", r + 1, runs[r].label);
+                fprintf(f, "%lld %.9g\n", sa->step, sm->loss - sa->loss);
+                i++, j++;
+            }
+        }
+        if (!lines) {
+            printf("loss_gap: %s has no step in common with %s; left out\n", runs[r].dir, runs[0].dir);
+            continue;
+        }
+        fprintf(f, "\n\n");
+        gp_quote(runs[r].label, q, sizeof q);
+        cat(plot, sizeof plot, "%s'loss_gap.dat' index %d using 1:2 with lines lw 1.5 lc %d title '%s'", blocks ? ", " : "", blocks,
+            r + 1, q);
+        blocks++;
+    }
+    if (!f) {
+        if (n > 1) skip(p, "loss_gap", "no later run has a step in common with run A");
+        return;
+    }
+    close_out(f, p, "loss_gap.dat");
+    figure(p, "loss_gap", "loss_gap.dat",
+           "set title '%s: loss minus %s''s, step by step'\nset xlabel 'step'\nset ylabel 'loss difference (nats per token)'\n"
+           "set key below\nset xzeroaxis lt -1 dt 2\nplot %s\n",
+           p->label, qa, plot);
+}
+
+/* Over the steps, each run's share of nonzero gradients flushed to 0, all layers together (its rounding events
+ * step by step; `mixpar precision flushed --steps` prints the same). A log axis: 0 is drawn at 1e-5 %. */
+static void compare_flushed_steps(plot_ctx *p, plot_run *runs, int n) {
+    FILE *f = NULL;
+    char plot[8192] = "", q[900];
+    int blocks = 0;
+    for (int r = 0; r < n; r++) {
+        const vz_model *m = &runs[r].m;
+        if (!vz_model_has_rounding(m)) continue;
+        if (!f) {
+            f = open_out(p, "flushed_steps.dat");
+            fprintf(f, "# step flushed%%   (all layers' flushed / nonzero gradient values at that step; one block per run)\n");
+        }
+        fprintf(f, "# run %d: %s\n", r + 1, runs[r].label);
+        size_t count = vz_model_nroundings(m);
+        for (size_t i = 0; i < count;) {
+            const vz_rounding *first = vz_model_rounding_at(m, i);
+            double flushed = 0, nonzero = 0;
+            for (; i < count && vz_model_rounding_at(m, i)->step == first->step; i++)
+                flushed += vz_model_rounding_at(m, i)->flushed, nonzero += vz_model_rounding_at(m, i)->nonzero;
+            if (nonzero > 0) fprintf(f, "%lld %.6g\n", first->step, vz_share_pct(flushed, nonzero));
+        }
+        fprintf(f, "\n\n");
+        gp_quote(runs[r].label, q, sizeof q);
+        cat(plot, sizeof plot, "%s'flushed_steps.dat' index %d using 1:($2 > 0 ? $2 : 1e-5) with linespoints lw 2 pt 7 ps 0.6 "
+            "lc %d title '%s'", blocks ? ", " : "", blocks, r + 1, q);
+        blocks++;
+    }
+    if (!f) {
+        skip(p, "flushed_steps", "no run has rounding events (an fp16 or bf16 run writes them)");
+        return;
+    }
+    close_out(f, p, "flushed_steps.dat");
+    figure(p, "flushed_steps", "flushed_steps.dat",
+           "set title '%s: flushed to 0 in backward, all layers, per step'\n"
+           "set xlabel 'step'\nset ylabel '%% of nonzero gradients (log; 0 drawn at 1e-5)'\nset logscale y 10\n"
+           "set format y '10^%%L'\nset yrange [1e-5:100]\nset key below\nplot %s\n",
+           p->label, plot);
+}
+
 static void compare_memory(plot_ctx *p, plot_run *runs, int n) {
     double peak[PLOT_MAX_RUNS][VZ_NTAGS] = {{0}};
     int with = 0;
@@ -660,7 +813,9 @@ static int plot_runs(plot_ctx *p, const char *const *dirs, int n) {
     char out[4200];
     setup_output(p, out, sizeof out, "plots/compare");
     compare_loss(p, runs, n);
+    compare_loss_gap(p, runs, n);
     compare_flushed(p, runs, n);
+    compare_flushed_steps(p, runs, n);
     compare_memory(p, runs, n);
     const vz_model *ms[PLOT_MAX_RUNS];
     const char *labels[PLOT_MAX_RUNS];
@@ -725,6 +880,7 @@ int vz_cmd_plot(int argc, char **argv) {
     const char *label = p.label;
     memory_time_figure(&p, &one, &label, 1);
     timeline_figure(&p, &m);
+    pipeline_figure(&p, &m);
     comm_figure(&p, &m);
     printf("%d figure%s %s, %d skipped\n", p.written, p.written == 1 ? "" : "s", p.term ? "drawn" : "written", p.skipped);
     vz_model_free(&m);

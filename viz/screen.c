@@ -42,19 +42,26 @@ void vz_view_clamp(vz_view *v, const vz_model *m) {
     if (v->cursor >= 0 && vz_model_nsteps(m) > 0 && v->cursor < vz_model_step(m, 0)->step) v->cursor = vz_model_step(m, 0)->step;
 }
 
-/* The keys put the cursor on a step the run has: from the oldest kept to the newest. */
-static void clamp_cursor(vz_view *v, const vz_model *m) {
-    const vz_step *last = vz_model_last_step(m);
-    if (v->cursor >= 0 && last && v->cursor > last->step) v->cursor = last->step;
+long long vz_runs_last_step(const vz_model *const *ms, int n) {
+    long long newest = -1;
+    for (int r = 0; r < n; r++) {
+        const vz_step *last = vz_model_last_step(ms[r]);
+        if (last && last->step > newest) newest = last->step;
+    }
+    return newest;
 }
 
-/* Left, right: one step back or forward from the cursor (from the newest step when it follows the run). */
-static void move_cursor(vz_view *v, const vz_model *m, int by) {
-    const vz_step *last = vz_model_last_step(m);
-    if (!last) return;
-    long long at = v->cursor >= 0 && v->cursor <= last->step ? v->cursor : last->step;
+/* The keys put the cursor on a step a run has: up to the newest step of any run shown. */
+static void clamp_cursor(vz_view *v, long long newest) {
+    if (v->cursor >= 0 && newest >= 0 && v->cursor > newest) v->cursor = newest;
+}
+
+/* Left, right: one step back or forward from the cursor (from the newest step when it follows the runs). */
+static void move_cursor(vz_view *v, long long newest, int by) {
+    if (newest < 0) return;
+    long long at = v->cursor >= 0 && v->cursor <= newest ? v->cursor : newest;
     v->cursor = at + by < 0 ? 0 : at + by;
-    clamp_cursor(v, m);
+    clamp_cursor(v, newest);
 }
 
 /* g N Enter: digits collected in v->entry. Returns true when the key was taken. */
@@ -74,13 +81,17 @@ static bool entry_key(vz_view *v, int key) {
     return true;
 }
 
-bool vz_view_key(vz_view *v, const vz_model *m, int key) {
+bool vz_view_key(vz_view *v, const vz_model *m, int key) { return vz_view_key_runs(v, &m, 1, key); }
+
+bool vz_view_key_runs(vz_view *v, const vz_model *const *ms, int n, int key) {
+    const vz_model *m = ms[0]; /* layers and ranks: run A's; each part clamps them to its own run */
+    long long newest = vz_runs_last_step(ms, n);
     if (v->help && key != 'q' && key != 'Q') { /* any key closes the help */
         v->help = false;
         return true;
     }
     if (entry_key(v, key)) {
-        clamp_cursor(v, m); /* v->jump keeps the step asked for: a replay may go there */
+        clamp_cursor(v, newest); /* v->jump keeps the step asked for: a replay may go there */
         vz_view_clamp(v, m);
         return true;
     }
@@ -103,11 +114,11 @@ bool vz_view_key(vz_view *v, const vz_model *m, int key) {
         else v->rank++;
         break;
     case KEY_LEFT:
-        if (v->panel == VZ_PANEL_UNDERFLOW) move_cursor(v, m, -1);
+        if (v->panel == VZ_PANEL_UNDERFLOW) move_cursor(v, newest, -1);
         if (v->panel == VZ_PANEL_COMM) v->scroll++; /* back in time */
         break;
     case KEY_RIGHT:
-        if (v->panel == VZ_PANEL_UNDERFLOW) move_cursor(v, m, +1);
+        if (v->panel == VZ_PANEL_UNDERFLOW) move_cursor(v, newest, +1);
         if (v->panel == VZ_PANEL_COMM && v->scroll > 0) v->scroll--;
         break;
     case '+': case '=':
@@ -339,7 +350,10 @@ void vz_draw_runs(WINDOW *w, const vz_model *const *ms, const vz_source *const *
                 vz_run_part(rows - 2, cols, n, r, &py, &px, &ph, &pw);
                 char label[300];
                 int lx = vz_text(body, py, px, pw, vz_attr(s, vz_run_pair(r)) | A_BOLD | A_REVERSE, " %c ", 'A' + r);
-                vz_text(body, py, px + lx, pw - lx, A_BOLD, " %s", vz_model_run_label(ms[r], dirs[r], label, sizeof label));
+                lx += vz_text(body, py, px + lx, pw - lx, A_BOLD, " %s", vz_model_run_label(ms[r], dirs[r], label, sizeof label));
+                const vz_step *last = vz_model_last_step(ms[r]); /* the cursor ranges over every run */
+                if (v->cursor >= 0 && last && last->step < v->cursor)
+                    vz_text(body, py, px + lx, pw - lx, vz_attr(s, VZ_PAIR_WARN) | A_BOLD, "  run %c ended at step %lld", 'A' + r, last->step);
                 if (px > 0)
                     for (int yy = py; yy < py + ph; yy++) vz_glyph_at(body, yy, px - 1, vz_attr(s, VZ_PAIR_DIM), s, VZ_G_VLINE);
                 WINDOW *part = ph > 1 ? derwin(body, ph - 1, pw, py + 1, px) : NULL;

@@ -47,6 +47,11 @@ void vz_view_init(vz_view *v);
 void vz_view_clamp(vz_view *v, const vz_model *m);
 /* Handles a key; returns false when it means quit. */
 bool vz_view_key(vz_view *v, const vz_model *m, int key);
+/* The same for runs side by side: the step cursor ranges up to the newest step of any of them (each part
+ * draws its run's newest step at or before the cursor). */
+bool vz_view_key_runs(vz_view *v, const vz_model *const *ms, int n, int key);
+/* The newest step of any of the runs (-1 when none has one). */
+long long vz_runs_last_step(const vz_model *const *ms, int n);
 /* Advances the ring animation one step (wrapping to a fresh allreduce at the end). */
 void vz_view_ring_tick(vz_view *v, const vz_model *m);
 /* The ring the comm panel shows: model mode, or the rank count of the collective that moved the most data. */

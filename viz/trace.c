@@ -13,7 +13,8 @@ static const char USAGE[] =
     "usage: mixpar trace RUN_DIR [-o FILE]\n"
     "\n"
     "Writes the run's events as a Chrome trace: each rank is a process with a compute thread (forward,\n"
-    "backward, optimizer spans) and a comm thread (one slice per collective call, with its bytes, algorithm\n"
+    "backward, optimizer spans), under pipeline parallel a track \"pipeline stage S\" (F3: micro-batch 3's\n"
+    "forward, B3 its backward), and a comm thread (one slice per collective call, with its bytes, algorithm\n"
     "and bus bandwidth), plus counters for loss, validation loss, tokens/s and memory by tag. Times are in\n"
     "microseconds; when the run headers carry `wall` (the Unix time each rank's clock started), every rank\n"
     "is put on one clock, so a collective lines up across ranks, and flow arrows join each collective\n"
@@ -25,12 +26,13 @@ static const char USAGE[] =
     "  -o, --out FILE   the trace to write (default RUN_DIR/trace.json)\n"
     "  --help           this text\n";
 
-enum { TID_COMPUTE = 1, TID_COMM = 2 };
+enum { TID_COMPUTE = 1, TID_COMM = 2, TID_PIPELINE = 3 }; /* pipeline: pp_forward/pp_backward spans, one track a stage */
 
 typedef struct {
     FILE *out;
     long long written, spans, comms, counters;
     bool rank_named[VZ_MAX_RANKS];
+    bool stage_named[VZ_MAX_RANKS]; /* the rank's pipeline track has its name */
     double base[VZ_MAX_RANKS], last_raw[VZ_MAX_RANKS], last[VZ_MAX_RANKS]; /* per-rank clock made monotonic */
     double mem_scale;
     double wall_ref;          /* the earliest run header's wall over ranks; NAN: ranks keep their own clocks */
@@ -120,13 +122,32 @@ static void on_event(void *ctx, int rank, const cJSON *e) {
         t = c->last[rank];
     }
     if (strcmp(kind, "span") == 0) {
-        double t0 = vz_json_num(e, "t0", NAN), t1 = vz_json_num(e, "t1", NAN);
-        if (!isfinite(t0) || !isfinite(t1)) return;
+        double t0, t1;
+        if (!vz_span_times(e, &t0, &t1)) return;
         cJSON *args = cJSON_CreateObject();
         cJSON_AddNumberToObject(args, "step", (double)vz_json_int(e, "step", -1));
         long long layer = vz_json_int(e, "layer", -2);
         if (layer >= -1) cJSON_AddNumberToObject(args, "layer", (double)layer);
-        slice(c, rank, TID_COMPUTE, vz_json_str(e, "name", "span"), "compute", t0, t1, args);
+        const char *name = vz_json_str(e, "name", "span");
+        bool forward = strcmp(name, "pp_forward") == 0;
+        if (forward || strcmp(name, "pp_backward") == 0) { /* pipeline parallel: on the stage's own track */
+            long long stage = vz_json_int(e, "stage", -1), micro = vz_json_int(e, "micro", -1), chunk = vz_json_int(e, "chunk", -1);
+            if (!c->stage_named[rank]) {
+                c->stage_named[rank] = true;
+                char track[48];
+                snprintf(track, sizeof track, "pipeline stage %lld", stage);
+                metadata(c, "thread_name", rank, TID_PIPELINE, "name", track, 0);
+                metadata(c, "thread_sort_index", rank, TID_PIPELINE, "sort_index", NULL, -1);
+            }
+            char label[48];
+            if (chunk >= 0) snprintf(label, sizeof label, "%c%lld c%lld", forward ? 'F' : 'B', micro, chunk);
+            else snprintf(label, sizeof label, "%c%lld", forward ? 'F' : 'B', micro);
+            cJSON_AddNumberToObject(args, "stage", (double)stage);
+            cJSON_AddNumberToObject(args, "micro", (double)micro);
+            if (chunk >= 0) cJSON_AddNumberToObject(args, "chunk", (double)chunk);
+            cJSON_AddStringToObject(args, "schedule", vz_json_str(e, "schedule", "?"));
+            slice(c, rank, TID_PIPELINE, label, "pipeline", t0, t1, args);
+        } else slice(c, rank, TID_COMPUTE, name, "compute", t0, t1, args);
         c->spans++;
     } else if (strcmp(kind, "comm") == 0) {
         double t0 = vz_json_num(e, "t0", NAN), t1 = vz_json_num(e, "t1", NAN), bytes = vz_json_num(e, "bytes", 0);

@@ -1015,6 +1015,10 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     ev_json(ev, "config", config_json);
     ev_end(ev);
     free(config_json);
+    /* After the run header: every call on the mesh's groups is a comm event naming its group (mixpar viz) */
+    comm_t *const mesh_groups[] = {mesh->tp, mesh->dp, mesh->pp, mesh->mp, mesh->embed};
+    for (size_t g = 0; g < sizeof mesh_groups / sizeof mesh_groups[0]; g++)
+        if (mesh_groups[g]) comm_set_events(mesh_groups[g], ev);
     ev_mem(ev, 0);
     if (!quiet) {
         printf("model: %s, %zu parameters (L=%d, C=%d, heads %d/%d, context %d, vocab %d)\n", model_arch_name(mc->arch),
@@ -1094,6 +1098,8 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     free(eval_targets);
     loader_free(&vl);
     train_data_free(td);
+    for (size_t g = 0; g < sizeof mesh_groups / sizeof mesh_groups[0]; g++)
+        if (mesh_groups[g]) comm_set_events(mesh_groups[g], NULL);
     mp_step_free(s);
     ev_close(ev);
     return sum;

@@ -2,7 +2,8 @@
 # experiment.sh: lab 04's experiment (`make lab04`): the tiny GPT (configs/tiny-poetry.json) for 60 steps in fp32 and
 # in fp16 with no loss scale, a static scale of 1024, the static scale chosen from the fp32 run's gradient histogram
 # (your amp_scale_choose) and PyTorch's dynamic scaler: the share of gradients fp16 flushes to zero per layer, the
-# exponent histograms against fp16's range, the final losses. Tables on stdout, figures in runs/lab04/*.png.
+# exponent histograms against fp16's range, the final losses. Tables on stdout, figures in runs/lab04/*.png (the
+# run-against-run ones drawn by `mixpar plot`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -124,43 +125,30 @@ if ! command -v gnuplot > /dev/null; then
     echo "lab04: gnuplot is not installed (make deps installs it); the .tsv files in $out are the figures' input" >&2
     exit 0
 fi
+# The runs against each other (fp32 is run A): mixpar plot overlays their losses, each fp16 run's gap to fp32,
+# the loss scales, and what fp16 really flushed per layer and over the steps (rounding events; fp32 has none).
+section "the runs overlaid: mixpar plot fp32 ${fp16_runs[*]} --out $out"
+plot_runs=("$out/fp32")
+for r in "${fp16_runs[@]}"; do plot_runs+=("$out/$r"); done
+"$mixpar" plot "${plot_runs[@]}" --out "$out" | grep -v '^wrote ' || true
+
+# Exponent histograms against fp16's range: not an overlay mixpar plot draws (each run at its own scale).
 png_terminal=png
 if gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo; then png_terminal=pngcairo; fi
 colors=("#d55e00" "#e69f00" "#0072b2" "#009e73")
-bars="" lines="" hists=""
+hists=""
 for i in "${!fp16_runs[@]}"; do
     r=${fp16_runs[$i]}
     c=${colors[$i]}
-    col=$((2 * i + 2))
-    bars+="${bars:+, }\"$out/flushed.tsv\" using (\$$col > 0 ? \$$col : 1e-5):xtic(1) title \"$r\" lc rgb \"$c\""
-    lines+="${lines:+, }\"$out/flushed_steps.tsv\" index $i using 1:(\$2 > 0 ? \$2 : 1e-5) with linespoints lw 2 pt 7 lc rgb \"$c\" title \"$r\""
     hists+="${hists:+, }\"$out/bins_$r.tsv\" using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb \"$c\" title \"$r\""
 done
 gnuplot <<EOF
 set terminal $png_terminal size 1100,900
-set output "$out/flushed.png"
-set multiplot layout 2,1 title "fp16 gradients flushed to zero in the tiny GPT ($steps steps; 0 is drawn at 10^{-5}%)"
 set datafile separator "\t"
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.85 border -1
-set logscale y 10
-set format y "10^{%L}"
-set yrange [1e-5:100]
-set ylabel "flushed (% of nonzero gradients)"
-set key top left
-set title "per layer, over the whole run"
-plot $bars
-set style data linespoints
-set title "over the steps, all layers"
-set xlabel "step"
-plot $lines
-unset multiplot
-
 set output "$out/histograms.png"
 set title "gradient exponent histograms at step $steps as fp16 saw them (each run at its own scale)"
-unset logscale
 set logscale y 10
+set format y "10^{%L}"
 set yrange [0.8:*]
 set xrange [-50:20]
 set xlabel "binade (floor(log2|g * S|))"
@@ -175,6 +163,8 @@ set label "2^{16}: overflow" at 16, graph 0.95 right offset -0.5,0
 plot $hists
 EOF
 section "figures"
-echo "  $out/flushed.png      the flushed share per layer and over the steps, per run"
-echo "  $out/histograms.png   the exponent histograms against fp16's range"
+echo "  $out/flushed.png        the share fp16 flushed to zero per layer, per run (mixpar plot)"
+echo "  $out/flushed_steps.png  the same over the steps, all layers (mixpar plot)"
+echo "  $out/loss.png  $out/loss_gap.png  $out/loss_scale.png   losses, the gap to fp32, the scales (mixpar plot)"
+echo "  $out/histograms.png     the exponent histograms against fp16's range"
 if [ "$waiting_for_labs" -eq 1 ]; then echo; echo "lab04: some runs wait for later labs (see above)"; fi

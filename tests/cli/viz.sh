@@ -212,6 +212,45 @@ check "tmux two runs: the underflow panel shows B's heat map beside A's histogra
 tmux_ send-keys -t viz q
 check "tmux two runs: q quits cleanly" wait_for "viz exited with 0"
 
+# The step cursor ranges over both runs: fp16-scale1 (A) ends at step 100, synthetic-addition (B) goes on to 200.
+tmux_ kill-session -t viz 2>/dev/null
+tmux_ new-session -d -x 160 -y 48 -s viz "'$MIXPAR' viz --refresh 50 --replay --speed 0.001 '$fp16' '$addition'; echo \"viz exited with \$?\"; sleep 60"
+check "tmux two runs, cursor: both runs shown" wait_for "^B synthetic-addition \\("
+tmux_ send-keys -t viz 2 g 1 5 0 Enter
+check "tmux two runs, cursor: g 150 Enter goes past run A's end (it was held at A's 100 steps)" wait_for "cursor step 150"
+check "tmux two runs, cursor: run A says where it ended" wait_for "run A ended at step 100"
+check "tmux two runs, cursor: run B draws its newest histograms at or before step 150 (step 140's)" \
+  wait_for "│gradient exponents: embeddings, step 140 \\(cursor 150\\)"
+check "tmux two runs, cursor: run A draws its last ones (step 100's)" wait_for "^gradient exponents: embeddings, step 100 \\(cursor 150\\)"
+tmux_ send-keys -t viz Left
+check "tmux two runs, cursor: left moves it to step 149, still past run A's end" wait_for "cursor step 149"
+check "tmux two runs, cursor: and run A still says so" wait_for "run A ended at step 100"
+tmux_ send-keys -t viz q
+check "tmux two runs, cursor: q quits cleanly" wait_for "viz exited with 0"
+
+# --big, for a projector: no dim text (SGR 2), bright colours (SGR 90-97), chart lines of blocks, not braille.
+has_braille() { LC_ALL=C grep -q $'\xe2[\xa0-\xa3]'; } # U+2800..U+28FF in UTF-8, from stdin
+blocks_no_braille() { local s; s=$(cat); grep -q '[▀▄█]' <<<"$s" && ! has_braille <<<"$s"; }
+pane_sgr() { tmux_ capture-pane -e -p -t viz | grep -q $'\e\\['"$1"'m'; } # pane_sgr 2: some cell is dim
+big_session() { # big_session [--big]: replay the poetry sample to its end in a 100x30 pane with colours
+  tmux_ kill-session -t viz 2>/dev/null
+  tmux_ new-session -d -x 100 -y 30 -s viz "TERM=xterm-256color '$MIXPAR' viz $* --refresh 50 --replay --speed 10000 '$poetry'; echo \"viz exited with \$?\"; sleep 60"
+}
+big_session
+check "tmux --big: (without it) the replay reaches the last step" wait_for "step 100/100"
+check "tmux --big: without it, labels and axes are dim (SGR 2): what a projector washes out" pane_sgr 2
+tmux_ send-keys -t viz q
+big_session --big
+check "tmux --big: the replay reaches the last step" wait_for "step 100/100"
+no_dim() { ! pane_sgr 2; }
+bright_bold() { pane_sgr '9[0-7]' && pane_sgr 1; }
+check "tmux --big: no dim text anywhere on the screen" no_dim
+check "tmux --big: bright colours (SGR 90-97), bold (SGR 1)" bright_bold
+big_pane() { tmux_ capture-pane -p -t viz | blocks_no_braille; }
+check "tmux --big: the loss is drawn in blocks a cell thick, no braille" big_pane
+tmux_ send-keys -t viz q
+check "tmux --big: q quits cleanly" wait_for "viz exited with 0"
+
 # The live view started before the trainer: it waits for the first event file, then follows it.
 mkdir -p "$work/later"
 tmux_ kill-session -t viz 2>/dev/null
@@ -268,8 +307,8 @@ check_output "plot: the timeline key names data and the loss allreduce, under th
 check_output "plot: make plots RUN=... runs it" 0 "figures written" make -s plots RUN="$addition" OUT="$work/mkplots"
 
 # runs side by side
-check_output "plot: two runs side by side" 0 "5 figures written, 2 skipped" "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
-for fig in loss loss_scale flushed memory memory_time; do
+check_output "plot: two runs side by side" 0 "7 figures written, 2 skipped" "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
+for fig in loss loss_gap loss_scale flushed flushed_steps memory memory_time; do
   check "plot two runs: $fig.png and $fig.svg written" bash -c \
     "head -c 8 '$work/cmp/$fig.png' | od -An -c | grep -q 'P   N   G' && grep -q '<svg' '$work/cmp/$fig.svg'"
 done
@@ -281,6 +320,18 @@ check_output "plot two runs: the loss figure plots both blocks, labelled by run"
   cat "$work/cmp/loss.gp"
 check "plot two runs: memory_time.dat has a block per run and rank, as many lines as mem events" bash -c \
   "grep -q '^# run 2: fp16-scale1 .*, rank 0' '$work/cmp/memory_time.dat' && [ \$(awk 'NF && !/^#/' '$work/cmp/memory_time.dat' | wc -l) -eq \$(cat '$addition/events.rank0.jsonl' '$fp16/events.rank0.jsonl' | grep -c '\"kind\":\"mem\"') ]"
+gap_of() { awk 'NF && !/^#/ { print $1, $2 }' "$work/cmp/loss_gap.dat"; }
+loss_diff() { paste <(grep '"kind":"step"' "$addition/events.rank0.jsonl" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/') \
+  <(grep '"kind":"step"' "$fp16/events.rank0.jsonl" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/') |
+  awk '$1 == $3 { printf "%s %.9g\n", $1, $4 - $2 }'; }
+same_gaps() { # the same steps, the same differences within 1e-7
+  paste <(gap_of) <(loss_diff) | awk '{ d = $2 - $4; if (d < 0) d = -d; if ($1 != $3 || NF != 4 || d > 1e-7) bad = 1 }
+    END { exit !(NR > 0 && !bad) }'; }
+check "plot two runs: loss_gap.dat holds B's loss minus A's at each of the $(loss_diff | wc -l) steps both have" same_gaps
+flushed_steps_of() { awk 'NF && !/^#/ { printf "%s %.4f\n", $1, $2 }' "$work/cmp/flushed_steps.dat"; }
+precision_steps_of() { "$MIXPAR" precision flushed --steps "$fp16/events.rank0.jsonl" | awk '!/^#/ { printf "%s %.4f\n", $1, $2 }'; }
+check "plot two runs: flushed_steps.dat holds, step by step, the share mixpar precision flushed --steps gives ($(precision_steps_of | wc -l) steps)" \
+  bash -c "[ -n \"\$1\" ] && [ \"\$1\" = \"\$2\" ]" _ "$(flushed_steps_of)" "$(precision_steps_of)"
 check_output "plot two runs: memory.dat has a peak column per run" 0 "^act [0-9.]+ [0-9.]+$" cat "$work/cmp/memory.dat"
 check_output "plot two runs: flushed leaves out the fp32 run with a note" 0 "synthetic-addition has no rounding events" \
   "$MIXPAR" plot "$addition" "$fp16" --out "$work/cmp"
@@ -288,6 +339,19 @@ check_output "plot two runs: the titles name both runs" 0 "set title 'synthetic-
 check_output "snapshot --cursor 35: the underflow panel draws the histograms of step 30 (the newest at or before it)" 0 \
   "^gradient exponents: block 0, step 30 \\(cursor 35\\)" snap "$fp16" --panel underflow --layer 0 --cursor 35
 check_output "snapshot --cursor 35: the status bar shows the cursor" 0 "^snapshot \\| cursor step 35 " snap "$fp16" --panel underflow --cursor 35
+check_output "snapshot of two runs, --cursor 150 past run A's end: A says so, B draws step 140's histograms" 0 \
+  "^ A  fp16-scale1 .*run A ended at step 100 .*│ B  synthetic-addition" snap "$fp16" "$addition" --panel underflow --cursor 150 --width 160 --height 48
+big_snap() { snap --big "$@" | blocks_no_braille; }
+check "snapshot --big: the charts are blocks, not braille" big_snap "$poetry"
+braille_snap() { snap "$@" | has_braille; }
+check "snapshot: (without --big they are braille)" braille_snap "$poetry"
+check "snapshot --big of two runs side by side: blocks too" big_snap "$addition" "$fp16" --width 120 --height 36
+check_output "80x24: the underflow panel says how many formats its 'if cast' table left out" 0 "^\\+2 more formats" \
+  snap "$fp16" --panel underflow --width 80 --height 24
+check_output "80x24: a line cut short by the screen ends in '>' (the loss panel's tokens/s)" 0 "^step 100/100  loss .*>$" \
+  snap viz/samples/ddp-2 --panel loss --width 80 --height 24
+check_output "220x60: and that line is whole there, with tokens/s and the scale" 0 "^step 100/100  loss .* tok/s  scale 1 *$" \
+  snap viz/samples/ddp-2 --panel loss --width 220 --height 60
 check_output "snapshot of two runs: the loss panel overlays them with a legend" 0 "A train .*B train" \
   snap "$addition" "$fp16" --width 120 --height 36
 check_output "snapshot of two runs: each header row has its run's last loss" 0 "^B fp16-scale1 \\(synthetic-addition, fp16, 1 rank\\)  step 100  loss" \
@@ -313,6 +377,60 @@ check "trace: a flow arrow joins each of the $calls collectives from rank 0 to r
 check_output "snapshot: the comm panel says per rank how much communication no compute hid, and idle time" 0 \
   "^in view, comm not under compute \\| idle: r0 [0-9.]+ [um]?s [0-9]+% \\| [0-9.]+ [um]?s [0-9]+%  r1 " snap viz/samples/ddp-2 --panel comm
 check_output "snapshot: the comm panel aligns the ranks by wall clock" 0 "clocks aligned by wall clock" snap viz/samples/ddp-2 --panel comm
+
+# ---------------------------------------------------------------- pipeline parallel (viz/samples/pp-4: 4 stages, 1f1b)
+pp4=viz/samples/pp-4
+# the marks a stage's pp spans of one step stand for, in the order the stage wrote (= ran) them: forward of
+# micro-batch k the digit k, its backward the letter a + k
+pp_marks() { # pp_marks STAGE STEP
+  grep '"name":"pp_' "$pp4/events.rank$1.jsonl" | grep "\"step\":$2," |
+    sed -E 's/.*"name":"pp_([a-z]+)".*"micro":([0-9]+),.*/\1 \2/' |
+    awk '{ printf "%s", $1 == "forward" ? sprintf("%d", $2 % 10) : sprintf("%c", 97 + $2 % 26) }'
+}
+# a stage's row of the drawn schedule, its idle cells dropped and each span's run of cells made one mark
+pp_row() { # pp_row STAGE SNAPSHOT_FILE
+  grep -E "^s$1 +r[0-9]+ +│" "$2" | sed 's/.*│//' | tr -d '. ' | sed -E 's/(.)\1+/\1/g'
+}
+pp_last=$(grep '"kind":"step"' "$pp4/events.rank0.jsonl" | tail -n 1 | sed -E 's/.*"step":([0-9]+),.*/\1/')
+snap "$pp4" --panel comm --width 160 --height 48 >"$work/pp.txt"
+check_output "pipeline: the comm panel draws the schedule of the newest step ($pp_last)" 0 \
+  "^pipeline schedule: 1f1b, 4 stages x 8 micro-batches, step $pp_last: .*clocks aligned by wall clock" cat "$work/pp.txt"
+for st in 0 1 2 3; do
+  want=$(pp_marks "$st" "$pp_last")
+  check "pipeline: stage $st's row runs the forwards and backwards in the order of its span events ($want)" \
+    test "$(pp_row "$st" "$work/pp.txt")" = "$want"
+done
+snap "$pp4" --panel comm --width 160 --height 48 --cursor 2 >"$work/pp2.txt"
+check "pipeline: --cursor 2 draws step 2's schedule, in its events' order on every stage" bash -c \
+  "grep -q '^pipeline schedule: .*, step 2 (cursor 2):' '$work/pp2.txt' && $(for st in 0 1 2 3; do
+     printf '[ \"%s\" = \"%s\" ] && ' "$(pp_row "$st" "$work/pp2.txt")" "$(pp_marks "$st" 2)"; done) true"
+check "pipeline: stage 0 starts with its 4 warm-up forwards and stage 3 alternates from its first (1F1B)" bash -c \
+  "grep -Eq '^s0 +r0 +│0+1+2+3+' '$work/pp.txt' && grep -Eq '^s3 +r3 +│\\.*0+a+1+b+' '$work/pp.txt'"
+step_pipe() { grep '"kind":"step"' "$pp4/events.rank$1.jsonl" | grep "\"step\":$pp_last," | sed -E "s/.*\"$2\":([0-9.e+-]+).*/\\1/"; }
+pct() { awk -v x="$1" 'BEGIN { printf "%.0f%%", 100 * x }'; }
+b0=$(pct "$(step_pipe 0 bubble)"); b3=$(pct "$(step_pipe 3 bubble)"); order=$(pct "$(step_pipe 0 bubble_schedule)")
+check_output "pipeline: the bubble line has (p-1)/(vm+p-1) = 3/11, the schedule's order ($order) and each stage's measured bubble (s0 $b0, s3 $b3)" 0 \
+  "^bubble \\(p-1\\)/\\(vm\\+p-1\\)=3/11 27%, order $order, measured s0 $b0 .* s3 $b3" cat "$work/pp.txt"
+sends=$(cat "$pp4"/events.rank*.jsonl | grep '"kind":"comm"' | grep '"op":"send"' | grep -c '"group":"pp"')
+embed=$(cat "$pp4"/events.rank*.jsonl | grep '"kind":"comm"' | grep -c '"group":"embed"')
+check_output "pipeline: the calls are counted by the group they ran on (pp send $sends, embed allreduce $embed)" 0 \
+  "^calls by group: pp .*send $sends.* \\| embed allreduce $embed" cat "$work/pp.txt"
+check_output "plot: a pipeline-parallel run gets the pipeline figure" 0 "wrote .*/pipeline.png and pipeline.svg" \
+  "$MIXPAR" plot "$pp4" --out "$work/pp-plots"
+check "plot: pipeline.dat holds every pp span of the step, stage by stage in the order run (stage 2: $(pp_marks 2 "$pp_last"))" bash -c \
+  "[ \$(grep -vc '^#' '$work/pp-plots/pipeline.dat') -eq \$(cat $pp4/events.rank*.jsonl | grep '\"name\":\"pp_' | grep -c '\"step\":$pp_last,') ] &&
+   [ \"\$(awk '\$1 == 2 { printf \"%s\", \$4 == 1 ? sprintf(\"%d\", \$5 % 10) : sprintf(\"%c\", 97 + \$5 % 26) }' '$work/pp-plots/pipeline.dat')\" = '$(pp_marks 2 "$pp_last")' ]"
+check_output "plot: its title gives the bubble measured per stage against (p-1)/(vm+p-1)" 0 \
+  "bubble: \\(p-1\\)/\\(vm\\+p-1\\) = 27%, the schedule''s order 27%, measured s0 $b0 .* s3 $b3" cat "$work/pp-plots/pipeline.gp"
+"$MIXPAR" trace "$pp4" -o "$work/pp-trace.json" >/dev/null
+check "trace: each rank of a pipeline run has a track named for its stage" bash -c \
+  "for r in 0 1 2 3; do grep -q \"\\\"pid\\\":\$r,\\\"tid\\\":3,\\\"args\\\":{\\\"name\\\":\\\"pipeline stage \$r\\\"}\" '$work/pp-trace.json' || exit 1; done"
+pp_spans=$(cat "$pp4"/events.rank*.jsonl | grep -c '"name":"pp_')
+check "trace: every pp span ($pp_spans) is a slice F<k> or B<k> on a stage's track" bash -c \
+  "[ \$(grep -Eo '\"name\":\"[FB][0-9]+\",\"ph\":\"X\",\"pid\":[0-9]+,\"tid\":3,' '$work/pp-trace.json' | wc -l) -eq $pp_spans ]"
+check_output "pipeline: at 80x24 every stage is drawn, with the bubble line" 0 "s3 +r3 +│.*bubble \\(p-1\\)" \
+  bash -c "'$MIXPAR' viz --snapshot '$pp4' --panel comm --width 80 --height 24 | tr '\\n' ' '"
+check_output "pipeline: so is it on the smallest screen (72x20)" 0 "^s3 +r3 +│" snap "$pp4" --panel comm --width 72 --height 20
 
 # ---------------------------------------------------------------- bad input: a message and exit 2
 mkdir -p "$work/empty" "$work/bad"

@@ -559,3 +559,20 @@ Test(viz_draw, memory_history_capacity_line_and_tags_over_plan) {
     vz_model_free(&m);
     vz_virtual_screen_end(sp);
 }
+
+Test(viz_draw, text_cut_short_ends_in_a_marker_padding_does_not) {
+    SCREEN *sp = screen(5, 20);
+    WINDOW *w = newwin(5, 20, 0, 0);
+    cr_assert_not_null(w);
+    int n = vz_text(w, 0, 0, 10, A_NORMAL, "%s", "loss 2.0110  val 2.0194");
+    cr_expect_eq(n, 10);
+    cr_expect_eq(cell(w, 0, 8), L'1', "the text up to the cut");
+    cr_expect_eq(cell(w, 0, 9), L'>', "got '%lc': the last column says more was left out", (wint_t)cell(w, 0, 9));
+    vz_text(w, 1, 0, 6, A_NORMAL, "%-12s", "abc"); /* only padding cut */
+    cr_expect_eq(cell(w, 1, 5), L' ', "cutting spaces loses nothing: no marker");
+    vz_text(w, 2, 15, 40, A_NORMAL, "%s", "window edge"); /* cut by the window, not maxw */
+    cr_expect_eq(cell(w, 2, 19), L'>');
+    delwin(w);
+    endwin();
+    delscreen(sp);
+}

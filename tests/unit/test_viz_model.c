@@ -313,3 +313,64 @@ Test(viz_model, exposed_communication_is_comm_time_with_no_compute_running) {
     cr_expect_float_eq(b.exposed_comm, 0.05, 1e-9, "%g", b.exposed_comm);
     vz_model_free(&m);
 }
+
+/* A pp span event of `stage` (rank == stage): forward or backward of micro-batch `micro` in step `step`. */
+static void pp_span(vz_model *m, int stage, int step, bool forward, int micro, double t0) {
+    char buf[320];
+    snprintf(buf, sizeof buf, "{\"v\":1,\"kind\":\"span\",\"rank\":%d,\"t\":%g,\"name\":\"%s\",\"step\":%d,\"t0\":%g,\"t1\":%g,"
+                              "\"stage\":%d,\"stages\":2,\"micro\":%d,\"micro_batches\":2,\"schedule\":\"1f1b\"}",
+             stage, t0 + 1, forward ? "pp_forward" : "pp_backward", step, t0, t0 + 0.5, stage, micro);
+    apply(m, stage, buf);
+}
+
+Test(viz_model, pipeline_spans_give_each_stage_its_schedule_and_the_newest_whole_step) {
+    vz_model m;
+    vz_model_init(&m);
+    /* step 1, 1F1B on 2 stages with 2 micro-batches: stage 0 F0 F1 B0 B1, stage 1 F0 B0 F1 B1 */
+    pp_span(&m, 0, 1, true, 0, 0), pp_span(&m, 0, 1, true, 1, 1);
+    pp_span(&m, 1, 1, true, 0, 1), pp_span(&m, 1, 1, false, 0, 2), pp_span(&m, 1, 1, true, 1, 3);
+    cr_expect_eq(vz_model_pipeline_step(&m, -1), -1, "stage 0 has not written its backwards yet: no whole step");
+    pp_span(&m, 0, 1, false, 0, 3), pp_span(&m, 0, 1, false, 1, 5), pp_span(&m, 1, 1, false, 1, 4);
+    cr_expect_eq(m.pp_stages, 2);
+    cr_expect_eq(m.pp_micro_batches, 2);
+    cr_expect_str_eq(m.pp_schedule, "1f1b");
+    cr_expect_eq(vz_model_stage_rank(&m, 1), 1);
+    cr_expect_eq(vz_model_pipeline_step(&m, -1), 1);
+    pp_span(&m, 0, 2, true, 0, 10); /* step 2 begun on stage 0 only: step 1 stays the newest whole one */
+    cr_expect_eq(vz_model_pipeline_step(&m, -1), 1);
+    size_t idx[8];
+    int n = vz_model_pipeline_spans(&m, 1, 1, idx, 8);
+    cr_assert_eq(n, 4);
+    const char want[] = "FBFB";
+    const int micro[] = {0, 0, 1, 1};
+    for (int i = 0; i < n; i++) {
+        const vz_span *s = vz_ring_at(&m.ranks[1].spans, idx[i]);
+        cr_expect_eq(s->kind == VZ_SPAN_FORWARD ? 'F' : 'B', want[i], "stage 1's span %d", i);
+        cr_expect_eq(s->micro, micro[i], "stage 1's span %d", i);
+    }
+    apply(&m, 1, "{\"v\":1,\"kind\":\"step\",\"rank\":1,\"t\":6,\"step\":1,\"loss\":2,\"pipeline\":{\"bubble\":0.4,"
+                 "\"bubble_schedule\":0.33,\"bubble_formula\":0.3333,\"in_flight\":1}}");
+    const vz_pipeline_step *p = vz_model_stage_pipeline(&m, 1, 1);
+    cr_assert_not_null(p, "rank 1's step event gives stage 1's bubble");
+    cr_expect_float_eq(p->bubble, 0.4, 1e-12);
+    cr_expect_float_eq(p->bubble_formula, 0.3333, 1e-12);
+    cr_expect_null(vz_model_stage_pipeline(&m, 1, 2), "no step 2 event yet");
+    vz_model_free(&m);
+}
+
+Test(viz_model, pipeline_spans_on_the_raw_monotonic_clock_are_moved_onto_the_event_clock) {
+    double t0, t1;
+    cJSON *ev = cJSON_Parse("{\"kind\":\"span\",\"t\":9.7,\"name\":\"pp_forward\",\"t0\":22938.5,\"t1\":22939.2}");
+    cr_assert(vz_span_times(ev, &t0, &t1));
+    cr_expect_float_eq(t1, 9.7, 1e-9, "a span ends when its event is written: t1 %g, expected t 9.7", t1);
+    cr_expect_float_eq(t1 - t0, 0.7, 1e-9, "and keeps its length: %g", t1 - t0);
+    cJSON_Delete(ev);
+    ev = cJSON_Parse("{\"kind\":\"span\",\"t\":0.2506,\"name\":\"forward\",\"t0\":0.2276,\"t1\":0.2396}");
+    cr_assert(vz_span_times(ev, &t0, &t1));
+    cr_expect_float_eq(t0, 0.2276, 1e-12, "a span on the event clock is left as written");
+    cr_expect_float_eq(t1, 0.2396, 1e-12);
+    cJSON_Delete(ev);
+    ev = cJSON_Parse("{\"kind\":\"span\",\"t\":1,\"t0\":0.5}");
+    cr_expect_not(vz_span_times(ev, &t0, &t1), "no t1: not a span to draw");
+    cJSON_Delete(ev);
+}
