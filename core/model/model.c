@@ -1129,6 +1129,8 @@ void model_recompute_block(model *m, int l) {
         block_forward(m, l, block_input(m, l), false);
     }
     /* LAB 18 END */
+    if (keep == MODEL_KEEP_NO_SCORES) /* a shard's autocast stores the probabilities rounded, as forward did */
+        rnd(m, m->acts[l].att, (size_t)m->B * m->T * m->dims.NH * m->T);
     m->recomputing = false;
 }
 

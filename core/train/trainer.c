@@ -989,11 +989,13 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
                lay.chunks > 1 ? "virtual stages" : "stages");
         for (int st = 0; st <= lay.pp * lay.chunks; st++) printf(" %d", first[st]);
         printf("\n(samples, histograms and checkpoints are not run under model parallel)\n");
-        if (scaler)
-            printf("precision: %s (%s); loss scaler %s from %g; shards compute in %s\n",
-                   amp_recipe_get(precision->recipe)->name, precision->source,
-                   amp_scaler_kind_get(precision->scaler.kind)->name, scaler->scale,
+        if (scaler) {
+            char from[32] = "";
+            if (scaler->cfg.kind != AMP_SCALER_NONE) snprintf(from, sizeof from, " from %g", scaler->scale);
+            printf("precision: %s (%s); loss scaler %s%s; shards compute in %s\n", amp_recipe_get(precision->recipe)->name,
+                   precision->source, amp_scaler_kind_get(precision->scaler.kind)->name, from,
                    model_compute_name(model_get_compute(mp_step_model(s, 0))));
+        }
     }
     loader vl; /* every rank reads the same validation batches: the loss is the pipeline's, the same on all */
     loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
