@@ -869,7 +869,7 @@ static model_act_slot slot_of_model(const model *m) {
 
 void model_use_act_slot(model *m, int slot) {
     MP_ASSERT(slot >= 0 && slot < 4096, "activation slot %d", slot);
-    MP_ASSERT(!m->lowp, "activation slots are fp32 only");
+    MP_ASSERT(!m->lowp || m->is_shard, "activation slots are on the fp32 path only (a shard's autocast runs there)");
     if (slot == m->slot) return;
     if (slot >= m->nslots) {
         int n = slot + 1;
@@ -922,6 +922,13 @@ static void tp_sum(model *m, float *x, size_t n) {
     if (m->shard.tp_size > 1) m->shard.tp_sum(m->shard.tp_ctx, x, n);
 }
 
+/* Autocast on a shard (model_lowp.c): the matmuls' weights as this forward reads them (the rounded cache),
+ * and x rounded in place to the compute format. Both leave the fp32 path as it is when m->lowp is NULL. */
+static const float *mm_weight(const model *m, const float *param) {
+    return m->lowp ? model_lowp_shard_weight(m, param) : param;
+}
+static void rnd(const model *m, float *x, size_t n) { model_lowp_round(m, x, n); }
+
 /* Row-parallel: out (N, OC) = sum over tp of inp (N, K) @ weight^T (K this rank's input columns), then
  * the bias, once (g). On one rank matmul_forward itself. */
 static void row_parallel_forward(model *m, float *out, const float *inp, const float *weight, const float *bias, int N,
@@ -957,30 +964,44 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
     size_t NC = (size_t)N * C;
     PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
                 model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N));
+    rnd(m, a->ln1, NC);
     report(m, l, "ln1", a->ln1, NC);
-    PROF_KERNEL("matmul_fwd:qkv", prof_cost_matmul_forward(N, C, d->QKV), matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, d->QKV));
-    if (c->arch == MODEL_LLAMA) rope_forward(a->qkv, B, T, d->NH, d->KVH, HS, c->rope_theta);
+    PROF_KERNEL("matmul_fwd:qkv", prof_cost_matmul_forward(N, C, d->QKV),
+                matmul_forward(a->qkv, a->ln1, mm_weight(m, w->qkvw), mm_weight(m, w->qkvb), N, C, d->QKV));
+    rnd(m, a->qkv, (size_t)N * d->QKV);
+    if (c->arch == MODEL_LLAMA) {
+        rope_forward(a->qkv, B, T, d->NH, d->KVH, HS, c->rope_theta);
+        rnd(m, a->qkv, (size_t)N * d->QKV);
+    }
     report(m, l, "qkv", a->qkv, (size_t)N * d->QKV);
     PROF_KERNEL("attention_fwd", prof_cost_attention_forward(B, T, d->NH, HS),
                 attention_forward(a->atty, a->att, a->qkv, B, T, d->NH, d->KVH, HS));
+    rnd(m, a->att, (size_t)N * d->NH * T);
+    rnd(m, a->atty, (size_t)N * d->ATT);
     report(m, l, "att", a->att, (size_t)N * d->NH * T);
     report(m, l, "atty", a->atty, (size_t)N * d->ATT);
     PROF_KERNEL("matmul_fwd:attproj", prof_cost_matmul_forward(N, d->ATT, C),
-                row_parallel_forward(m, proj, a->atty, w->attprojw, w->attprojb, N, d->ATT, C));
+                row_parallel_forward(m, proj, a->atty, mm_weight(m, w->attprojw), mm_weight(m, w->attprojb), N, d->ATT, C));
+    rnd(m, proj, NC);
     PROF_KERNEL("residual_fwd", prof_cost_elementwise(NC, 1, 2, 1), residual_forward(a->res2, residual, proj, (long)N * C));
     report(m, l, "res2", a->res2, NC);
     PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
                 model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N));
+    rnd(m, a->ln2, NC);
     report(m, l, "ln2", a->ln2, NC);
-    PROF_KERNEL("matmul_fwd:fc", prof_cost_matmul_forward(N, C, d->FC), matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, d->FC));
+    PROF_KERNEL("matmul_fwd:fc", prof_cost_matmul_forward(N, C, d->FC),
+                matmul_forward(a->fch, a->ln2, mm_weight(m, w->fcw), mm_weight(m, w->fcb), N, C, d->FC));
+    rnd(m, a->fch, (size_t)N * d->FC);
     report(m, l, "fch", a->fch, (size_t)N * d->FC);
     if (c->arch == MODEL_GPT2)
         PROF_KERNEL("gelu_fwd", prof_cost_elementwise((double)N * d->F, 9, 1, 1), gelu_forward(a->fch_act, a->fch, (long)N * d->F));
     else swiglu_forward(a->fch_act, a->fch, N, d->F);
+    rnd(m, a->fch_act, (size_t)N * d->F);
     report(m, l, "fch_act", a->fch_act, (size_t)N * d->F);
     if (!to_output) return;
     PROF_KERNEL("matmul_fwd:fcproj", prof_cost_matmul_forward(N, d->F, C),
-                row_parallel_forward(m, proj, a->fch_act, w->fcprojw, w->fcprojb, N, d->F, C));
+                row_parallel_forward(m, proj, a->fch_act, mm_weight(m, w->fcprojw), mm_weight(m, w->fcprojb), N, d->F, C));
+    rnd(m, proj, NC);
     PROF_KERNEL("residual_fwd", prof_cost_elementwise(NC, 1, 2, 1), residual_forward(a->res3, a->res2, proj, (long)N * C));
     report(m, l, "res3", a->res3, NC);
 }
@@ -1072,12 +1093,8 @@ float model_forward_stage(model *m, const int *inputs, const float *hidden_in, c
     MP_ASSERT(d->embed ? inputs != NULL : hidden_in != NULL, "a stage's forward needs %s",
               d->embed ? "tokens" : "the previous stage's hidden state");
     model_check_batch(m, d->embed ? inputs : NULL, d->head ? targets : NULL, B, T);
-    if (m->lowp) {
-        if (m->is_shard)
-            MP_FAIL_HINT("fp32 compute with tensor or pipeline parallel", "use precision recipe fp32 (or "
-                         "tensor_model_parallel_size = pipeline_model_parallel_size = 1)", "a low-precision compute mode");
-        return model_lowp_forward(m, inputs, targets, B, T);
-    }
+    if (m->lowp && !m->is_shard) return model_lowp_forward(m, inputs, targets, B, T);
+    if (m->lowp) model_lowp_shard_cast(m); /* a shard's autocast: this forward's weights, rounded */
     ensure_acts(m, B, T);
     const model_config *c = &m->cfg;
     int N = B * T, C = c->C;
@@ -1107,9 +1124,12 @@ float model_forward_stage(model *m, const int *inputs, const float *hidden_in, c
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
     PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
                 model_norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N));
+    rnd(m, g->lnf, (size_t)N * C);
     model_act_computed(m, c->L, "lnf", g->lnf, (size_t)N * C);
     /* tp: column-parallel head (f before it: the identity forward), this rank's vocabulary columns */
-    PROF_KERNEL("matmul_fwd:head", prof_cost_matmul_forward(N, C, d->Vp), matmul_forward(g->logits, g->lnf, m->w.head, NULL, N, C, d->Vp));
+    PROF_KERNEL("matmul_fwd:head", prof_cost_matmul_forward(N, C, d->Vp),
+                matmul_forward(g->logits, g->lnf, mm_weight(m, m->w.head), NULL, N, C, d->Vp));
+    rnd(m, g->logits, (size_t)N * d->Vp);
     model_act_computed(m, c->L, "logits", g->logits, (size_t)N * d->Vp);
 
     if (!targets) return 0.0f;
@@ -1134,7 +1154,7 @@ const float *model_stage_output(const model *m) {
 }
 
 const float *model_logits(model *m, int b, int t) {
-    if (m->lowp) return model_lowp_logits(m, b, t);
+    if (m->lowp && !m->is_shard) return model_lowp_logits(m, b, t);
     MP_ASSERT(m->act_memory && m->dims.head && m->shard.tp_size == 1 && b >= 0 && b < m->B && t >= 0 && t < m->T,
               "logits of (%d, %d) outside the last batch (or on a shard without the whole head)", b, t);
     return m->ga.logits + ((size_t)b * m->T + t) * m->cfg.Vp;
@@ -1145,7 +1165,7 @@ const float *model_logits(model *m, int b, int t) {
 void model_recompute_block(model *m, int l) {
     model_keep keep = model_keep_of(m, l);
     if (keep == MODEL_KEEP_ALL) return;
-    MP_ASSERT(m->act_memory && !m->lowp && l >= 0 && l < m->cfg.L, "recompute of block %d without fp32 activations", l);
+    MP_ASSERT(m->act_memory && (!m->lowp || m->is_shard) && l >= 0 && l < m->cfg.L, "recompute of block %d without fp32 activations", l);
     m->recomputing = true;
     /* LAB 18 BEGIN recompute a block's forward before its backward: all of it from its stored input, or only the attention probabilities */
     const model_dims *d = &m->dims;
@@ -1157,6 +1177,8 @@ void model_recompute_block(model *m, int l) {
         block_forward(m, l, block_input(m, l), false);
     }
     /* LAB 18 END */
+    if (keep == MODEL_KEEP_NO_SCORES) /* a shard's autocast stores the probabilities rounded, as forward did */
+        rnd(m, m->acts[l].att, (size_t)m->B * m->T * m->dims.NH * m->T);
     m->recomputing = false;
 }
 
@@ -1164,7 +1186,7 @@ void model_backward(model *m, float loss_scale) { model_backward_stage(m, loss_s
 
 void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, float *dhidden_in) {
     MP_ASSERT(m->have_targets, "model_backward needs a forward pass with targets first");
-    if (m->lowp) {
+    if (m->lowp && !m->is_shard) {
         model_lowp_backward(m, loss_scale);
         return;
     }
@@ -1186,10 +1208,12 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
             PROF_KERNEL("crossentropy_bwd", prof_cost_crossentropy_backward(N, c->V, c->Vp),
                         crossentropy_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, c->V, c->Vp));
         else model_vocab_parallel_loss_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, d->Vp, d->v0, c->V);
+        rnd(m, dlogits, (size_t)N * d->Vp); /* autocast: a matmul's output gradient in its format */
         memset(g->dln, 0, NC * sizeof(float));
         PROF_KERNEL("matmul_bwd:head", prof_cost_matmul_backward(N, C, d->Vp),
-                    matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, m->w.head, N, C, d->Vp));
+                    matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, mm_weight(m, m->w.head), N, C, d->Vp));
         tp_sum(m, g->dln, NC); /* f's backward: the column-parallel head's input gradient */
+        rnd(m, g->dln, NC);
         memset(g->dres, 0, NC * sizeof(float));
         PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
                     model_norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, block_input(m, d->last), m->w.lnfw,
@@ -1208,33 +1232,53 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         layer_params *dw = &m->layer_g[l];
         layer_acts *a = &m->acts[l];
         const float *residual = block_input(m, l);
+        /* Autocast: the residual's gradient enters each projection's backward rounded (dln is free scratch
+         * here); in fp32 the projections read dres itself. */
+        const float *dproj = g->dres;
+        if (m->lowp) {
+            memcpy(g->dln, g->dres, NC * sizeof(float));
+            rnd(m, g->dln, NC);
+            dproj = g->dln;
+        }
         /* MLP branch: res3 = res2 + fcproj(act(fc(norm2(res2)))) */
         memset(g->dfch_act, 0, (size_t)N * d->F * sizeof(float));
         PROF_KERNEL("matmul_bwd:fcproj", prof_cost_matmul_backward(N, d->F, C),
-                    matmul_backward(g->dfch_act, dw->fcprojw, dw->fcprojb, g->dres, a->fch_act, w->fcprojw, N, d->F, C));
+                    matmul_backward(g->dfch_act, dw->fcprojw, dw->fcprojb, dproj, a->fch_act, mm_weight(m, w->fcprojw),
+                                    N, d->F, C));
+        rnd(m, g->dfch_act, (size_t)N * d->F);
         memset(g->dfch, 0, (size_t)N * d->FC * sizeof(float));
         if (c->arch == MODEL_GPT2)
             PROF_KERNEL("gelu_bwd", prof_cost_elementwise((double)N * d->F, 14, 2, 2),
                         gelu_backward(g->dfch, a->fch, g->dfch_act, (long)N * d->F));
         else swiglu_backward(g->dfch, g->dfch_act, a->fch, N, d->F);
+        rnd(m, g->dfch, (size_t)N * d->FC);
         memset(g->dln, 0, NC * sizeof(float));
         PROF_KERNEL("matmul_bwd:fc", prof_cost_matmul_backward(N, C, d->FC),
-                    matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, a->ln2, w->fcw, N, C, d->FC));
+                    matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, a->ln2, mm_weight(m, w->fcw), N, C, d->FC));
         tp_sum(m, g->dln, NC); /* f's backward: fc is column-parallel */
+        rnd(m, g->dln, NC);
         PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
                     model_norm_backward(m, g->dres, dw->ln2w, dw->ln2b, g->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N));
         /* attention branch: res2 = res + attproj(attention(qkv(norm1(res)))) */
+        if (m->lowp) {
+            memcpy(g->dln, g->dres, NC * sizeof(float));
+            rnd(m, g->dln, NC);
+        }
         memset(g->datty, 0, (size_t)N * d->ATT * sizeof(float));
         PROF_KERNEL("matmul_bwd:attproj", prof_cost_matmul_backward(N, d->ATT, C),
-                    matmul_backward(g->datty, dw->attprojw, dw->attprojb, g->dres, a->atty, w->attprojw, N, d->ATT, C));
+                    matmul_backward(g->datty, dw->attprojw, dw->attprojb, dproj, a->atty, mm_weight(m, w->attprojw), N,
+                                    d->ATT, C));
+        rnd(m, g->datty, (size_t)N * d->ATT);
         memset(g->dqkv, 0, (size_t)N * d->QKV * sizeof(float));
         PROF_KERNEL("attention_bwd", prof_cost_attention_backward(B, T, d->NH, HS),
                     attention_backward(g->dqkv, g->datty, a->qkv, a->att, B, T, d->NH, d->KVH, HS));
         if (c->arch == MODEL_LLAMA) rope_backward(g->dqkv, B, T, d->NH, d->KVH, HS, c->rope_theta);
+        rnd(m, g->dqkv, (size_t)N * d->QKV);
         memset(g->dln, 0, NC * sizeof(float));
         PROF_KERNEL("matmul_bwd:qkv", prof_cost_matmul_backward(N, C, d->QKV),
-                    matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, w->qkvw, N, C, d->QKV));
+                    matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, mm_weight(m, w->qkvw), N, C, d->QKV));
         tp_sum(m, g->dln, NC); /* f's backward: qkv is column-parallel */
+        rnd(m, g->dln, NC);
         PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
                     model_norm_backward(m, g->dres, dw->ln1w, dw->ln1b, g->dln, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, N));
         model_grads_ready(m, l);

@@ -202,7 +202,7 @@ model_shard model_shard_whole(const model_config *cfg);
 void model_shard_check(const model_config *cfg, const model_shard *sh);
 /* A model holding only this shard's tensors (MEM_PARAM, MEM_GRAD); model_init gives each tensor the
  * values of its slice of the whole model's model_init (same seed), so a sharded run starts exactly where
- * one rank starts. fp32 compute only (model_lowp.h refuses a sharded model). */
+ * one rank starts. Compute fp32, or bf16 / fp16 autocast (model_lowp.h: model_set_precision on a shard). */
 model *model_create_shard(const model_config *cfg, const model_shard *sh);
 const model_shard *model_get_shard(const model *m);
 bool model_is_shard(const model *m);                  /* tp > 1 or not all blocks */

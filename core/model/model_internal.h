@@ -143,5 +143,11 @@ void model_lowp_drop_activations(model *m); /* frees the stored activations and 
 /* Reserved models: the weight cache of params[offset, offset + n) made (committed and cast) or dropped. */
 void model_lowp_cast_range(model *m, size_t offset, size_t n);
 void model_lowp_drop_range(model *m, size_t offset, size_t n);
+/* A shard's autocast (model_lowp.c, "autocast on a shard"): bf16 or fp16 on the fp32 path. The cast cache
+ * made again from the weights (each forward); the cached, rounded copy of one of the model's parameters
+ * (NULL for NULL); x rounded in place to the compute format (nothing while the model computes in fp32). */
+void model_lowp_shard_cast(model *m);
+const float *model_lowp_shard_weight(const model *m, const float *param);
+void model_lowp_round(const model *m, float *x, size_t n);
 
 #endif

@@ -588,12 +588,58 @@ void model_lowp_free(model_lowp *lp) {
     free(lp);
 }
 
+/* ------------------------------------------------------------------ autocast on a shard
+ * A tensor- or pipeline-parallel shard (model_is_shard) runs model.c's fp32 path, which knows the shard's
+ * sizes, its tp reductions, its stage's hand-offs and its activation slots, with autocast's roundings at
+ * the same places as this file's path: the matmuls read weights rounded into a cast cache at each forward
+ * and inputs rounded to the format, their outputs are rounded, norms, softmax statistics and the loss
+ * compute in fp32 on rounded inputs, the residual stream is carried in fp32; in backward the gradient
+ * entering each matmul is rounded first (where fp16 overflows or underflows) and the input gradients it
+ * makes are rounded too. Weight gradients accumulate in fp32. What differs from the path above: the
+ * activations are kept in fp32 buffers holding the rounded values (the same numbers, 4 bytes each, so
+ * MEM_ACT does not halve), and a row-parallel output is summed over tp in fp32 before it is rounded. */
+static void set_shard_autocast(model *m, const model_precision *p) {
+    if (p->compute != MODEL_COMPUTE_BF16 && p->compute != MODEL_COMPUTE_FP16)
+        MP_FAIL_HINT("compute fp32, bf16 or fp16 on a tensor- or pipeline-parallel shard",
+                     "tf32 and fp8 run on the whole model only (tensor_model_parallel_size = "
+                     "pipeline_model_parallel_size = 1); use recipe bf16 or fp16", "compute %s on a shard",
+                     model_compute_name(p->compute));
+    model_lowp *lp = calloc(1, sizeof *lp);
+    MP_ASSERT(lp, "out of memory");
+    lp->prec = *p;
+    lp->owner = m;
+    lp->esz = 2;
+    lp->fmt = p->compute == MODEL_COMPUTE_FP16 ? LOWP_FP16 : LOWP_BF16;
+    lp->rounding = calloc((size_t)m->cfg.L + 2, sizeof *lp->rounding);
+    MP_ASSERT(lp->rounding, "out of memory");
+    lp->w32 = mem_alloc(m->nparams * sizeof(float), MEM_OTHER, "autocast weight cache of a shard (rounded, in fp32)");
+    m->lowp = lp;
+}
+
+void model_lowp_shard_cast(model *m) {
+    model_lowp *lp = m->lowp;
+    memcpy(lp->w32, m->params, m->nparams * sizeof(float));
+    round_in_place(lp, lp->w32, m->nparams);
+}
+
+const float *model_lowp_shard_weight(const model *m, const float *param) {
+    return param ? m->lowp->w32 + (param - m->params) : NULL;
+}
+
+void model_lowp_round(const model *m, float *x, size_t n) {
+    if (m->lowp) round_in_place(m->lowp, x, n);
+}
+
 void model_set_precision(model *m, const model_precision *p) {
     if (p->compute < 0 || p->compute >= MODEL_NCOMPUTE) MP_FAIL("a compute mode", "mode %d", (int)p->compute);
     model_lowp_free(m->lowp);
     m->lowp = NULL;
     m->have_targets = false;
     if (p->compute == MODEL_COMPUTE_FP32) return;
+    if (m->is_shard) {
+        set_shard_autocast(m, p);
+        return;
+    }
     /* The fp32 activations are not used in a low-precision mode: give their memory back. */
     mem_free(m->act_memory);
     m->act_memory = NULL;

@@ -28,7 +28,12 @@
  *
  * The weights are cast to the low format at the start of every forward pass into a cast cache (MEM_OTHER,
  * 2 bytes per parameter; 4 for tf32 and fp8, which keep the rounded values in fp32), as autocast caches
- * the casts of the weights within one forward. */
+ * the casts of the weights within one forward.
+ *
+ * A tensor- or pipeline-parallel shard (model_create_shard) takes bf16 and fp16 (tf32 and fp8: exit 2):
+ * the same roundings at the same places, on the fp32 path that knows the shard's tp reductions and
+ * pipeline hand-offs, with the activations' rounded values kept in fp32 buffers (model_lowp.c, "autocast
+ * on a shard"): the numbers of autocast, not its activation memory. */
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,7 @@
 /* mp_checkpoint.c: a dp x tp x pp run's shards saved as ranges of the whole model's buffers (ckpt_sharded), loaded back on any mesh by range reads. */
 #include "train/mp_checkpoint.h"
 
+#include "amp/scaler.h"
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -294,6 +295,22 @@ void mp_checkpoint_load(mp_step *s, const char *path, mp_checkpoint_progress *pr
     progress->loader_epoch = meta_number(&src, "loader_epoch");
     progress->loader_batch = meta_number(&src, "loader_batch");
     progress->loader_rows = meta_value(&src, "loader_rows") ? meta_number(&src, "loader_rows") : 0;
+    amp_scaler *scaler = mp_step_scaler(s);
+    if (scaler) { /* the loss scale and its counters resume where they were, as in a data-parallel run */
+        amp_kv keys[AMP_SCALER_NSTATE], got[AMP_SCALER_NSTATE];
+        int n = amp_scaler_save_state(scaler, keys), found = 0;
+        for (int i = 0; i < n; i++) {
+            const char *value = meta_value(&src, keys[i].key);
+            if (!value) continue;
+            snprintf(got[found].key, sizeof got[found].key, "%s", keys[i].key);
+            snprintf(got[found].value, sizeof got[found].value, "%s", value);
+            found++;
+        }
+        data_err err;
+        if (!amp_scaler_load_state(scaler, got, found, &err))
+            MP_FAIL_HINT(err.expected, "resume with the precision settings the checkpoint was written with", "%s: %s",
+                         path, err.found);
+    }
     free(weights.p);
     free(state.p);
     for (int b = 0; b < 3; b++) mem_free(src.whole[b]);

@@ -65,7 +65,8 @@ typedef struct {
  * fills *progress from the metadata. path is a sharded checkpoint directory written by any mesh or by a
  * ZeRO/FSDP data-parallel run, or one safetensors file of a 1-rank run (or `mixpar checkpoint
  * consolidate`'s). A model of another shape, a missing buffer or a damaged shard: exit 2 on every rank,
- * naming the file. The copies are bytes: what was saved is what is loaded, bit for bit. */
+ * naming the file. The copies are bytes: what was saved is what is loaded, bit for bit. Under a mixed-precision
+ * recipe the loss scaler's state (saved in the metadata, keys loss_scaler.*) is restored too. */
 void mp_checkpoint_load(mp_step *s, const char *path, mp_checkpoint_progress *progress);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "dist/tp.h"
+#include "model/model_lowp.h"
 #include "optim/clip.h"
 
 #include <math.h>
@@ -29,6 +30,12 @@ struct mp_step {
     int nupdate;
     size_t *shard;       /* (v) elements of one dp rank's shard of chunk j (ceil(n_j / dp)) */
     float *gather;       /* (dp x the largest shard) the all-gather's buffer (MEM_COMM) */
+    /* mixed precision (mp_step_set_amp) */
+    const amp_recipe_info *amp; /* NULL: fp32 */
+    amp_scaler scaler;
+    clip_span *clips;    /* (v) each chunk's whole gradient buffer, for the unscale */
+    long attempts;       /* mp_step_run calls so far */
+    long inject_at;      /* mp_step_inject_inf's attempt, or -1 */
 };
 
 /* The sum of one double per rank, added in rank order on every rank (comm.h has no fp64: the doubles
@@ -103,6 +110,7 @@ mp_step *mp_step_create(comm_t *world, const model_config *cfg, const mp_layout 
                              !model_tensor_is_tied_copy(s->m[j], &t[i]);
         }
     }
+    s->inject_at = -1;
     s->zero1 = lay->zero_stage == 1 && s->mesh->dp_size > 1;
     if (!s->zero1) {
         s->update = s->spans, s->nupdate = s->nspans;
@@ -162,8 +170,29 @@ void mp_step_free(mp_step *s) {
     free(s->shard);
     mem_free(s->gather);
     free(s->first);
+    free(s->clips);
     free(s);
 }
+
+void mp_step_set_amp(mp_step *s, amp_recipe recipe, const amp_scaler_config *scaler) {
+    const amp_recipe_info *info = amp_recipe_get(recipe);
+    if (recipe == AMP_RECIPE_FP32) return;
+    if (!info->autocast || info->fp8_matmul || (info->low != &FP_BF16 && info->low != &FP_FP16))
+        MP_FAIL_HINT("precision recipe fp32, bf16 or fp16 with tensor or pipeline parallel",
+                     "the shards compute under autocast with fp32 weights; recipes that store the weights low "
+                     "(bf16-pure, fp16-o2) and tf32 / fp8 matmuls are not wired up for shards", "recipe %s",
+                     info->name);
+    model_precision prec = {.compute = info->low == &FP_FP16 ? MODEL_COMPUTE_FP16 : MODEL_COMPUTE_BF16};
+    for (int j = 0; j < s->v; j++) model_set_precision(s->m[j], &prec);
+    s->amp = info;
+    amp_scaler_init(&s->scaler, scaler);
+    s->clips = calloc((size_t)s->v, sizeof *s->clips);
+    MP_ASSERT(s->clips, "out of memory");
+    for (int j = 0; j < s->v; j++) s->clips[j] = (clip_span){model_grads(s->m[j]), model_num_params(s->m[j])};
+}
+
+amp_scaler *mp_step_scaler(mp_step *s) { return s->amp ? &s->scaler : NULL; }
+void mp_step_inject_inf(mp_step *s, long attempt) { s->inject_at = attempt; }
 
 mesh_t *mp_step_mesh(mp_step *s) { return s->mesh; }
 int mp_step_chunks(const mp_step *s) { return s->v; }
@@ -177,11 +206,44 @@ size_t mp_step_params(const mp_step *s) {
     return n;
 }
 
+/* The global norm of the gradients (each piece counted once over the mp group: tp x pp), the clip, the
+ * optimizer on this rank's spans (ZeRO-1: its pieces, then the dp all-gather). Returns whether it stepped:
+ * a non-finite norm (the same on every rank) skips. */
+static bool clip_and_update(mp_step *s, mp_step_result *r, double lr) {
+    double local = 0;
+    for (int i = 0; i < s->nspans; i++)
+        if (s->in_norm[i]) local += clip_sum_squares(s->spans[i].grad, s->spans[i].n);
+    r->grad_norm = clip_norm_finish(sum_over(s->mesh->mp, local));
+    if (!clip_norm_is_finite(r->grad_norm)) return false; /* the same norm on every rank: the same decision */
+    float scale = s->grad_clip > 0 ? clip_scale_for(r->grad_norm, s->grad_clip) : 1.0f;
+    r->clipped = scale != 1.0f;
+    if (r->clipped)
+        for (int j = 0; j < s->v; j++) clip_scale(model_grads(s->m[j]), model_num_params(s->m[j]), scale);
+    optim_step(&s->opt, &s->state, s->update, s->nupdate, lr);
+    if (s->zero1) gather_shards(s);
+    return true;
+}
+
+/* The end of an AMP step (mp_step.h, "Mixed precision"): unscale, found_inf over the mesh, clip and step
+ * or skip, the scaler's update. */
+static void amp_finish(mp_step *s, mp_step_result *r, double lr) {
+    if (s->inject_at == s->attempts && s->v > 0 && s->clips[0].n > 0) s->clips[0].data[0] = INFINITY;
+    r->found_inf_local = amp_scaler_unscale(&s->scaler, s->clips, s->v);
+    float flag = r->found_inf_local ? 1.0f : 0.0f; /* a skip anywhere on the mesh is a skip everywhere */
+    comm_allreduce(s->mesh->world, &flag, &flag, 1, COMM_FP32, COMM_MAX, COMM_ALGO_NATIVE);
+    bool found_inf = flag != 0.0f;
+    r->grad_norm = NAN;
+    if (!found_inf && !clip_and_update(s, r, lr)) found_inf = true; /* finite everywhere, yet an inf norm */
+    r->update = amp_scaler_update(&s->scaler, found_inf);
+    r->skipped = r->update.skipped;
+}
+
 mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, int B, int T, double lr, long step) {
     mp_step_result r = {0};
     mesh_t *mesh = s->mesh;
     for (int j = 0; j < s->v; j++) model_zero_grad(s->m[j]);
-    r.loss = pp_run(s->pipe, inputs, targets, B, T, 1.0f, step);
+    float loss_scale = s->amp ? amp_scaler_scale(&s->scaler) : 1.0f;
+    r.loss = pp_run(s->pipe, inputs, targets, B, T, loss_scale, step);
     pp_sum_tied_grads(s->pipe);
     if (mesh->dp_size > 1) {
         for (int j = 0; j < s->v; j++)
@@ -189,19 +251,13 @@ mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, in
                            COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
         comm_allreduce(mesh->dp, &r.loss, &r.loss, 1, COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
     }
-    /* The norm of the whole model's gradient: each piece counted once over the mp group (tp x pp). */
-    double local = 0;
-    for (int i = 0; i < s->nspans; i++)
-        if (s->in_norm[i]) local += clip_sum_squares(s->spans[i].grad, s->spans[i].n);
-    r.grad_norm = clip_norm_finish(sum_over(mesh->mp, local));
-    r.skipped = !clip_norm_is_finite(r.grad_norm); /* the same norm on every rank: the same decision */
-    if (r.skipped) return r;
-    float scale = s->grad_clip > 0 ? clip_scale_for(r.grad_norm, s->grad_clip) : 1.0f;
-    r.clipped = scale != 1.0f;
-    if (r.clipped)
-        for (int j = 0; j < s->v; j++) clip_scale(model_grads(s->m[j]), model_num_params(s->m[j]), scale);
-    optim_step(&s->opt, &s->state, s->update, s->nupdate, lr);
-    if (s->zero1) gather_shards(s);
+    if (s->amp) {
+        amp_finish(s, &r, lr);
+    } else {
+        r.skipped = !clip_and_update(s, &r, lr);
+        r.update = (amp_update){.skipped = r.skipped, .scale = 1, .next_scale = 1, .status = AMP_SCALER_OK};
+    }
+    s->attempts++;
     return r;
 }
 

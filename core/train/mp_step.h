@@ -2,6 +2,8 @@
 #ifndef MIXPAR_TRAIN_MP_STEP_H
 #define MIXPAR_TRAIN_MP_STEP_H
 
+#include "amp/policy.h"
+#include "amp/scaler.h"
 #include "base/events.h"
 #include "dist/mesh.h"
 #include "dist/pp.h"
@@ -28,7 +30,19 @@
  *      flat buffer only, updates those elements, and the dp group all-gathers the updated weights: the
  *      same arithmetic, so the same weights, with the state dp times smaller.
  * The loss (mean over the micro-batches, from the last stage) is averaged over dp and is the same on
- * every rank: what the step event reports. Checkpoints: train/mp_checkpoint.h (any mesh loads any mesh's). */
+ * every rank: what the step event reports. Checkpoints: train/mp_checkpoint.h (any mesh loads any mesh's).
+ *
+ * Mixed precision (mp_step_set_amp): the autocast recipes of amp/policy.h, fp32 weights (the optimizer's
+ * master copy) with bf16 or fp16 compute in every shard (model_lowp.h on a shard), and the recipe's loss
+ * scaler (amp/scaler.h). The step then runs as the data-parallel trainer's AMP step (train/step.c):
+ *   1. the pipeline's backward starts from the loss times S (pp_run's loss_scale);
+ *   2. tied-embedding and dp reductions as above, of the scaled gradients;
+ *   3. each rank unscales its own gradients once (amp_scaler_unscale: x 1/S and its own found_inf), then
+ *      found_inf is agreed over the whole mesh (MAX over the world: an overflow on one tp rank or one
+ *      stage skips the step on every rank);
+ *   4. not skipped: the global norm of the unscaled gradients (each parameter once, as in step 4 above),
+ *      the clip and the optimizer; skipped: weights, moments and the optimizer's step count untouched;
+ *   5. amp_scaler_update with the agreed found_inf on every rank: the same scale everywhere next step. */
 typedef struct {
     int dp, tp, pp;        /* the mesh's shape; dp x tp x pp = world size */
     int micro_batches;     /* m: micro-batches per step per dp rank (gradient accumulation) */
@@ -40,8 +54,10 @@ typedef struct {
 
 typedef struct {
     float loss;            /* mean over the micro-batches and the dp ranks */
-    double grad_norm;      /* global, before clipping */
+    double grad_norm;      /* global, before clipping (of the unscaled gradients; NaN on an AMP skip) */
     bool clipped, skipped;
+    bool found_inf_local;  /* AMP: this rank's own finding, before the mesh agreed */
+    amp_update update;     /* the scale this step used and the next one's (1 and 1 without AMP) */
 } mp_step_result;
 
 typedef struct mp_step mp_step;
@@ -55,6 +71,15 @@ mp_step *mp_step_create(comm_t *world, const model_config *cfg, const mp_layout 
 void mp_step_free(mp_step *s);
 /* inputs, targets: this dp rank's m x (B,T) rows (read on the first and the last stage). */
 mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, int B, int T, double lr, long step);
+/* Mixed precision: recipe fp32 (nothing changes), or an autocast recipe computing in bf16 or fp16 (bf16,
+ * fp16) with the scaler `scaler`. Exits 2 naming the recipe for the others (bf16-pure and fp16-o2 store the
+ * weights low; tf32 and fp8 run on the whole model only). Call after mp_step_create, before the first step. */
+void mp_step_set_amp(mp_step *s, amp_recipe recipe, const amp_scaler_config *scaler);
+amp_scaler *mp_step_scaler(mp_step *s); /* NULL without AMP; checkpoints save and restore its state */
+/* A planted overflow (lab 17's MIXPAR_INJECT_INF for the mesh): at step attempt `attempt` (0 for the first
+ * mp_step_run, skipped ones counted) this rank's first gradient becomes inf after the reductions, before
+ * the unscale, so only this rank finds it. -1: none. AMP only. */
+void mp_step_inject_inf(mp_step *s, long attempt);
 mesh_t *mp_step_mesh(mp_step *s);
 int mp_step_chunks(const mp_step *s);        /* v */
 model *mp_step_model(mp_step *s, int chunk); /* this rank's chunk (0 .. v-1) */

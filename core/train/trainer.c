@@ -865,7 +865,9 @@ static void check_model_parallel(const train_config *cfg, const amp_setup *preci
         bool refused;
         const char *what, *hint;
     } limits[] = {
-        {precision->recipe != AMP_RECIPE_FP32, "precision recipe fp32", "the shards compute in fp32 only"},
+        {precision->recipe != AMP_RECIPE_FP32 && precision->recipe != AMP_RECIPE_BF16 && precision->recipe != AMP_RECIPE_FP16,
+         "precision recipe fp32, bf16 or fp16", "the shards compute under autocast with fp32 weights; bf16-pure, "
+         "fp16-o2, tf32 and fp8 are not wired up for shards"},
         {cfg->zero.stage > 1 || cfg->fsdp.enabled, "zero_optimization.stage 0 or 1 and no fsdp section",
          "over the dp group gradients are allreduced and ZeRO-1 can shard the optimizer states; ZeRO-2/3 and "
          "FSDP are not wired up"},
@@ -906,9 +908,14 @@ static void save_model_parallel(mp_step *s, const char *dir, const train_config 
     snprintf(epoch, sizeof epoch, "%llu", (unsigned long long)at.epoch);
     snprintf(batch, sizeof batch, "%llu", (unsigned long long)at.batch);
     snprintf(rows, sizeof rows, "%d", cfg->micro_batch * mp_step_mesh(s)->dp_size);
-    const ckpt_meta meta[6] = {{"config", config_json}, {"step", steps}, {"optim_step", optim_step},
-                               {"loader_epoch", epoch}, {"loader_batch", batch}, {"loader_rows", rows}};
-    mp_checkpoint_save(s, dir, meta, 6, NULL);
+    ckpt_meta meta[6 + AMP_SCALER_NSTATE] = {{"config", config_json}, {"step", steps}, {"optim_step", optim_step},
+                                             {"loader_epoch", epoch}, {"loader_batch", batch}, {"loader_rows", rows}};
+    int nmeta = 6;
+    amp_kv scaler_state[AMP_SCALER_NSTATE];
+    if (mp_step_scaler(s)) /* the loss scale and its counters resume where they were */
+        for (int i = 0, k = amp_scaler_save_state(mp_step_scaler(s), scaler_state); i < k; i++)
+            meta[nmeta++] = (ckpt_meta){scaler_state[i].key, scaler_state[i].value};
+    mp_checkpoint_save(s, dir, meta, nmeta, NULL);
     free(config_json);
     const mesh_t *mesh = mp_step_mesh(s);
     char shard[4300];
@@ -924,7 +931,7 @@ static void save_model_parallel(mp_step *s, const char *dir, const train_config 
 
 static trainer_summary run_model_parallel(train_config *cfg, const model_config *mc, const tokfile *train_tokens,
                                           const tokfile *val_tokens, comm_t *comm, const trainer_options *opt,
-                                          bool quiet) {
+                                          const amp_setup *precision, bool quiet) {
     trainer_summary sum = {.last_val_loss = NAN};
     int world = comm ? comm_size(comm) : 1, rank = comm ? comm_rank(comm) : 0;
     MP_ASSERT(comm, "tensor or pipeline parallel on one rank (the batch rule refuses it)");
@@ -947,6 +954,19 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
                                                                  : opt->resume;
     ev_writer *ev = resume_from ? ev_open_append(cfg->train.run_dir, rank) : ev_open(cfg->train.run_dir, rank);
     mp_step *s = mp_step_create(comm, mc, &lay, &cfg->optimizer, cfg->gradient_clipping, cfg->train.seed, ev);
+    mp_step_set_amp(s, precision->recipe, &precision->scaler);
+    const amp_scaler *scaler = mp_step_scaler(s);
+    const char *inject = getenv("MIXPAR_INJECT_INF"); /* RANK:STEP, as lab 17's: a gradient overflow on one rank */
+    if (inject && *inject) {
+        int r, at, used = 0;
+        if (sscanf(inject, "%d:%d%n", &r, &at, &used) != 2 || inject[used] || r < 0 || at < 1)
+            MP_FAIL("MIXPAR_INJECT_INF=RANK:STEP under tensor or pipeline parallel (whole numbers, STEP from 1)",
+                    "'%s'", inject);
+        if (!scaler)
+            MP_FAIL_HINT("a mixed-precision recipe with MIXPAR_INJECT_INF=RANK:STEP", "the fp32 path has no found_inf step",
+                         "MIXPAR_INJECT_INF with recipe fp32");
+        if (r == rank) mp_step_inject_inf(s, at - 1);
+    }
     mesh_t *mesh = mp_step_mesh(s);
     for (int j = 0; j < mp_step_chunks(s); j++)
         model_set_recompute(mp_step_model(s, j), (model_recompute)cfg->ckpt.policy, cfg->ckpt.every_k);
@@ -1012,6 +1032,13 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     if (lay.chunks > 1) ev_ints(ev, "chunk_blocks", blocks, (size_t)(2 * nchunks));
     ev_int(ev, "shard_params", (long long)mp_step_params(s));
     ev_object_end(ev);
+    ev_object_begin(ev, "precision");
+    ev_str(ev, "recipe", amp_recipe_get(precision->recipe)->name);
+    ev_str(ev, "source", precision->source);
+    ev_str(ev, "scaler", amp_scaler_kind_get(precision->scaler.kind)->name);
+    ev_num(ev, "init_scale", precision->scaler.kind == AMP_SCALER_NONE ? 1 : precision->scaler.init_scale);
+    ev_str(ev, "compute", model_compute_name(model_get_compute(mp_step_model(s, 0))));
+    ev_object_end(ev);
     ev_json(ev, "config", config_json);
     ev_end(ev);
     free(config_json);
@@ -1032,6 +1059,13 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
         if (cfg->train.checkpoint_interval > 0)
             printf("checkpoints every %ld steps: every rank's shard in %s/ (any mesh resumes it; 'mixpar checkpoint "
                    "consolidate' makes one file)\n", (long)cfg->train.checkpoint_interval, sharded_path);
+        if (scaler) {
+            char from[32] = "";
+            if (scaler->cfg.kind != AMP_SCALER_NONE) snprintf(from, sizeof from, " from %g", scaler->scale);
+            printf("precision: %s (%s); loss scaler %s%s; shards compute in %s\n", amp_recipe_get(precision->recipe)->name,
+                   precision->source, amp_scaler_kind_get(precision->scaler.kind)->name, from,
+                   model_compute_name(model_get_compute(mp_step_model(s, 0))));
+        }
     }
     loader vl; /* every rank reads the same validation batches: the loss is the pipeline's, the same on all */
     loader_init(&vl, val_tokens, 0, val_tokens->token_count, B, T, LOADER_SEQUENTIAL, cfg->train.seed, NULL);
@@ -1055,8 +1089,13 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
         ev_num(ev, "loss", r.loss);
         ev_num(ev, "lr", lr);
         ev_num(ev, "grad_norm", r.grad_norm);
-        ev_num(ev, "scale", 1);
+        ev_num(ev, "scale", r.update.scale);
         ev_bool(ev, "skipped", r.skipped);
+        if (scaler) {
+            ev_num(ev, "next_scale", r.update.next_scale);
+            ev_bool(ev, "found_inf_local", r.found_inf_local);
+            ev_int(ev, "skipped_total", scaler->skipped);
+        }
         ev_num(ev, "tokens_per_s", per_step * lay.dp / dt);
         ev_object_begin(ev, "pipeline");
         ev_num(ev, "bubble", ps->bubble);
@@ -1068,8 +1107,10 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
         ev_end(ev);
         long done = step + 1;
         if (!quiet && (done % cfg->train.log_interval == 0 || done == 1 || done == cfg->train.steps)) {
-            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %6.3f%s | bubble %.2f (schedule %.2f) | %7.0f tok/s\n",
-                   done, cfg->train.steps, r.loss, lr, r.grad_norm, r.skipped ? " (skipped: not finite)" : "",
+            char scale[48] = "";
+            if (scaler && scaler->cfg.kind != AMP_SCALER_NONE) snprintf(scale, sizeof scale, " | scale %g", r.update.scale);
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %6.3f%s%s | bubble %.2f (schedule %.2f) | %7.0f tok/s\n",
+                   done, cfg->train.steps, r.loss, lr, r.grad_norm, r.skipped ? " (skipped: not finite)" : "", scale,
                    ps->bubble, ps->bubble_schedule, per_step * lay.dp / dt);
             fflush(stdout);
         }
@@ -1163,7 +1204,7 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     tokenizer_load(&tok, vocab_path, NULL);
     check_sample_prompt(cfg, &tok, vocab_path, comm);
     if (model_parallel) {
-        sum = run_model_parallel(cfg, &mc, train_tokens, val_tokens, comm, opt, quiet);
+        sum = run_model_parallel(cfg, &mc, train_tokens, val_tokens, comm, opt, &precision, quiet);
         tokenizer_free(&tok);
         tokfile_close(train_tokens);
         tokfile_close(val_tokens);

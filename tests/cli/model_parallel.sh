@@ -2,7 +2,7 @@
 # model_parallel.sh: `mixpar train` on dp x tp x pp meshes of real MPI ranks trains the losses of one rank
 # (GPT-2 on 2x2x2 with 1f1b and with interleaved + ZeRO-1, LLaMA with GQA on 1x2x2 with gpipe, within 1e-5
 # relative over 20 steps); the pipeline's span events show 1F1B holding at most p micro-batches and GPipe
-# all m; invalid meshes exit 2.
+# all m; fp16 on 1x2x2 skips a step with an inf planted on one rank on every rank; invalid meshes exit 2.
 # `mixpar plan --tp --pp --micro-batches` gives each stage's bytes per rank and the bubble.
 # The 8-rank meshes 1x2x4 (1f1b, gpipe, interleaved), 2x4x1 and 1x1x8 of both models are
 # tests/mpi/test_model_parallel.c's.
@@ -108,7 +108,27 @@ bad "interleaved without model chunks" 'at least 2 pipeline stages and 2 model c
 bad "interleaved with micro-batches not a multiple of the stages" '6 micro-batches on 4 stages' 4 \
   pipeline_model_parallel_size=4 pipeline_schedule=interleaved num_layers_per_virtual_pipeline_stage=1 \
   train_batch_size=6 model.layers=8
-bad "a low-precision recipe" 'precision recipe fp32' 2 tensor_model_parallel_size=2 bf16.enabled=true
+bad "a recipe that stores the weights low" 'precision recipe fp32, bf16 or fp16' 2 tensor_model_parallel_size=2 \
+  precision.recipe=bf16-pure
+
+# ---------------------------------------------------------------- mixed precision on the mesh
+# fp16 (DeepSpeed's section, no hysteresis) on dp 1 x tp 2 x pp 2 with an inf planted in world rank 3's gradients
+# (tp 1 of stage 1) at step 5: every rank skips step 5, only rank 3 found it, the scale halves everywhere.
+# The losses' match with one rank under bf16 and fp16 is tests/mpi/test_model_parallel.c's.
+dir=$(MIXPAR_INJECT_INF=3:5 run_mesh gpt2 4 2 2 1f1b fp16.enabled=true fp16.initial_scale_power=10 fp16.hysteresis=1 \
+  train.steps=8)
+check_output "model parallel fp16: the run event names the recipe and the shards' compute" 0 \
+  '"precision":\{"recipe":"fp16",.*"scaler":"deepspeed","init_scale":1024,"compute":"fp16"\}' head -n 1 "$dir/events.rank2.jsonl"
+step_field() { grep '"kind":"step"' "$1" | grep "\"step\":$2," | sed -E "s/.*\"$3\":([^,}]+).*/\1/"; }
+skips=""
+for r in 0 1 2 3; do skips+="$(step_field "$dir/events.rank$r.jsonl" 5 skipped)$(step_field "$dir/events.rank$r.jsonl" 4 skipped) "; done
+check "model parallel fp16: step 5 skipped and step 4 taken on all 4 ranks ($skips)" test "$skips" = "truefalse truefalse truefalse truefalse "
+found=""
+for r in 0 1 2 3; do found+="$(step_field "$dir/events.rank$r.jsonl" 5 found_inf_local) "; done
+check "model parallel fp16: only rank 3 found the inf itself ($found)" test "$found" = "false false false true "
+scales=""
+for r in 0 1 2 3; do scales+="$(step_field "$dir/events.rank$r.jsonl" 5 scale)/$(step_field "$dir/events.rank$r.jsonl" 6 scale) "; done
+check "model parallel fp16: every rank halves the same scale after the skip ($scales)" test "$scales" = "1024/512 1024/512 1024/512 1024/512 "
 
 # ---------------------------------------------------------------- mixpar plan --tp --pp --micro-batches
 check_output "plan: the bubble of 4 stages and 8 micro-batches is 3/11" 0 'bubble +\(p-1\)/\(m\+p-1\) = 3/11 = 0\.273' \

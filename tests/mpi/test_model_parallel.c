@@ -1,10 +1,14 @@
-/* test_model_parallel.c: GPT-2 and LLaMA tiny models trained on dp x tp x pp meshes of real ranks give one rank's losses; pipeline schedules' bubble and in-flight micro-batches. */
+/* test_model_parallel.c: GPT-2 and LLaMA tiny models trained on dp x tp x pp meshes of real ranks give one rank's losses and gradient norms, in fp32 and under the bf16 and fp16 recipes; an overflow on one rank skips the step on all; pipeline schedules' bubble and in-flight micro-batches. */
 #include "mpi_check.h"
 
+#include "amp/policy.h"
+#include "amp/scaler.h"
 #include "base/events.h"
 #include "base/mem.h"
 #include "dist/pp.h"
+#include "fp/accumulate.h"
 #include "model/model.h"
+#include "model/model_lowp.h"
 #include "train/mp_step.h"
 #include "train/step.h"
 
@@ -16,6 +20,9 @@
 
 enum { STEPS = 20, ROWS = 8, T = 16 }; /* a step's global batch: ROWS sequences of T tokens */
 static const double LR = 3e-3, CLIP = 1.0, TOLERANCE = 1e-5;
+/* The gradient norm's: TOLERANCE at the first step; later ones wider, as a norm of small gradients moves
+ * more than the loss once the ranks' summation orders have trained slightly different weights. */
+static const double NORM_TOLERANCE = 1e-3;
 static const uint64_t SEED = 1234;
 
 typedef struct {
@@ -44,20 +51,61 @@ static void make_batch(int step, int V, int *inputs, int *targets) {
     }
 }
 
-/* One rank's losses: train_step (the single-rank trainer's step) over ROWS micro-batches of 1 row. */
-static void reference_losses(const model_config *cfg, const optim_config *opt, float *losses) {
+/* The loss scaler a recipe runs with here: none for fp32 and bf16; for fp16 PyTorch's GradScaler from 2^10,
+ * growing every 4 clean steps, so the scale changes during a run (and never overflows this tiny model). */
+static amp_scaler_config test_scaler(amp_recipe recipe) {
+    if (recipe != AMP_RECIPE_FP16) return amp_scaler_kind_get(AMP_SCALER_NONE)->defaults;
+    amp_scaler_config c = amp_scaler_kind_get(AMP_SCALER_PYTORCH)->defaults;
+    c.init_scale = 1024, c.growth_interval = 4;
+    return c;
+}
+
+/* Per step: the loss, the global gradient norm (before clipping) and the loss scale used. */
+typedef struct {
+    float loss[STEPS];
+    double norm[STEPS];
+    float scale[STEPS];
+} run_trace;
+
+/* One rank's run: train_step (the single-rank trainer's step) over ROWS micro-batches of 1 row, the whole
+ * model computing in the recipe's mode (model_lowp.c's path for bf16 and fp16). */
+static void reference_run(const model_config *cfg, const optim_config *opt, amp_recipe recipe, run_trace *out) {
     model *m = model_create(cfg);
     model_init(m, SEED);
     train_step ts;
     train_step_init(&ts, m, opt, CLIP);
+    if (recipe != AMP_RECIPE_FP32) {
+        model_precision prec = {.compute = recipe == AMP_RECIPE_FP16 ? MODEL_COMPUTE_FP16 : MODEL_COMPUTE_BF16};
+        model_set_precision(m, &prec);
+        amp_scaler_config sc = test_scaler(recipe);
+        train_step_set_amp(&ts, recipe, &sc, false, SEED);
+    }
     int *in = xmalloc(ROWS * T * sizeof(int)), *tg = xmalloc(ROWS * T * sizeof(int));
     for (int s = 0; s < STEPS; s++) {
         make_batch(s, cfg->V, in, tg);
-        losses[s] = train_step_run(&ts, in, tg, 1, T, ROWS, LR).loss;
+        train_step_result r = train_step_run(&ts, in, tg, 1, T, ROWS, LR);
+        out->loss[s] = r.loss, out->norm[s] = r.grad_norm, out->scale[s] = r.update.scale;
     }
     free(in), free(tg);
     train_step_free(&ts);
     model_free(m);
+}
+
+/* Rank 0's reference run, on every rank. */
+static void shared_reference(const model_config *cfg, const optim_config *opt, amp_recipe recipe, run_trace *out) {
+    if (rank == 0) reference_run(cfg, opt, recipe, out);
+    MPI_Bcast(out, sizeof *out, MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+/* The worst relative difference of two series over the steps (NaN stays worst), and where it was. */
+static double worst_rel(const double *got, const double *want, int n, int *at) {
+    double worst = 0;
+    *at = 0;
+    for (int i = 0; i < n; i++) {
+        double rel = fabs(got[i] - want[i]) / fabs(want[i]);
+        if (!(rel <= worst)) worst = rel, *at = i;
+    }
+    return worst;
 }
 
 typedef struct {
@@ -75,7 +123,7 @@ enum { NCASES = sizeof cases / sizeof cases[0] };
 
 /* Trains one model on one mesh and compares with the reference; checks the pipeline's in-flight count.
  * Returns this rank's most activation bytes (MEM_ACT) during the last step. */
-static size_t run_case(const tiny_model *tm, const mesh_case *mc, const optim_config *opt, const float *reference,
+static size_t run_case(const tiny_model *tm, const mesh_case *mc, const optim_config *opt, const run_trace *ref,
                        ev_writer *ev) {
     int m = ROWS / mc->dp; /* micro-batches per dp rank: the global batch stays ROWS rows of 1 */
     mp_layout lay = {.dp = mc->dp, .tp = mc->tp, .pp = mc->pp, .micro_batches = m, .schedule = mc->schedule,
@@ -90,23 +138,31 @@ static size_t run_case(const tiny_model *tm, const mesh_case *mc, const optim_co
         complain("optimizer state %zu bytes for a shard of %zu parameters (ZeRO-%d over dp %d)", optim,
                  mp_step_params(s), mc->zero, mc->dp);
     int *in = xmalloc(ROWS * T * sizeof(int)), *tg = xmalloc(ROWS * T * sizeof(int));
-    double worst = 0;
-    int worst_step = 0;
-    float got_at_worst = 0;
+    double loss[STEPS], ref_loss[STEPS], norm[STEPS];
     for (int step = 0; step < STEPS; step++) {
         make_batch(step, tm->cfg.V, in, tg);
         size_t mine = (size_t)mesh->dp_rank * m * T; /* this dp rank's rows */
         mp_step_result r = mp_step_run(s, in + mine, tg + mine, 1, T, LR, step);
-        double rel = fabs((double)r.loss - reference[step]) / fabs((double)reference[step]);
-        if (!(rel <= worst)) worst = rel, worst_step = step, got_at_worst = r.loss; /* NaN stays worst */
+        loss[step] = r.loss, norm[step] = r.grad_norm, ref_loss[step] = ref->loss[step];
     }
+    int worst_step;
+    double worst = worst_rel(loss, ref_loss, STEPS, &worst_step);
     if (!(worst <= TOLERANCE))
         complain("step %d: loss %.7f, one rank %.7f (relative %.2e > %.0e): a shard's slice, a missing tp "
-                 "reduction or a wrong pipeline hand-off", worst_step, got_at_worst, reference[worst_step], worst,
+                 "reduction or a wrong pipeline hand-off", worst_step, loss[worst_step], ref_loss[worst_step], worst,
                  TOLERANCE);
-    reportf("%s on dp%d x tp%d x pp%d (%s, %d micro-batches%s%s): %d losses within %.0e of one rank (worst %.1e)",
-            tm->name, mc->dp, mc->tp, mc->pp, pp_schedule_names[mc->schedule], m, mc->chunks > 1 ? ", 2 chunks" : "",
-            mc->zero ? ", ZeRO-1 over dp" : "", STEPS, TOLERANCE, worst);
+    int norm_step;
+    double norm_worst = worst_rel(norm, ref->norm, STEPS, &norm_step), first_norm = fabs(norm[0] - ref->norm[0]) / ref->norm[0];
+    if (!(first_norm <= TOLERANCE) || !(norm_worst <= NORM_TOLERANCE))
+        complain("step %d: gradient norm %.7f, one rank %.7f (relative %.2e > %.0e): each parameter must count "
+                 "once (tp-replicated norms' weights on one tp rank, the tied copy not at all, stages summed)",
+                 first_norm <= TOLERANCE ? norm_step + 1 : 1, first_norm <= TOLERANCE ? norm[norm_step] : norm[0],
+                 first_norm <= TOLERANCE ? ref->norm[norm_step] : ref->norm[0],
+                 first_norm <= TOLERANCE ? norm_worst : first_norm, first_norm <= TOLERANCE ? NORM_TOLERANCE : TOLERANCE);
+    reportf("%s on dp%d x tp%d x pp%d (%s, %d micro-batches%s%s): %d losses within %.0e of one rank (worst %.1e), "
+            "gradient norms within %.0e at step 1 (%.1e) and %.0e after (%.1e)", tm->name, mc->dp, mc->tp, mc->pp,
+            pp_schedule_names[mc->schedule], m, mc->chunks > 1 ? ", 2 chunks" : "", mc->zero ? ", ZeRO-1 over dp" : "",
+            STEPS, TOLERANCE, worst, TOLERANCE, first_norm, NORM_TOLERANCE, norm_worst);
 
     /* In flight: GPipe holds all m micro-batches' activations; 1F1B at most min(p - s, m) <= p; interleaved
      * what its order says (chunk-micro-batches of 1/v of the stage's blocks each). */
@@ -133,6 +189,141 @@ static size_t run_case(const tiny_model *tm, const mesh_case *mc, const optim_co
     free(in), free(tg);
     mp_step_free(s);
     return act;
+}
+
+/* ---------------------------------------------------------------- mixed precision on the mesh */
+
+/* Per-recipe tolerances against one rank running the same recipe on the whole model: the shards' sums run
+ * in another order (tp splits the matmuls' inner sums, dp the micro-batches' sum), so a value near a
+ * rounding boundary of bf16 (8 significant bits) or fp16 (11) can round the other way, and 20 steps of
+ * training carry it on. */
+typedef struct {
+    amp_recipe recipe;
+    double loss_tol, norm_tol;
+} amp_tolerance;
+static const amp_tolerance amp_tolerances[] = {
+    {AMP_RECIPE_BF16, 1e-2, 1.5e-1},
+    {AMP_RECIPE_FP16, 3e-3, 1e-1},
+};
+enum { FIRST_NORM_TOLERANCE_PPM = 1000 }; /* the first step's norm, before training carries differences on */
+
+/* Watches a shard's activations as forward computes them (model_act_probe): under autocast every one that
+ * a matmul reads or writes, the attention probabilities and the MLP activation hold values of the format;
+ * only the residual stream (encoded, res2, res3) is carried in fp32. */
+typedef struct {
+    const fp_format *fmt;
+    size_t checked, outside;
+    char first[64];
+} format_probe;
+
+static void check_in_format(void *ctx, int layer, const char *name, float *x, size_t n) {
+    format_probe *p = ctx;
+    if (!strcmp(name, "encoded") || !strcmp(name, "res2") || !strcmp(name, "res3")) return;
+    for (size_t i = 0; i < n; i++, p->checked++)
+        if (fp_round_to(p->fmt, x[i]) != x[i] && !p->outside++)
+            snprintf(p->first, sizeof p->first, "%s of layer %d: %.9g", name, layer, x[i]);
+}
+
+/* One mesh of 8 ranks trained under a recipe (mp_step_set_amp) for STEPS steps: its trace. */
+static void mesh_run(const tiny_model *tm, const mesh_case *mc, const optim_config *opt, amp_recipe recipe,
+                     long inject_rank, long inject_at, run_trace *out, bool *local_inf, bool *skipped) {
+    int m = ROWS / mc->dp;
+    mp_layout lay = {.dp = mc->dp, .tp = mc->tp, .pp = mc->pp, .micro_batches = m, .schedule = mc->schedule,
+                     .chunks = mc->chunks, .zero_stage = mc->zero};
+    mp_step *s = mp_step_create(world, &tm->cfg, &lay, opt, CLIP, SEED, NULL);
+    amp_scaler_config sc = test_scaler(recipe);
+    mp_step_set_amp(s, recipe, &sc);
+    if (rank == inject_rank) mp_step_inject_inf(s, inject_at);
+    format_probe probe = {.fmt = amp_recipe_get(recipe)->low};
+    for (int j = 0; j < mp_step_chunks(s); j++) model_set_act_probe(mp_step_model(s, j), check_in_format, &probe);
+    mesh_t *mesh = mp_step_mesh(s);
+    int *in = xmalloc(ROWS * T * sizeof(int)), *tg = xmalloc(ROWS * T * sizeof(int));
+    size_t n = mp_step_params(s);
+    float *before = xmalloc(n * sizeof(float));
+    for (int step = 0; step < STEPS; step++) {
+        make_batch(step, tm->cfg.V, in, tg);
+        size_t mine = (size_t)mesh->dp_rank * m * T;
+        if (step == inject_at) memcpy(before, model_params(mp_step_model(s, 0)), n * sizeof(float));
+        mp_step_result r = mp_step_run(s, in + mine, tg + mine, 1, T, LR, step);
+        out->loss[step] = r.loss, out->norm[step] = r.grad_norm, out->scale[step] = r.update.scale;
+        if (local_inf) local_inf[step] = r.found_inf_local;
+        if (skipped) skipped[step] = r.skipped;
+        if (step == inject_at && r.skipped && memcmp(before, model_params(mp_step_model(s, 0)), n * sizeof(float)))
+            complain("step %d was skipped but this rank's weights changed", step + 1);
+    }
+    if (!probe.checked || probe.outside)
+        complain("%zu of %zu activation values are not %s values (first: %s): the shard does not compute in %s",
+                 probe.outside, probe.checked, probe.fmt->name, probe.first, probe.fmt->name);
+    free(before), free(in), free(tg);
+    mp_step_free(s);
+}
+
+/* bf16 and fp16 on a 2x2x2 mesh give one rank's losses, norms and loss scales within the recipe's
+ * tolerance, and are nearer to them than to the fp32 run's (the shards really compute in the format). */
+static void check_recipe_on_mesh(const tiny_model *tm, const optim_config *opt, const run_trace *fp32) {
+    const mesh_case mc = {2, 2, 2, PP_1F1B, 1, 0};
+    for (size_t k = 0; k < sizeof amp_tolerances / sizeof amp_tolerances[0]; k++) {
+        const amp_tolerance *tol = &amp_tolerances[k];
+        const char *name = amp_recipe_get(tol->recipe)->name;
+        run_trace ref, got;
+        shared_reference(&tm->cfg, opt, tol->recipe, &ref);
+        mesh_run(tm, &mc, opt, tol->recipe, -1, -1, &got, NULL, NULL);
+        double loss[STEPS], want[STEPS], base[STEPS];
+        for (int i = 0; i < STEPS; i++) loss[i] = got.loss[i], want[i] = ref.loss[i], base[i] = fp32->loss[i];
+        int at, norm_at, base_at;
+        double worst = worst_rel(loss, want, STEPS, &at), norm_worst = worst_rel(got.norm, ref.norm, STEPS, &norm_at);
+        double from_fp32 = worst_rel(loss, base, STEPS, &base_at); /* for the report: how far fp32 is */
+        if (!(worst <= tol->loss_tol))
+            complain("%s step %d: loss %.6f, one rank %.6f (relative %.2e > %.0e)", name, at + 1, loss[at], want[at],
+                     worst, tol->loss_tol);
+        else if (!(norm_worst <= tol->norm_tol))
+            complain("%s step %d: gradient norm %.6f, one rank %.6f (relative %.2e > %.0e): the norm of the unscaled "
+                     "gradients, each parameter once", name, norm_at + 1, got.norm[norm_at], ref.norm[norm_at],
+                     norm_worst, tol->norm_tol);
+        double first_norm = fabs(got.norm[0] - ref.norm[0]) / ref.norm[0];
+        if (!(first_norm <= FIRST_NORM_TOLERANCE_PPM * 1e-6))
+            complain("%s step 1: gradient norm %.6f, one rank %.6f (relative %.2e > %.0e): the norm of the unscaled "
+                     "gradients, each parameter once", name, got.norm[0], ref.norm[0], first_norm,
+                     FIRST_NORM_TOLERANCE_PPM * 1e-6);
+        for (int i = 0; i < STEPS; i++)
+            if (got.scale[i] != ref.scale[i]) {
+                complain("%s step %d: loss scale %g, one rank %g: the scaler must see one rank's found_inf", name, i + 1,
+                         got.scale[i], ref.scale[i]);
+                break;
+            }
+        reportf("%s on dp2 x tp2 x pp2 under %s: activations in %s, losses within %.0e of one rank's %s run (worst "
+                "%.1e; fp32 is %.1e away), gradient norms within %.2g (%.1e; step 1 %.1e), one rank's loss scales",
+                tm->name, name, name, tol->loss_tol, name, worst, from_fp32, tol->norm_tol, norm_worst, first_norm);
+    }
+}
+
+/* fp16 on 2x2x2 with an inf planted in the gradients of world rank 5 alone (dp 0, tp 1, stage 1) at step 3:
+ * only rank 5 finds it, every rank skips that step with the same scale, halves the scale, and keeps its
+ * weights; the other steps are taken. */
+static void check_planted_overflow(const tiny_model *tm, const optim_config *opt) {
+    const mesh_case mc = {2, 2, 2, PP_1F1B, 1, 0};
+    enum { PLANT_RANK = 5, PLANT_AT = 2 };
+    run_trace got;
+    bool local[STEPS], skipped[STEPS];
+    mesh_run(tm, &mc, opt, AMP_RECIPE_FP16, PLANT_RANK, PLANT_AT, &got, local, skipped);
+    for (int i = 0; i < STEPS; i++) {
+        bool plant = i == PLANT_AT;
+        if (local[i] != (plant && rank == PLANT_RANK))
+            complain("step %d: this rank's own found_inf %d, expected %d", i + 1, local[i], plant && rank == PLANT_RANK);
+        else if (skipped[i] != plant)
+            complain("step %d: skipped %d on this rank, expected %d (an overflow on rank %d skips every rank's step)",
+                     i + 1, skipped[i], plant, PLANT_RANK);
+    }
+    if (got.scale[PLANT_AT + 1] != got.scale[PLANT_AT] / 2)
+        complain("the step after the overflow used scale %g, expected %g / 2 (GradScaler's backoff)",
+                 got.scale[PLANT_AT + 1], got.scale[PLANT_AT]);
+    float scales[8 * STEPS];
+    MPI_Allgather(got.scale, STEPS, MPI_FLOAT, scales, STEPS, MPI_FLOAT, MPI_COMM_WORLD);
+    if (memcmp(scales, scales + (size_t)rank * STEPS, sizeof got.scale))
+        complain("this rank's loss scales differ from rank 0's");
+    reportf("%s on dp2 x tp2 x pp2 under fp16: an inf in rank %d's gradients at step %d skips the step on all 8 "
+            "ranks (weights kept, found_inf_local on rank %d only) and halves the same scale everywhere", tm->name,
+            PLANT_RANK, PLANT_AT + 1, PLANT_RANK);
 }
 
 /* The schedules' bubble from their order alone equals (p-1)/(m+p-1), with backward as long as forward
@@ -181,12 +372,11 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < sizeof tiny_models / sizeof tiny_models[0]; k++) {
         tiny_model *tm = &tiny_models[k];
         model_config_complete(&tm->cfg);
-        float reference[STEPS];
-        if (rank == 0) reference_losses(&tm->cfg, &opt, reference);
-        MPI_Bcast(reference, STEPS, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        run_trace reference;
+        shared_reference(&tm->cfg, &opt, AMP_RECIPE_FP32, &reference);
         size_t act[NCASES];
         for (int c = 0; c < NCASES; c++)
-            act[c] = run_case(tm, &cases[c], &opt, reference,
+            act[c] = run_case(tm, &cases[c], &opt, &reference,
                               k + 1 == sizeof tiny_models / sizeof tiny_models[0] && c == 2 ? ev : NULL);
         /* Cases 1 and 2 are the same 1x2x4 mesh with 8 micro-batches under 1f1b and gpipe: on the first
          * stage GPipe's activations (the allocator's MEM_ACT) are 8 micro-batches', 1F1B's 4 (p). */
@@ -197,6 +387,8 @@ int main(int argc, char **argv) {
                      stage, act[2], act[1], 4 - stage, want);
         reportf("%s on 1x2x4: gpipe's activation bytes (MEM_ACT) are m/min(p-s, m) times 1f1b's on every stage",
                 tm->name);
+        check_recipe_on_mesh(tm, &opt, &reference);
+        if (k == 0) check_planted_overflow(tm, &opt);
     }
     if (ev) ev_close(ev);
     comm_finalize(world);
