@@ -187,8 +187,8 @@ static int experiment(comm_t *world, int argc, char **argv) {
         }
     if (rank == 0) {
         printf("\n(batch: samples per rank, each of %d positions; train rms: the normalised values' error in training, "
-               "steps %d-%d;\n eval rms: with the running statistics; running var: its mean relative error; ranks' "
-               "means: how far apart\n the ranks' running means end, in sigmas; sorted: rank r's data shifted by "
+               "steps %d-%d;\n eval rms: with the running statistics; running var: its mean relative error; means apart:"
+               " how far apart\n the ranks' running means end, in sigmas; sorted: rank r's data shifted by "
                "(r - 1.5) sigma)\n", EXP_S, EXP_STEPS / 2 + 1, EXP_STEPS);
         exp_fp16_stats();
         fclose(tsv);
