@@ -175,13 +175,14 @@ if [ ! -x build/labs/lab25_worker ] || [ build/libmixpar.a -nt build/labs/lab25_
     make --no-print-directory -s build/labs/lab25_worker >&2
 fi
 rc=0
-needs_lab "$mixpar" run -n 4 -- build/labs/lab25_worker experiment "$out/batchnorm.tsv" > "$out/batchnorm.txt" 2>&1 || rc=$?
+"$mixpar" run -n 4 -- build/labs/lab25_worker experiment "$out/batchnorm.tsv" > "$out/batchnorm.txt" 2>&1 || rc=$?
 if [ "$rc" -eq 0 ]; then
     cat "$out/batchnorm.txt"
     bn_ok=1
 elif grep -q 'not done' "$out/batchnorm.txt"; then
     grep -m1 'not done' "$out/batchnorm.txt"
     todo=1
+    echo "  (this part runs once the lab 25 regions of core/ops/batchnorm.c are written; it needs no other lab)"
 else
     tail -5 "$out/batchnorm.txt"
     exit "$rc"
