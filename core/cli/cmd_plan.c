@@ -1,5 +1,6 @@
 /* cmd_plan.c: `mixpar plan`: the memory planner's command line: options, tables, --explain, --json, --tsv. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,13 @@ static void usage(FILE *out) {
             "                     buffer) of the rank's partition in host memory; shows device and host bytes\n"
             "  --device-memory M  say whether the plan fits in M bytes per rank: 24GB, 80GiB (GB = 1e9, GiB = 2^30)\n"
             "\n"
+            "compute budget (any of these adds it: FLOPs = 6 N D + 12 L s h D, time = FLOPs / (G x peak x MFU))\n"
+            "  --tokens D         training tokens: 300B, 1T, 2e12 (default: Chinchilla's 20 per parameter)\n"
+            "  --gpus G           GPUs training together (default 1)\n"
+            "  --peak P           dense FLOP/s of one GPU in the training format: 312T (A100 bf16, the default),\n"
+            "                     989T (H100 SXM bf16), 1.98e15\n"
+            "  --mfu U            model FLOPs utilisation, 0 < U <= 1 (default 0.4)\n"
+            "\n"
             "output\n"
             "  --presets          one row per preset, for this run setting\n"
             "  --explain          the formulas with this plan's numbers, and what is not counted\n"
@@ -65,7 +73,8 @@ static void usage(FILE *out) {
             "examples\n"
             "  mixpar plan --preset llama-1b --device-memory 24GB\n"
             "  mixpar plan --params 7.5B --world 64 --zero all --recipe fp16-mixed --optimizer adam\n"
-            "  mixpar plan --presets --recompute selective\n");
+            "  mixpar plan --presets --recompute selective\n"
+            "  mixpar plan --preset llama-7b --tokens 1T --gpus 2048 --mfu 0.5\n");
 }
 
 /* ================================================================== options */
@@ -87,6 +96,9 @@ typedef struct {
     int schedule;                   /* dist/pp.h's; -1 = not given */
     double device_memory; /* bytes; 0 = not given */
     const char *device_memory_text;
+    /* compute budget: shown when any is given */
+    bool budget;
+    plan_budget_in budget_in;
     /* output */
     plan_mode mode;
     plan_output output;
@@ -135,6 +147,34 @@ static const char *preset_name_at(int i) { return plan_preset_at(i)->name; }
 static const char *on_off_name_at(int i) { return i ? "on" : "off"; }
 static const char *schedule_name_at(int i) { return pp_schedule_names[i]; }
 
+/* --tokens, --gpus, --peak, --mfu into *in; false for any other option. Bad values stop with exit 2. */
+static bool parse_budget_option(const char *opt, const char *value, plan_budget_in *in) {
+    static const struct {
+        const char *name;
+        size_t field; /* offset of the double in plan_budget_in */
+        double min, max;
+        const char *expected, *hint;
+    } options[] = {
+        {"--tokens", offsetof(plan_budget_in, tokens), 1, 1e16, "a token count from 1 to 1e16, with an optional "
+         "K/M/B/T suffix", "e.g. --tokens 1T or --tokens 300B (leave it out for 20 tokens per parameter)"},
+        {"--gpus", offsetof(plan_budget_in, gpus), 1, 1e7, "a whole number of GPUs from 1 to 1e7", "e.g. --gpus 2048"},
+        {"--peak", offsetof(plan_budget_in, peak_flops), 1e6, 1e18, "FLOP/s of one GPU, from 1e6 to 1e18, with an "
+         "optional K/M/B/T suffix", "A100 bf16: 312T; H100 SXM bf16: 989T"},
+        {"--mfu", offsetof(plan_budget_in, mfu), 1e-6, 1, "a fraction 0 < MFU <= 1", "0.4 is a good large run; "
+         "write 40% as 0.4"},
+    };
+    for (size_t i = 0; i < sizeof options / sizeof *options; i++) {
+        if (strcmp(opt, options[i].name) != 0) continue;
+        double v;
+        bool whole = strcmp(opt, "--gpus") == 0;
+        if (!parse_count(value, &v) || !(v >= options[i].min && v <= options[i].max) || (whole && v != floor(v)))
+            MP_FAIL_HINT(options[i].expected, options[i].hint, "%s '%s'", opt, value);
+        *(double *)((char *)in + options[i].field) = v;
+        return true;
+    }
+    return false;
+}
+
 static void parse_options(int argc, char **argv, plan_options *o) {
     memset(o, 0, sizeof *o);
     o->arch = o->tied = o->recipe = o->optimizer = o->recompute = o->dropout = o->zero = o->schedule = -1;
@@ -167,7 +207,9 @@ static void parse_options(int argc, char **argv, plan_options *o) {
                    {"--recompute", &o->recompute, plan_recompute_from_name, recompute_name_at, PLAN_NRECOMPUTES},
                    {"--dropout", &o->dropout, on_off_from_name, on_off_name_at, 2},
                    {"--schedule", &o->schedule, pp_schedule_from_name, schedule_name_at, PP_NSCHEDULES}};
-    static const char *const others[] = {"--preset", "--params", "--zero", "--device-memory"};
+    static const char *const others[] = {"--preset", "--params", "--zero", "--device-memory",
+                                         "--tokens", "--gpus", "--peak", "--mfu"};
+    o->budget_in = (plan_budget_in){.tokens = 0, .gpus = 1, .peak_flops = 312e12, .mfu = 0.4};
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
     for (int i = 0; i < argc; i++) {
@@ -245,6 +287,8 @@ static void parse_options(int argc, char **argv, plan_options *o) {
                 MP_FAIL_HINT("ZeRO stage 0, 1, 2, 3 or 'all'",
                              "0 = plain data parallel; 1 shards optimizer states and master weights, 2 also "
                              "gradients, 3 also the weights", "--zero '%s'", value);
+        } else if (parse_budget_option(opt, value, &o->budget_in)) {
+            o->budget = true;
         } else { /* --device-memory */
             if (!parse_bytes(value, &o->device_memory) || o->device_memory < 1)
                 MP_FAIL_HINT("a memory size such as 24GB, 80GiB or 16e9", "GB = 1e9 bytes, GiB = 2^30 bytes",
@@ -407,6 +451,21 @@ static void print_host(const plan_run *run, const plan_result *r) {
            commas(partition * r->per_param[MEM_GRAD]), commas(partition * r->per_param[MEM_PARAM]));
 }
 
+/* The compute budget of training m on run->seq-token sequences, with the option's GPUs, peak and MFU. */
+static void print_budget(const plan_model *m, const plan_run *run, const plan_options *o) {
+    plan_budget b;
+    plan_training_budget(m, run->seq, &o->budget_in, &b);
+    const plan_budget_in *in = &o->budget_in;
+    printf("compute budget  N = %s parameters, D = %.4g tokens (%s), s = %llu\n", commas(b.params), b.tokens,
+           in->tokens > 0 ? "--tokens" : "Chinchilla: 20 per parameter", (unsigned long long)run->seq);
+    printf("  dense       6 N D        %12.4g FLOPs\n", b.dense_flops);
+    printf("  attention   12 L s h D   %12.4g FLOPs  (%.1f%% of the total)\n", b.attention_flops,
+           100 * b.attention_flops / b.total_flops);
+    printf("  total                    %12.4g FLOPs\n", b.total_flops);
+    printf("  time on %.0f GPU%s x %.4g FLOP/s x MFU %.2f: %.4g s = %.2f days (%.4g GPU-hours)\n\n", in->gpus,
+           in->gpus == 1 ? "" : "s", in->peak_flops, in->mfu, b.seconds, b.days, b.gpu_hours);
+}
+
 static void print_single_table(const plan_model *m, const plan_run *run, const plan_result *r,
                                const plan_options *o) {
     const plan_recipe_info *recipe = plan_recipe_get(run->recipe);
@@ -465,6 +524,10 @@ static void print_single_table(const plan_model *m, const plan_run *run, const p
     if (run->offload) print_host(run, r);
     printf("\n");
     print_fit(r->total_bytes, o);
+    if (o->budget) {
+        if (m) print_budget(m, run, o);
+        else printf("compute budget  needs a model (its L, h and the sequence length), not a bare --params count\n\n");
+    }
     if (!o->explain)
         printf("GB = 10^9 bytes, GiB = 2^30 bytes. 'mixpar plan ... --explain' shows the formulas and what is "
                "not counted.\n");

@@ -6,7 +6,7 @@
 #include "base/error.h"
 #include "base/lab.h"
 
-/* Lab 01 is the six regions below, one idea each. The tables they read (architectures, formats, recipes,
+/* Lab 01 is the seven regions below, one idea each. The tables they read (architectures, formats, recipes,
  * optimizers) are in tables.c; the checks that keep every product inside 64 bits are in check.c.
  * Letters as in plan.h: L h a g d F V T s b N Psi. */
 
@@ -184,4 +184,23 @@ void plan_compute(const plan_model *m, const plan_run *run, plan_result *out) {
     out->bytes[MEM_ACT] = out->act.total;
     out->total_bytes = out->model_state_bytes + out->act.total;
     if (run->zero_stage == 3) out->zero3_gather_bytes = plan_block_params(m) * out->per_param[MEM_PARAM];
+}
+
+/* ------------------------------------------------------------------ the compute budget */
+
+void plan_training_budget(const plan_model *m, uint64_t seq, const plan_budget_in *in, plan_budget *out) {
+    MP_ASSERT(m && in && out && seq >= 1 && in->gpus >= 1 && in->peak_flops > 0 && in->mfu > 0 && in->mfu <= 1 &&
+              in->tokens >= 0, "a budget for %g GPUs at MFU %g", in ? in->gpus : 0, in ? in->mfu : 0);
+    memset(out, 0, sizeof *out);
+    out->params = plan_model_params(m);
+    /* LAB 01 BEGIN compute budget: 6 N D + 12 L s h D FLOPs, Chinchilla's 20 tokens per parameter, time on G GPUs */
+    double N = (double)out->params;
+    out->tokens = in->tokens > 0 ? in->tokens : PLAN_CHINCHILLA_TOKENS_PER_PARAM * N;
+    out->dense_flops = 6 * N * out->tokens;
+    out->attention_flops = 12.0 * (double)m->layers * (double)seq * (double)m->hidden * out->tokens;
+    out->total_flops = out->dense_flops + out->attention_flops;
+    out->seconds = out->total_flops / (in->gpus * in->peak_flops * in->mfu);
+    out->gpu_hours = out->seconds * in->gpus / 3600;
+    out->days = out->seconds / 86400;
+    /* LAB 01 END */
 }

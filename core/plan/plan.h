@@ -195,6 +195,41 @@ typedef struct {
 /* Activation bytes of the whole model on one rank under the run's recompute policy. */
 void plan_activation_bytes(const plan_model *m, const plan_run *run, plan_activations *out);
 
+/* ------------------------------------------------------------------ the compute budget (lab 01) */
+
+/* How long training takes, from the FLOPs it needs (Kaplan et al. 2020; Hoffmann et al. 2022, "Chinchilla"):
+ *
+ *     dense      = 6 N D          every parameter, per token: 2 FLOPs (multiply, add) forward, 4 backward
+ *     attention  = 12 L s h D     Q K^T and P V: 2 * 2 * s * h per token and layer forward, x3 with backward
+ *     seconds    = (dense + attention) / (G * peak * MFU)
+ *
+ * N = plan_model_params (every parameter, embeddings included: Chinchilla's convention; lab 10 counts only the
+ * matrices a token is multiplied by), D = training tokens, s = sequence length, G GPUs of `peak` dense FLOP/s
+ * each, at a model FLOPs utilisation MFU (0.3 to 0.5 for well-tuned large runs). Without a token count, D is
+ * Chinchilla's compute-optimal 20 tokens per parameter. */
+typedef struct {
+    double tokens;     /* D; 0: Chinchilla-optimal, 20 per parameter */
+    double gpus;       /* G >= 1 */
+    double peak_flops; /* dense FLOP/s of one GPU in the training format (A100 bf16: 312e12) */
+    double mfu;        /* 0 < MFU <= 1 */
+} plan_budget_in;
+
+typedef struct {
+    uint64_t params;        /* N */
+    double tokens;          /* D as used: the given count, or 20 N */
+    double dense_flops;     /* 6 N D */
+    double attention_flops; /* 12 L s h D */
+    double total_flops;     /* their sum */
+    double seconds;         /* total / (G * peak * MFU) */
+    double gpu_hours;       /* seconds * G / 3600 */
+    double days;            /* seconds / 86400 */
+} plan_budget;
+
+enum { PLAN_CHINCHILLA_TOKENS_PER_PARAM = 20 };
+
+/* The budget of training model m on sequences of `seq` tokens (>= 1); in's fields as above. */
+void plan_training_budget(const plan_model *m, uint64_t seq, const plan_budget_in *in, plan_budget *out);
+
 /* ------------------------------------------------------------------ everything at once */
 
 typedef struct {

@@ -48,3 +48,22 @@ echo
 plan --preset llama-1b --zero all --world 8 --device-memory 24GB
 echo
 echo "ZeRO divides the model states by N; the activations (8.86 GB here) stay whole on every rank."
+
+section "5. The compute budget: FLOPs = 6 N D + 12 L s h D, time = FLOPs / (G x peak x MFU)"
+plan --preset llama-7b --tokens 1T --gpus 2048 --mfu 0.5 | sed -n '/^compute budget/,/GPU-hours/p'
+echo
+echo "The LLaMA paper reports 82,432 A100 GPU-hours for this run: MFU about 0.47."
+echo
+echo "\$ for each preset: mixpar plan --preset P --gpus 64 --mfu 0.4 (Chinchilla: 20 tokens per parameter, A100 bf16)"
+printf '%-12s %16s %12s %12s %10s %10s\n' model params tokens FLOPs attention days
+for p in gpt2-124m llama-1b llama-7b gpt3-175b; do
+  "$mixpar" plan --preset "$p" --gpus 64 --mfu 0.4 | awk -v p="$p" '
+    /^compute budget/ { match($0, /N = [0-9,]+/); n = substr($0, RSTART + 4, RLENGTH - 4)
+                        match($0, /D = [0-9.e+]+/); d = substr($0, RSTART + 4, RLENGTH - 4) }
+    /^  attention/ { match($0, /\([0-9.]+%/); att = substr($0, RSTART + 1, RLENGTH - 1) }
+    /^  total/ { f = $2 }
+    /^  time on/ { match($0, /= [0-9.]+ days/); days = substr($0, RSTART + 2, RLENGTH - 7) }
+    END { printf "%-12s %16s %12s %12s %10s %10s\n", p, n, d, f, att, days }'
+done
+echo
+echo "Compute grows as N^2 at Chinchilla's D = 20 N: ten times the parameters, a hundred times the FLOPs."

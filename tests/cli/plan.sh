@@ -23,6 +23,12 @@ check_output "plan --presets skips what a preset cannot take" 0 "skipped: seq 20
 check_output "plan custom llama model by flags" 0 "Psi = 44,831,232" \
   plan --arch llama --layers 4 --hidden 512 --heads 8 --kv-heads 2
 
+check_output "plan compute budget: llama-7b on 1T tokens, 2048 GPUs at MFU 0.5" 0 "1\.58 days" \
+  plan --preset llama-7b --tokens 1T --gpus 2048 --mfu 0.5
+check_output "plan compute budget: Chinchilla's 20 tokens per parameter without --tokens" 0 \
+  "D = 2\.489e\+09 tokens \(Chinchilla" plan --gpus 1
+check_output "plan rejects --mfu 1.5" 2 "a fraction 0 < MFU <= 1" plan --mfu 1.5
+check_output "plan rejects --gpus 2.5" 2 "a whole number of GPUs" plan --gpus 2.5
 check_output "plan rejects an unknown preset" 2 "expected: a preset: gpt2-124m" plan --preset gpt5
 check_output "plan rejects --zero 5" 2 "ZeRO stage 0, 1, 2, 3 or 'all'" plan --zero 5
 check_output "plan rejects --world 0" 2 "at least 1" plan --world 0

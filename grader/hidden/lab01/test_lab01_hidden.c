@@ -1,8 +1,11 @@
 /* test_lab01_hidden.c: lab 01 hidden tests: GQA, untied heads, world sizes that do not divide, other recipes,
- * dropout off, fp32 activations, full recompute of a LLaMA model. Expected values are derived in comments. */
+ * dropout off, fp32 activations, full recompute of a LLaMA model, the compute budget of random models. Expected
+ * values are derived in comments. */
+#include <math.h>
 #include <stdio.h>
 
 #include "mptest.h"
+#include "base/rng.h"
 #include "plan/plan.h"
 
 static plan_model hidden_gpt2_124m(void) {
@@ -165,4 +168,30 @@ MPT_TEST(hidden_activations_llama_full_recompute) {
     MPT_CHECK_EQ_U64(255852544, act.working_set, "full recompute: one block's full set while it is rebuilt");
     MPT_CHECK_EQ_U64(278921216, act.outside, "llama-1b outside the blocks: no dropout mask, fp32 logits");
     MPT_CHECK_EQ_U64(719323136ULL, act.total, "llama-1b, full recompute: L x block input + one block + outside");
+}
+
+/* ------------------------------------------------------------------ part D: the compute budget */
+
+/* Random models and runs (from this grade's seed) against the formulas: 6 N D + 12 L s h D over G * peak * MFU. */
+MPT_TEST(hidden_budget_random_models) {
+    mp_rng rng;
+    mp_rng_seed(&rng, mpt_seed() ^ 0x0b0d);
+    for (int t = 0; t < 20; t++) {
+        uint64_t heads = 1 + mp_rng_u32(&rng) % 16;
+        plan_model m = {.name = "random", .arch = (plan_arch)(mp_rng_u32(&rng) % 2), .layers = 1 + mp_rng_u32(&rng) % 48,
+                        .hidden = heads * 64 * (1 + mp_rng_u32(&rng) % 8), .heads = heads, .kv_heads = heads,
+                        .vocab = 1000 + mp_rng_u32(&rng) % 60000, .context = 4096, .tied_head = mp_rng_u32(&rng) % 2};
+        m.ffn = plan_default_ffn(m.arch, m.hidden);
+        uint64_t seq = 1 + mp_rng_u32(&rng) % 4096;
+        plan_budget_in in = {.tokens = t % 3 ? 1e9 * (1 + mp_rng_u32(&rng) % 5000) : 0,
+                             .gpus = 1 + mp_rng_u32(&rng) % 4096, .peak_flops = 1e14 * (1 + mp_rng_u32(&rng) % 20),
+                             .mfu = 0.05 + 0.9 * mp_rng_uniform(&rng)};
+        plan_budget b;
+        plan_training_budget(&m, seq, &in, &b);
+        double N = (double)plan_model_params(&m), D = in.tokens > 0 ? in.tokens : 20 * N;
+        double total = 6 * N * D + 12.0 * (double)m.layers * (double)seq * (double)m.hidden * D;
+        MPT_CHECK_NEAR(total, b.total_flops, 1e-9, 0, "total FLOPs of a random model");
+        MPT_CHECK_NEAR(total / (in.gpus * in.peak_flops * in.mfu), b.seconds, 1e-9, 0, "seconds of a random run");
+        MPT_CHECK_NEAR(b.seconds * in.gpus / 3600, b.gpu_hours, 1e-9, 0, "GPU-hours of a random run");
+    }
 }

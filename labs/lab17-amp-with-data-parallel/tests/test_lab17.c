@@ -53,3 +53,12 @@ MPT_TEST(both_scalers_follow_the_same_schedule) {
             }
     lab17_check_replicas(&res);
 }
+
+/* Three ranks: rank 2 alone finds an inf at step 2, ranks 0 and 1 together at step 4. "Some rank found one" must hold
+ * for one rank of three (an average rounded to the nearest, 1/3, says no) and for two at once (a sum compared with
+ * 1, 2, says no): MAX answers both. */
+MPT_TEST(three_ranks_one_then_two_overflow) {
+    lab17_result res;
+    lab17_run(&res, 3, 5, "2:2,0:4,1:4", NULL);
+    if (lab17_check_agreement(&res)) lab17_check_replicas(&res);
+}
