@@ -9,6 +9,7 @@
 #include "train/ckpt_sharded.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
