@@ -142,6 +142,22 @@ check_output "mp_checkpoint: another model's checkpoint: exit 2" 2 "holds buffer
 check_output "mp_checkpoint: a data position that is no whole batch of the new layout (48 rows read, batches of 5): exit 2" 2 \
   "stopped after 48 rows of epoch 0; this run's batches are 5 rows" mesh4 "$work/rows" train_micro_batch_size_per_gpu=5
 
+# fp16 with a dynamic loss scale on 1x2x2: the scale (it grows every 2 clean steps here) and its counters resume
+# where they were, so steps 7-12 have the unbroken run's scales and losses.
+scales() { grep '"kind":"step"' "$1" | grep -o '"step":[0-9]*\|"scale":[0-9.e+-]*' | paste -sd' ' | sed 's/ "step"/\n"step"/g'; }
+fp16=(fp16.enabled=true fp16.initial_scale_power=12 fp16.loss_scale_window=2)
+train "$work/fp16-full" 4 2 2 "${fp16[@]}"
+train "$work/fp16-half" 4 2 2 "${fp16[@]}" train.steps=6
+cp -r "$work/fp16-half" "$work/fp16-resumed"; rm -f "$work/fp16-resumed"/events.*
+train "$work/fp16-resumed" 4 2 2 "${fp16[@]}" --resume "$work/fp16-half/$ck"
+check "mp_checkpoint: fp16 on 1x2x2 resumed at step 6: the loss scale of steps 7-12 is the unbroken run's" \
+  diff <(scales "$work/fp16-full/events.rank0.jsonl" | tail -n 6) <(scales "$work/fp16-resumed/events.rank0.jsonl")
+last=$(scales "$work/fp16-half/events.rank0.jsonl" | tail -n 1)
+check "mp_checkpoint: ... and by step 6 the scale had moved from 4096 (so a reset would show: $last)" \
+  test -n "$last" -a "${last##*:}" != 4096
+check "mp_checkpoint: fp16 resumed: steps 7-12 equal the unbroken run's losses bit for bit" \
+  diff <(losses "$work/fp16-full/events.rank0.jsonl" | awk '$1 > 6') <(losses "$work/fp16-resumed/events.rank0.jsonl")
+
 # DeepSpeed's pipeline section through `mixpar config translate`.
 cat >"$work/ds.json" <<'EOF'
 {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
