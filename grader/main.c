@@ -631,18 +631,14 @@ static bool prepare_submissions(const char *prefix, int nlabs, const int *labs, 
             snprintf(err, errlen, "this tree has no lab %02d regions to grade", lab);
             ok = false;
         }
-        /* The copy's answers file is the submission's, or a blank form: never the reference answers. */
+        /* The copy's answers file is the submission's, or none: never the reference answers. */
         char answers_path[4096], dir[300];
         if (ok && answers_file(root, lab, answers_path, sizeof answers_path) && lab_dir(root, lab, dir, sizeof dir)) {
             char rel[320];
             snprintf(rel, sizeof rel, "%s/answers.md", dir);
             const tar_entry *e = tar_find(&archives[k], rel);
-            char *reference = e ? NULL : read_text_file(answers_path, NULL);
-            char *blank = reference ? answers_blank(reference) : NULL;
-            ok = write_text_file(answers_path, e ? e->data : blank ? blank : "");
+            ok = e ? write_text_file(answers_path, e->data) : unlink(answers_path) == 0;
             if (!ok) snprintf(err, errlen, "cannot write %s", answers_path);
-            free(reference);
-            free(blank);
         }
     }
     for (int k = 0; k < nlabs; k++) tar_free(&archives[k]);
