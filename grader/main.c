@@ -251,7 +251,7 @@ static int cmd_handout(int argc, char **argv) {
         if (!whole) die("out of memory");
         snprintf(whole, len, "%s\n## The labs\n\nEach lab's handout is its README.md. \"needs labs\": earlier labs whose code "
                  "this lab's experiment and tests run (finish those first, or see `make catchup` above); \"points\": "
-                 "visible and hidden tests together.\n\n%s", readme, table);
+                 "visible and hidden tests and the graded questions of `answers.md` together.\n\n%s", readme, table);
         snprintf(path, sizeof path, "%s/README.md", out);
         if (!write_text_file(path, whole)) die("cannot write %s", path);
         free(whole);
@@ -289,6 +289,7 @@ static char *labs_table(void) {
         if (info.hours > 0) snprintf(hours, sizeof hours, "%g", info.hours);
         double points = 0;
         for (int j = 0; j < info.ntests; j++) points += info.tests[j].points;
+        for (int j = 0; j < info.nquestions; j++) points += info.questions[j].points;
         if (o + 2048 > cap) {
             cap *= 2;
             t = realloc(t, cap);
@@ -1301,6 +1302,7 @@ static int cmd_grade(int argc, char **argv) {
         if (!prepare_submission(lab, submission, root, sizeof root, err, sizeof err)) {
             double total = 0;
             for (int i = 0; i < info.ntests; i++) total += info.tests[i].points;
+            for (int i = 0; i < info.nquestions; i++) total += info.questions[i].points;
             char *clean = clean_text(err, strlen(err), sizeof err);
             printf("== Submission == REJECTED\n    %s\nScore: 0/%g\n", clean, total);
             cJSON_AddStringToObject(results, "output", clean);
