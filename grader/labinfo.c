@@ -2,7 +2,10 @@
 #include "labinfo.h"
 #include "regions.h"
 
+#include "course/answer.h"
+
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -95,6 +98,69 @@ static bool read_tests(const char *path, const cJSON *array, bool hidden, double
         for (int j = 0; j < out->ntests - 1; j++)
             if (strcmp(out->tests[j].name, lt->name) == 0) {
                 set_err(err, errlen, "%s: test '%s' is listed twice", path, lt->name);
+                return false;
+            }
+    }
+    return true;
+}
+
+/* "Q1", "Q12", "Q2b": a Q, one or two digits, at most one lower-case letter. */
+static bool question_id_ok(const char *id) {
+    size_t n = strlen(id), digits = 0;
+    while (1 + digits < n && isdigit((unsigned char)id[1 + digits])) digits++;
+    return id[0] == 'Q' && digits >= 1 && digits <= 2 &&
+           (n == 1 + digits || (n == 2 + digits && islower((unsigned char)id[n - 1])));
+}
+
+/* lab.json "questions": [{"id", "kind", "points", "rel", "abs", "from_test", "seed"}, ...] (labinfo.h). */
+static bool read_questions(const char *path, const cJSON *array, lab_info *out, char *err, size_t errlen) {
+    if (!array) return true;
+    if (!cJSON_IsArray(array)) {
+        set_err(err, errlen, "%s: key 'questions' must be an array", path);
+        return false;
+    }
+    int i = 0;
+    for (const cJSON *q = array->child; q; q = q->next, i++) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(q, "id");
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(q, "kind");
+        const cJSON *points = cJSON_GetObjectItemCaseSensitive(q, "points");
+        const cJSON *rel = cJSON_GetObjectItemCaseSensitive(q, "rel");
+        const cJSON *abs_tol = cJSON_GetObjectItemCaseSensitive(q, "abs");
+        const cJSON *from = cJSON_GetObjectItemCaseSensitive(q, "from_test");
+        const cJSON *seed = cJSON_GetObjectItemCaseSensitive(q, "seed");
+        const cJSON *which = cJSON_GetObjectItemCaseSensitive(q, "observation");
+        quiz_kind k;
+        if (out->nquestions == LAB_MAX_QUESTIONS || !cJSON_IsString(id) || !question_id_ok(id->valuestring) ||
+            !cJSON_IsString(kind) || !quiz_kind_from_name(kind->valuestring, &k) || !cJSON_IsNumber(points) ||
+            points->valuedouble < 0 || (k == QUIZ_TEXT && points->valuedouble != 0)) {
+            set_err(err, errlen, "%s: questions[%d] needs an 'id' (\"Q1\", \"Q2b\"), a 'kind' (number, choice or text) and "
+                    "'points' (>= 0; 0 for text, which is read, not scored); at most %d questions", path, i,
+                    LAB_MAX_QUESTIONS);
+            return false;
+        }
+        if ((rel && (!cJSON_IsNumber(rel) || rel->valuedouble < 0)) ||
+            (abs_tol && (!cJSON_IsNumber(abs_tol) || abs_tol->valuedouble < 0)) ||
+            (from && (!cJSON_IsString(from) || k != QUIZ_NUMBER || strlen(from->valuestring) >= 128)) ||
+            (seed && (!cJSON_IsNumber(seed) || seed->valuedouble < 0 || seed->valuedouble > 1e15 || !from)) ||
+            (which && (!cJSON_IsNumber(which) || which->valuedouble < 0 || which->valuedouble > 1000 || !from))) {
+            set_err(err, errlen, "%s: questions[%d] (%s): 'rel' and 'abs' are tolerances >= 0; 'from_test' (a number "
+                    "question only) names a test of the lab, 'seed' its seed, 'observation' which of its near "
+                    "observations (from 0)", path, i, id->valuestring);
+            return false;
+        }
+        lab_question *lq = &out->questions[out->nquestions++];
+        memset(lq, 0, sizeof *lq);
+        snprintf(lq->id, sizeof lq->id, "%s", id->valuestring);
+        lq->kind = k;
+        lq->points = points->valuedouble;
+        lq->rel_tol = rel ? rel->valuedouble : 0;
+        lq->abs_tol = abs_tol ? abs_tol->valuedouble : 0;
+        if (from) snprintf(lq->from_test, sizeof lq->from_test, "%s", from->valuestring);
+        snprintf(lq->seed, sizeof lq->seed, "%.0f", seed ? seed->valuedouble : 1.0);
+        lq->observation = which ? (int)which->valuedouble : 0;
+        for (int j = 0; j < out->nquestions - 1; j++)
+            if (strcmp(out->questions[j].id, lq->id) == 0) {
+                set_err(err, errlen, "%s: question '%s' is listed twice", path, lq->id);
                 return false;
             }
     }
@@ -211,6 +277,7 @@ bool lab_load(const char *root, int lab, lab_info *out, char *err, size_t errlen
     out->memory_limit_mb = cJSON_IsNumber(memory) && memory->valuedouble > 0 ? (long)memory->valuedouble : 1024;
     if (!read_tests(path, cJSON_GetObjectItemCaseSensitive(json, "tests"), false, out->time_limit_s, out, err, errlen))
         goto done;
+    if (!read_questions(path, cJSON_GetObjectItemCaseSensitive(json, "questions"), out, err, errlen)) goto done;
     ok = true;
 done:
     cJSON_Delete(json);

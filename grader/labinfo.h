@@ -13,6 +13,22 @@ typedef struct {
     bool hidden;
 } lab_test;
 
+/* A question of the lab's answers file (lab.json "questions"; labs/labNN-slug/answers.md holds its text and the
+ * answer line "Qn: ..."). The expected answer is the reference answers file's (the instructor's edition), or,
+ * with from_test, the value the graded code computes: the first near observation (MPT_OBSERVE_NEAR) of
+ * (or the OBSERVATION-th, from 0) of `labNN_tests --observe FROM_TEST SEED`, run in the sandbox, so a question about the student's own run expects
+ * what that run showed. */
+typedef struct {
+    char id[16];            /* "Q1", "Q2b" */
+    int kind;               /* quiz_kind (course/answer.h) */
+    double points, rel_tol, abs_tol;
+    char from_test[128];    /* "" or the test whose observation is the expected value */
+    char seed[24];          /* its seed (the one experiment.sh uses), decimal */
+    int observation;        /* which of its near observations, from 0 */
+} lab_question;
+
+enum { LAB_MAX_QUESTIONS = 32 };
+
 typedef struct {
     int lab;
     char dir[256];       /* labs/lab03-float-formats */
@@ -34,6 +50,8 @@ typedef struct {
     int requires[16];       /* labs whose regions this lab's tests run too (lab.json "requires") */
     double hours;           /* hours a student should plan for it (lab.json "hours"); 0 when not given */
     int nrequires;
+    lab_question questions[LAB_MAX_QUESTIONS]; /* lab.json "questions", in order */
+    int nquestions;
 } lab_info;
 
 /* Loads lab `lab` from the tree at `root`; false with a message naming the file and key that is wrong. */

@@ -1,4 +1,5 @@
 /* main.c: mixpar-grade: region checks, the student handout, submissions and grading (make grade/submit/handout). */
+#include "answers.h"
 #include "labinfo.h"
 #include "regions.h"
 #include "runner.h"
@@ -6,10 +7,13 @@
 #include "tree.h"
 #include "verdict.h"
 
+#include "course/answer.h"
+
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -160,6 +164,47 @@ static const char *handout_of_lab(int lab) {
     return path;
 }
 
+/* labs/labNN-slug/answers.md of lab `lab` under root, or false when the lab has none. */
+static bool answers_file(const char *root, int lab, char *out, size_t cap) {
+    char dir[300];
+    if (!lab_dir(root, lab, dir, sizeof dir)) return false;
+    snprintf(out, cap, "%s/%s/answers.md", root, dir);
+    return exists(out);
+}
+
+/* Reads an answers file without trusting its size: at most ANSWERS_MAX_BYTES are kept, *len is its whole size.
+ * NULL when there is none. */
+static char *read_answers_bounded(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    struct stat st;
+    char *text = NULL;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+        *len = (size_t)st.st_size;
+        size_t keep = *len > ANSWERS_MAX_BYTES ? 0 : *len;
+        text = malloc(keep + 1);
+        if (text) text[fread(text, 1, keep, f)] = '\0';
+    }
+    fclose(f);
+    return text;
+}
+
+/* The handout's answers files: every "Qn:" line emptied (the instructor's answers stay here). Returns how many. */
+static int blank_answer_files(const char *out) {
+    int nums[100], n = lab_numbers(".", nums, 100), blanked = 0;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        if (!answers_file(out, nums[i], path, sizeof path)) continue;
+        char *text = read_text_file(path, NULL);
+        char *blank = text ? answers_blank(text) : NULL;
+        if (!blank || !write_text_file(path, blank)) die("cannot blank %s", path);
+        free(text);
+        free(blank);
+        blanked++;
+    }
+    return blanked;
+}
+
 static int cmd_handout(int argc, char **argv) {
     if (argc != 1) die("usage: mixpar-grade handout OUTDIR");
     const char *out = argv[0];
@@ -192,6 +237,7 @@ static int cmd_handout(int argc, char **argv) {
         free(stubbed);
         regions += f->regions.count;
     }
+    int blanked = blank_answer_files(out);
     char path[4096];
     snprintf(path, sizeof path, "%s/.student-edition", out);
     if (!write_text_file(path, "This is the student edition of mixpar, made by 'make handout'.\n"))
@@ -205,15 +251,15 @@ static int cmd_handout(int argc, char **argv) {
         if (!whole) die("out of memory");
         snprintf(whole, len, "%s\n## The labs\n\nEach lab's handout is its README.md. \"needs labs\": earlier labs whose code "
                  "this lab's experiment and tests run (finish those first, or see `make catchup` above); \"points\": "
-                 "visible and hidden tests together.\n\n%s", readme, table);
+                 "visible and hidden tests and the graded questions of `answers.md` together.\n\n%s", readme, table);
         snprintf(path, sizeof path, "%s/README.md", out);
         if (!write_text_file(path, whole)) die("cannot write %s", path);
         free(whole);
         free(table);
         free(readme);
     }
-    printf("student edition written to %s: %d regions in %d files replaced by LAB_TODO stubs; solutions, hidden "
-           "tests and the core's own tests left out\n", out, regions, set.count);
+    printf("student edition written to %s: %d regions in %d files replaced by LAB_TODO stubs, %d answers files "
+           "blanked; solutions, hidden tests and the core's own tests left out\n", out, regions, set.count, blanked);
     return 0;
 }
 
@@ -243,6 +289,7 @@ static char *labs_table(void) {
         if (info.hours > 0) snprintf(hours, sizeof hours, "%g", info.hours);
         double points = 0;
         for (int j = 0; j < info.ntests; j++) points += info.tests[j].points;
+        for (int j = 0; j < info.nquestions; j++) points += info.questions[j].points;
         if (o + 2048 > cap) {
             cap *= 2;
             t = realloc(t, cap);
@@ -276,7 +323,7 @@ static void write_regions_archive(int lab, const char *out) {
     int n = 0, regions = 0, stubs = 0;
     char manifest[8192];
     int m = snprintf(manifest, sizeof manifest, "mixpar submission\nlab: %02d\ntitle: %s\nfiles:\n", lab, info.title);
-    for (int i = 0; i < set.count && n < 63; i++) {
+    for (int i = 0; i < set.count && n < 62; i++) { /* room for answers.md and MANIFEST */
         int k = count_lab_regions(&set.files[i], lab);
         if (!k) continue;
         paths[n] = set.files[i].path;
@@ -296,9 +343,35 @@ static void write_regions_archive(int lab, const char *out) {
         }
     }
     if (n == 0) die("no regions of lab %02d found under core/ (is this the mixpar tree?)", lab);
+    /* The answers file travels whole (the grader reads only its "Qn:" lines); one it could not read stays out. */
+    char answers_path[4096], answers_rel[320];
+    char *answers = NULL;
+    if (info.nquestions && answers_file(".", lab, answers_path, sizeof answers_path)) {
+        size_t len = 0;
+        answers = read_answers_bounded(answers_path, &len);
+        answer_sheet sheet;
+        answers_read(answers, len, answers_path + 2, &info, &sheet);
+        if (sheet.problem[0]) {
+            printf("warning: %s\n", sheet.problem);
+            free(answers);
+            answers = NULL;
+        } else {
+            int given = answers_count(&sheet, &info);
+            snprintf(answers_rel, sizeof answers_rel, "%s/answers.md", info.dir);
+            paths[n] = answers_rel;
+            contents[n++] = answers;
+            m += snprintf(manifest + m, sizeof manifest - (size_t)m, "  %s (%d of %d questions answered)\n",
+                          answers_rel, given, info.nquestions);
+            if (given < info.nquestions)
+                printf("warning: %s answers %d of %d questions; an unanswered one scores 0\n", answers_rel, given,
+                       info.nquestions);
+        }
+        answers_free(&sheet);
+    }
     paths[n] = "MANIFEST";
     contents[n] = manifest;
     if (!tar_write(out, paths, contents, n + 1, err, sizeof err)) die("%s", err);
+    free(answers);
     printf("wrote %s: lab %02d, %d region%s in %d file%s%s\n", out, lab, regions, regions == 1 ? "" : "s", n,
            n == 1 ? "" : "s", stubs ? " (some still stubs, see the warnings)" : "");
     lab_free(&info);
@@ -558,6 +631,15 @@ static bool prepare_submissions(const char *prefix, int nlabs, const int *labs, 
         if (ok && spliced == 0) {
             snprintf(err, errlen, "this tree has no lab %02d regions to grade", lab);
             ok = false;
+        }
+        /* The copy's answers file is the submission's, or none: never the reference answers. */
+        char answers_path[4096], dir[300];
+        if (ok && answers_file(root, lab, answers_path, sizeof answers_path) && lab_dir(root, lab, dir, sizeof dir)) {
+            char rel[320];
+            snprintf(rel, sizeof rel, "%s/answers.md", dir);
+            const tar_entry *e = tar_find(&archives[k], rel);
+            ok = e ? write_text_file(answers_path, e->data) : unlink(answers_path) == 0;
+            if (!ok) snprintf(err, errlen, "cannot write %s", answers_path);
         }
     }
     for (int k = 0; k < nlabs; k++) tar_free(&archives[k]);
@@ -987,6 +1069,199 @@ static void finish_reference(reference_run *rr, run_result *r) {
     rr->pid = -1, rr->fd = -1;
 }
 
+/* ---------------------------------------------------------------- questions (answers.md) */
+
+/* What grading the questions needs from cmd_grade. */
+typedef struct {
+    const lab_info *info;
+    const char *root;      /* the graded tree: its answers file and, for questions about a run, its build */
+    bool official;         /* this tree's answers file is the reference's (the instructor's edition) */
+    bool built;            /* the graded tree's tests built */
+    const char *exe;       /* ./build/labs/labNN_tests, inside the sandbox */
+    run_spec spec;         /* the visible tests' sandbox in the graded tree */
+    const char *filter;
+} question_context;
+
+/* The `which`-th near observation's value ("n OK FILE:LINE GOT ...") of a run's records; false when none. */
+static bool nth_near_value(const char *observations, int which, double *value) {
+    for (const char *p = observations; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        if (p[0] == 'n' && p[1] == ' ' && which-- == 0) {
+            char got[64];
+            if (sscanf(p, "n %*s %*s %63s", got) != 1) return false;
+            char *end;
+            *value = strtod(got, &end);
+            return end != got && isfinite(*value);
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return false;
+}
+
+/* The value a question about the student's own run expects: what the graded code computes in the sandbox for the
+ * question's test and seed. False with why (how the run ended) when it gave none. */
+static bool value_from_run(const question_context *c, const lab_question *q, double *value, char *why, size_t cap) {
+    if (!c->built) return snprintf(why, cap, "the code did not build"), false;
+    run_result r;
+    run_observed(c->exe, q->from_test, q->seed, &c->spec, &r);
+    char ending[300] = "";
+    run_ending(&r, c->spec.time_limit_s, c->spec.memory_mb, ending, sizeof ending);
+    bool ok = r.finished && r.signal == 0 && nth_near_value(r.observations, q->observation, value);
+    if (!ok)
+        snprintf(why, cap, "%s", ending[0] ? ending
+                 : r.exit_code == 86 ? "it stopped at a LAB_TODO stub (finish the lab's regions first)"
+                 : "it stopped before computing it (run the lab's experiment to see why)");
+    run_result_free(&r);
+    return ok;
+}
+
+/* The reference's number or letter for question k (the instructor's answers file). */
+static bool key_of(const answer_sheet *key, int k, quiz_kind kind, double *number, char *letter) {
+    const char *a = key->given[k];
+    char why[160];
+    if (!a || key->repeated_at[k] || !quiz_answer_readable(kind, a, why, sizeof why)) return false;
+    if (kind == QUIZ_NUMBER) return quiz_answer_number(a, number);
+    *letter = a[0];
+    return true;
+}
+
+/* Grades the lab's questions (lab.json "questions", answers in labs/labNN-slug/answers.md) as part
+ * "Q. questions": adds to *score and *max, one entry per question to tests_json and to answers_json. Returns how
+ * many questions it graded (the filter may leave some out). */
+static int grade_questions(const question_context *c, cJSON *tests_json, cJSON *answers_json, double *score,
+                           double *max) {
+    const lab_info *info = c->info;
+    static const char *const PART = "Q. questions";
+    char path[4096], shown_path[320];
+    snprintf(shown_path, sizeof shown_path, "%s/answers.md", info->dir);
+    snprintf(path, sizeof path, "%s/%s", c->root, shown_path);
+    size_t len = 0;
+    char *text = read_answers_bounded(path, &len);
+    answer_sheet sheet, key;
+    answers_read(text, len, shown_path, info, &sheet);
+    free(text);
+    bool have_key = false;
+    memset(&key, 0, sizeof key);
+    if (c->official) { /* the reference answers: this (the instructor's) tree's own file */
+        snprintf(path, sizeof path, "./%s", shown_path);
+        text = read_answers_bounded(path, &len);
+        answers_read(text, len, shown_path, info, &key);
+        have_key = !key.problem[0];
+        free(text);
+    }
+    double part_score = 0, part_max = 0;
+    int graded = 0;
+    if (sheet.problem[0]) {
+        char *clean = clean_text(sheet.problem, strlen(sheet.problem), 600);
+        printf("== Questions == %s\n", clean);
+        free(clean);
+    } else {
+        printf("== Questions == %s: %d of %d answered%s\n", shown_path, answers_count(&sheet, info), info->nquestions,
+               have_key ? "" : "; this edition has no answer key, so only questions about your own runs are checked "
+                               "here (the course's grade checks all)");
+    }
+    if (sheet.notes[0]) {
+        char *clean = clean_text(sheet.notes, strlen(sheet.notes), 600);
+        printf("    note: %s\n", clean);
+        free(clean);
+    }
+    for (int k = 0; k < info->nquestions; k++) {
+        const lab_question *q = &info->questions[k];
+        char name[48];
+        snprintf(name, sizeof name, "question_%s", q->id);
+        if (c->filter && !strstr(name, c->filter)) continue;
+        graded++;
+        const char *given = sheet.given[k];
+        char verdict[16] = "WRONG", why[700] = "";
+        int correct = -1; /* -1: not judged (text, or nothing to judge against) */
+        char readable_why[200];
+        if (sheet.problem[0]) {
+            snprintf(verdict, sizeof verdict, "UNREAD");
+            snprintf(why, sizeof why, "the answers file was not read (above)");
+        } else if (!given || !given[0]) {
+            snprintf(verdict, sizeof verdict, "UNANSWERED");
+            snprintf(why, sizeof why, "no answer: write it after '%s:' in %s (a %s)", q->id, shown_path,
+                     quiz_kind_name((quiz_kind)q->kind));
+        } else if (sheet.repeated_at[k]) {
+            snprintf(why, sizeof why, "answered twice (lines %d and %d): keep one '%s:' line", sheet.line[k],
+                     sheet.repeated_at[k], q->id);
+            correct = 0;
+        } else if (q->kind == QUIZ_TEXT) {
+            snprintf(verdict, sizeof verdict, "TEXT");
+            snprintf(why, sizeof why, "%s", sheet.too_long[k] ? "cut at 4000 characters for your teacher" : "");
+        } else if (sheet.too_long[k] || !quiz_answer_readable((quiz_kind)q->kind, given, readable_why, sizeof readable_why)) {
+            snprintf(verdict, sizeof verdict, "UNREADABLE");
+            snprintf(why, sizeof why, "line %d: %s", sheet.line[k],
+                     sheet.too_long[k] ? "longer than 4000 characters" : readable_why);
+            correct = 0;
+        } else if (q->from_test[0]) {
+            double expected;
+            char run_why[400];
+            if (!value_from_run(c, q, &expected, run_why, sizeof run_why)) {
+                snprintf(why, sizeof why, "your run (test %s, seed %s) gave no value to compare with: %s", q->from_test,
+                         q->seed, run_why);
+                correct = 0;
+            } else {
+                correct = quiz_answer_right(QUIZ_NUMBER, given, expected, 0, q->rel_tol, q->abs_tol);
+                if (!correct)
+                    snprintf(why, sizeof why, "your code's run (the one the question names) gives %.10g; you wrote %s "
+                             "(tolerance: %g relative, %g absolute)", expected, given, q->rel_tol, q->abs_tol);
+            }
+        } else if (!have_key) {
+            snprintf(verdict, sizeof verdict, "NOT CHECKED");
+            snprintf(why, sizeof why, "answered; the answer key is the course's, so the course's grade checks it");
+        } else {
+            double number = 0;
+            char letter = 0;
+            if (!key_of(&key, k, (quiz_kind)q->kind, &number, &letter)) {
+                snprintf(why, sizeof why, "the reference answers file has no readable answer to %s: a problem of the "
+                         "course, not of your answer", q->id);
+                correct = 0;
+            } else {
+                correct = quiz_answer_right((quiz_kind)q->kind, given, number, letter, q->rel_tol, q->abs_tol);
+                if (!correct) snprintf(why, sizeof why, "not the expected %s", quiz_kind_name((quiz_kind)q->kind));
+            }
+        }
+        if (correct == 1) snprintf(verdict, sizeof verdict, "OK");
+        double earned = correct == 1 ? q->points : 0;
+        part_score += earned;
+        part_max += q->points;
+        char *clean_why = clean_text(why, strlen(why), sizeof why + 64);
+        if (q->kind == QUIZ_TEXT) printf("== Question %s == %s (text: for your teacher to read, not scored)\n", q->id, verdict);
+        else printf("== Question %s == %s (%s, %g point%s)\n", q->id, verdict, quiz_kind_name((quiz_kind)q->kind),
+                    q->points, q->points == 1 ? "" : "s");
+        if (clean_why[0]) printf("    %s\n", clean_why);
+        cJSON *tj = cJSON_CreateObject();
+        cJSON_AddStringToObject(tj, "name", name);
+        cJSON_AddStringToObject(tj, "number", q->id);
+        cJSON_AddNumberToObject(tj, "score", earned);
+        cJSON_AddNumberToObject(tj, "max_score", q->points);
+        cJSON_AddStringToObject(tj, "status", correct == 1 || (q->kind == QUIZ_TEXT && given && given[0]) ? "passed"
+                                                                                                          : "failed");
+        cJSON_AddStringToObject(tj, "output", clean_why);
+        cJSON_AddStringToObject(tj, "visibility", "visible");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(tj, "tags"), cJSON_CreateString(PART));
+        cJSON_AddItemToArray(tests_json, tj);
+        cJSON *aj = cJSON_CreateObject();
+        cJSON_AddStringToObject(aj, "id", q->id);
+        cJSON_AddStringToObject(aj, "kind", quiz_kind_name((quiz_kind)q->kind));
+        char *clean_answer = given ? clean_text(given, strlen(given), ANSWERS_MAX_ANSWER + 64) : NULL;
+        if (clean_answer) cJSON_AddStringToObject(aj, "answer", clean_answer);
+        else cJSON_AddNullToObject(aj, "answer");
+        if (correct < 0) cJSON_AddNullToObject(aj, "correct");
+        else cJSON_AddBoolToObject(aj, "correct", correct == 1);
+        cJSON_AddItemToArray(answers_json, aj);
+        free(clean_answer);
+        free(clean_why);
+    }
+    if (graded) printf("  Part %s: %g/%g\n", PART, part_score, part_max);
+    *score += part_score;
+    *max += part_max;
+    answers_free(&sheet);
+    answers_free(&key);
+    return graded;
+}
+
 static int cmd_grade(int argc, char **argv) {
     if (argc < 1)
         die("usage: mixpar-grade grade NN [--submission FILE.tar] [--filter TEXT] [--json FILE] "
@@ -1027,6 +1302,7 @@ static int cmd_grade(int argc, char **argv) {
         if (!prepare_submission(lab, submission, root, sizeof root, err, sizeof err)) {
             double total = 0;
             for (int i = 0; i < info.ntests; i++) total += info.tests[i].points;
+            for (int i = 0; i < info.nquestions; i++) total += info.questions[i].points;
             char *clean = clean_text(err, strlen(err), sizeof err);
             printf("== Submission == REJECTED\n    %s\nScore: 0/%g\n", clean, total);
             cJSON_AddStringToObject(results, "output", clean);
@@ -1221,7 +1497,16 @@ static int cmd_grade(int argc, char **argv) {
         free(shown);
     }
     if (part && part[0]) printf("  Part %s: %g/%g\n", part, part_score, part_max);
-    if (run == 0) die("no test of lab %02d matches '%s'", lab, filter ? filter : "");
+    if (info.nquestions) {
+        run_spec question_spec = {.workdir = abs_root, .binds = visible_binds, .nbinds = 2,
+                                  .time_limit_s = info.time_limit_s * scale, .memory_mb = info.memory_limit_mb,
+                                  .max_processes = 64};
+        question_context qc = {&info, root, official, built, exe, question_spec, filter};
+        cJSON *answers_json = cJSON_AddArrayToObject(results, "answers");
+        run += grade_questions(&qc, tests_json, answers_json, &score, &max);
+        cJSON_SetNumberValue(cJSON_GetObjectItem(results, "score"), score);
+    }
+    if (run == 0) die("no test or question of lab %02d matches '%s'", lab, filter ? filter : "");
     printf("Score: %g/%g\n", score, max);
     char summary[4200];
     snprintf(summary, sizeof summary, "Lab %02d: %g/%g%s%s", lab, score, max, built ? "" : "\nBuild failed:\n",

@@ -21,7 +21,7 @@ bool tar_write(const char *out_path, const char *const *paths, const char *const
                size_t errlen);
 
 /* Reads an archive into memory without touching the file system. Rejects (false + message) absolute
- * paths, '..', links and devices, entries outside core/ or MANIFEST, compressed or truncated archives,
+ * paths, '..', links and devices, entries outside core/, MANIFEST and a lab's answers.md, compressed or truncated archives,
  * bad checksums, and files or totals over the size limits. */
 bool tar_read(const char *path, tar_archive *out, char *err, size_t errlen);
 const tar_entry *tar_find(const tar_archive *a, const char *path);

@@ -82,6 +82,11 @@ one_lab() {
     if [ "$verdict" = FAIL ]; then echo "ok - student edition: lab $lab $name fails on the stubs"
     else echo "not ok - student edition: lab $lab $name passes on the stubs (a test that cannot fail?)"; fi
   done < <(awk '/^== Test /{print $3, $5}' <<<"$out")
+  # Its answers file is blank there: no question scores (answers.md, part Q).
+  if grep -q '^== Question ' <<<"$out"; then
+    check "student edition: lab $lab's blank answers.md scores no question" \
+      test "$(grep -c '^== Question .* == OK' <<<"$out")" -eq 0
+  fi
   reqs=$(requires_of "$lab")
   tree="$student"
   if [ -n "$reqs" ]; then
@@ -100,6 +105,13 @@ one_lab() {
   tests_run=$(grep -c '^== Test ' <<<"$out")
   check "splice: lab $lab reference regions in the student edition${reqs:+ (with labs $reqs done)} pass every visible test${failing:+ (failing: $failing)}" \
     test -z "$failing" -a "$tests_run" -gt 0
+  # The reference answers: every one readable, and those about one's own run match it (the rest need the key,
+  # which only the course's grade has: NOT CHECKED).
+  if grep -q '^== Question ' <<<"$out"; then
+    failing=$(grep -E '^== Question .* == (WRONG|UNREADABLE|UNANSWERED|UNREAD)' <<<"$out" | awk '{print $3}' | paste -sd' ')
+    check "splice: lab $lab reference answers.md: every answer readable, each about the run right${failing:+ (failing: $failing)}" \
+      test -z "$failing"
+  fi
 }
 # The labs that take longest first, so the last job does not run alone.
 slow_first=$(for lab in $labs; do

@@ -17,11 +17,6 @@ const quiz_question QUIZ_QUESTIONS[QUIZ_NQUESTIONS] = {
     {"Q30", 30, QUIZ_NUMBER},  {"Q30b", 30, QUIZ_NUMBER}, {"Q30c", 30, QUIZ_NUMBER}, {"Q30d", 30, QUIZ_TEXT},
 };
 
-const char *quiz_kind_name(quiz_kind k) {
-    static const char *const names[] = {"number", "choice", "text"};
-    return k >= QUIZ_NUMBER && k <= QUIZ_TEXT ? names[k] : "?";
-}
-
 const quiz_question *quiz_question_by_id(const char *id) {
     for (int i = 0; id && i < QUIZ_NQUESTIONS; i++)
         if (strcmp(QUIZ_QUESTIONS[i].id, id) == 0) return &QUIZ_QUESTIONS[i];

@@ -2,14 +2,11 @@
 #ifndef MIXPAR_COURSE_QUIZ_H
 #define MIXPAR_COURSE_QUIZ_H
 
-/* The questions are in labs/lab30-microscaling/quiz.md; this table holds what a program needs of them:
- * the id, the chapter, and the kind of answer expected.
- *   number  a decimal number ("16", "0.2", "-8", "1e-3"); graded within a tolerance
- *   choice  one letter, A to D; graded exactly
- *   text    a sentence or two in your own words; read by a person, not graded automatically
- * The answers are what quiz_answers (quiz.c, lab 30's region) gives; lab 30's tests check them. */
+#include "course/answer.h" /* quiz_kind: number, choice, text */
 
-typedef enum { QUIZ_NUMBER, QUIZ_CHOICE, QUIZ_TEXT } quiz_kind;
+/* The questions are in labs/lab30-microscaling/quiz.md; this table holds what a program needs of them:
+ * the id, the chapter, and the kind of answer expected (course/answer.h).
+ * The answers are what quiz_answers (quiz.c, lab 30's region) gives; lab 30's tests check them. */
 
 typedef struct {
     const char *id;  /* "Q01", "Q30b" */
@@ -25,7 +22,6 @@ typedef struct {
     const char *answer;
 } quiz_answer;
 
-const char *quiz_kind_name(quiz_kind k); /* "number", "choice", "text" */
 const quiz_question *quiz_question_by_id(const char *id); /* NULL when unknown */
 
 /* Writes the answers given (at most cap) into out and returns how many. */
