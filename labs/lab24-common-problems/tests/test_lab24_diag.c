@@ -65,16 +65,20 @@ MPT_TEST(leak_found_with_its_slope) {
     MPT_CHECK_NEAR(0.0, lk.slope_se, 0, 1e-6, "standard error of an exact line");
     MPT_CHECK_EQ_I64(15, lk.first, "first sample in the fit: floor(0.25 x 60)");
     MPT_CHECK_NEAR(65536.0 * 44, lk.growth, 1e-9, 0, "growth over steps 16..60");
-    /* a noisy line: the slope and its standard error sqrt(SSR / (n - 2) / Sxx) against least squares here */
+    /* a noisy line sampled every 10 steps: the slope and its standard error sqrt(SSR / (n - 2) / Sxx) against
+     * least squares here, and the growth over the steps the fit spans */
     mp_rng rng;
     mp_rng_seed(&rng, mpt_seed());
-    for (int i = 0; i < N; i++) bytes[i] = 1e6 + 3000.0 * step[i] + 8192.0 * (mp_rng_uniform(&rng) - 0.5);
+    for (int i = 0; i < N; i++) step[i] = 10.0 * i, bytes[i] = 1e6 + 300.0 * step[i] + 8192.0 * (mp_rng_uniform(&rng) - 0.5);
     double slope, se;
     lab24_ls_slope(step + 15, bytes + 15, N - 15, &slope, &se);
     diag_find_leak(step, bytes, N, &rule, &lk);
-    MPT_CHECK_NEAR(slope, lk.slope, 1e-9, 0, "slope of 3000 bytes a step +- 4 KiB of noise, samples 15..59");
+    MPT_CHECK_NEAR(slope, lk.slope, 1e-9, 0, "slope of 300 bytes a step +- 4 KiB of noise, samples 15..59 (steps "
+                   "150..590)");
     MPT_CHECK_NEAR(se, lk.slope_se, 1e-9, 0, "its standard error: sqrt(SSR / (n - 2) / Sxx), n - 2 degrees of freedom, "
                    "divided by Sxx (the residuals' spread is not the slope's)");
+    MPT_CHECK_NEAR(slope * (590 - 150), lk.growth, 1e-9, 0, "growth: the slope times the steps the fit spans (590 - "
+                   "150), not times the number of samples");
 }
 
 /* Healthy memory: optimizer states appear at step 1 (a step up), then the activations go up and down by a few
