@@ -132,4 +132,19 @@ MPT_TEST(recompute_every_k_rebuilds_checkpointed_blocks) {
 
 MPT_TEST(recompute_selective_rebuilds_the_attention_probabilities) {
     lab18_check_recompute(MODEL_GPT2, 3, MODEL_RECOMPUTE_SELECTIVE, 1, 2, 16, "selective");
+    /* Selective recompute reruns the attention alone: what the block keeps (everything but att) is left as it is.
+     * A marker in the kept tensors shows a recompute that reruns the whole block. */
+    model_config c = lab18_config(MODEL_GPT2, 2);
+    model *m = lab18_forward(&c, MODEL_RECOMPUTE_SELECTIVE, 1, 2, 16, 17, NULL);
+    static const int kept[] = {0, 3, 6, 10, LAB18_RES3}; /* ln1, qkv, res2, fch, res3 */
+    for (size_t j = 0; j < sizeof kept / sizeof *kept; j++) lab18_tensor_of(m, 1, kept[j])[0] = 12345.0f;
+    model_recompute_block(m, 1);
+    for (size_t j = 0; j < sizeof kept / sizeof *kept; j++) {
+        float got = lab18_tensor_of(m, 1, kept[j])[0];
+        MPT_CHECK(got == 12345.0f, "selective, block 1: the kept tensor %s was written by the recompute (a marker "
+                  "12345 became %g)\n      likely mistake: under MODEL_KEEP_NO_SCORES rerun only attention_forward from "
+                  "the stored qkv (its output into the scratch m->ga.proj), not the whole block_forward",
+                  lab18_tensors[kept[j]].name, (double)got);
+    }
+    model_free(m);
 }

@@ -194,6 +194,8 @@ MPT_TEST(nvfp4_two_level_scales) {
     MPT_CHECK_EQ_HEX(0x7E, mx_nvfp4_block_scale(1344.0f, 0.5f), "the tensor's amax block: 448 (0x7E), e4m3's max");
     MPT_CHECK_EQ_HEX(0x7E, mx_nvfp4_block_scale(5000.0f, 0.5f), "past 448: saturates at 0x7E, never NaN");
     MPT_CHECK_EQ_HEX(0x3B, mx_nvfp4_block_scale(4.2f, 0.5f), "4.2 / 3 = 1.4: e4m3 rounds to 1.375 (0x3B)");
+    MPT_CHECK_EQ_HEX(0x38, mx_nvfp4_block_scale(2.97f, 0.5f), "2.97 / 3 = 0.99: nearest e4m3 is 1.0 (0x38); "
+                     "0.9375 (0x37) means the block scale was truncated, not rounded to nearest even");
     const mx_format *f = lab30_fmt("nvfp4");
     float x[40];
     mp_rng r;

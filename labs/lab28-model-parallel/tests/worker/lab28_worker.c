@@ -6,7 +6,8 @@
  *     forward and backward (dX starts at 0.5: backward accumulates), dist/tp.h's four functions.
  *   lab28_worker DIR SEED vocab_ce N V VP SCALE
  *     model_vocab_parallel_loss and its backward on VP/tp vocabulary columns a rank (VP - V padding columns,
- *     about a sixth of the targets -1), logits uniform in [-SCALE, SCALE).
+ *     about a sixth of the targets -1; rows 0 and 1 target the columns on either side of the first split), logits
+ *     uniform in [-SCALE, SCALE).
  *
  * Every rank writes DIR/out.rank<R>: one line "ARRAY INDEX GOT WANT" for each element it computed (GOT its
  * float, WANT the unsharded value in double); the test compares them (lab28_run.h). Bad arguments: exit 2.
@@ -107,6 +108,8 @@ static void vocab_ce(mesh_t *m, mp_rng *rng, int N, int V, int Vp, float scale) 
         targets[i] = mp_rng_u32(rng) % 6 == 0 ? -1 : (int)(mp_rng_u32(rng) % (uint32_t)V);
         dloss[i] = 1.0f / N;
     }
+    /* the edges of the split, whatever the seed: rank 0's last column and rank 1's first */
+    if (N > 1 && Vl < V) targets[0] = Vl - 1, targets[1] = Vl;
     float *mine = malloc(sizeof(float) * N * Vl), *lse = malloc(sizeof(float) * N), *losses = malloc(sizeof(float) * N);
     float *sums = malloc(sizeof(float) * N), *dlogits = malloc(sizeof(float) * N * Vl);
     for (int i = 0; i < N; i++) memcpy(mine + (size_t)i * Vl, logits + (size_t)i * Vp + v0, sizeof(float) * Vl);
