@@ -17,10 +17,11 @@ steps=${1:-3}
 run=${2:-runs/capstone-1b}
 shift $(( $# < 2 ? $# : 2 ))
 cfg=configs/llama-1b-zero3.json
+mixpar=${MIXPAR:-build/mixpar} # MIXPAR=another/build/mixpar compares a build side by side
 mkdir -p "$run"
 if [ $# -eq 0 ]; then
   echo "== plain DDP (zero_optimization.stage 0) on 4 ranks: the launcher checks the plan first"
-  build/mixpar run -n 4 -- build/mixpar train --config "$cfg" --set zero_optimization.stage=0 \
+  "$mixpar" run -n 4 -- "$mixpar" train --config "$cfg" --set zero_optimization.stage=0 \
     --set train.run_dir="$run-ddp"
   echo "(exit $?: refused before any rank started)"
 else
@@ -29,7 +30,7 @@ fi
 echo
 echo "== ZeRO-3 + bf16 on 4 ranks, $steps steps"
 start=$(date +%s)
-OMP_WAIT_POLICY=passive build/mixpar run -n 4 -- build/mixpar train --config "$cfg" --set train.steps="$steps" \
+OMP_WAIT_POLICY=passive "$mixpar" run -n 4 -- "$mixpar" train --config "$cfg" --set train.steps="$steps" \
   --set train.run_dir="$run" --set train.profile=true "$@" || exit 1
 echo "wall time with start-up: $(( $(date +%s) - start )) s"
 echo
