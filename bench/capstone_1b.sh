@@ -3,23 +3,35 @@
 # 4 ranks with ZeRO-3 (FSDP FULL_SHARD) and bf16 autocast, where plain DDP cannot start. First shows the
 # launcher refusing plain DDP with the plan, then runs STEPS real steps and reports, per rank, the allocator's
 # peak bytes by tag against the planner's, the step time, tokens/s and the communication per step against
-# 3 Psi. Needs about 20 GB of free memory and a few minutes (the first minute draws 1.1B weights per rank).
-# Usage: bench/capstone_1b.sh [STEPS] [RUN_DIR]
+# 3 Psi; then where each rank's step went (compute, waiting for gathers, waiting for reduce-scatters, optimizer,
+# other; the profiler's spans, train.profile) and the achieved GFLOP/s over all ranks against the sgemm peak the
+# ranks measured in the same run. Needs about 20 GB of free memory and a few minutes (the first minute draws 1.1B
+# weights per rank).
+# Usage: bench/capstone_1b.sh [STEPS] [RUN_DIR] [--set key=value ...]
+#   extra --set overrides go to both runs, e.g. a scaled-down capstone on the same code path (< 1 GB a rank):
+#   bench/capstone_1b.sh 3 runs/capstone-small --set model.layers=4 --set model.channels=512 --set model.heads=8 \
+#     --set model.kv_heads=4 --set model.ffn=1344
 set -uo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-3}
 run=${2:-runs/capstone-1b}
+shift $(( $# < 2 ? $# : 2 ))
 cfg=configs/llama-1b-zero3.json
+mixpar=${MIXPAR:-build/mixpar} # MIXPAR=another/build/mixpar compares a build side by side
 mkdir -p "$run"
-echo "== plain DDP (zero_optimization.stage 0) on 4 ranks: the launcher checks the plan first"
-build/mixpar run -n 4 -- build/mixpar train --config "$cfg" --set zero_optimization.stage=0 \
-  --set train.run_dir="$run-ddp"
-echo "(exit $?: refused before any rank started)"
+if [ $# -eq 0 ]; then
+  echo "== plain DDP (zero_optimization.stage 0) on 4 ranks: the launcher checks the plan first"
+  "$mixpar" run -n 4 -- "$mixpar" train --config "$cfg" --set zero_optimization.stage=0 \
+    --set train.run_dir="$run-ddp"
+  echo "(exit $?: refused before any rank started)"
+else
+  echo "== overrides given ($*): the plain-DDP refusal (for the 1.1B shape) is skipped"
+fi
 echo
 echo "== ZeRO-3 + bf16 on 4 ranks, $steps steps"
 start=$(date +%s)
-OMP_WAIT_POLICY=passive build/mixpar run -n 4 -- build/mixpar train --config "$cfg" --set train.steps="$steps" \
-  --set train.run_dir="$run" || exit 1
+OMP_WAIT_POLICY=passive "$mixpar" run -n 4 -- "$mixpar" train --config "$cfg" --set train.steps="$steps" \
+  --set train.run_dir="$run" --set train.profile=true "$@" || exit 1
 echo "wall time with start-up: $(( $(date +%s) - start )) s"
 echo
 gbytes() { awk -v b="$1" 'BEGIN{printf "%.2f", b/1e9}'; }
@@ -42,3 +54,43 @@ grep '"kind":"step"' "$run/events.rank0.jsonl" | while read -r line; do
     printf "step %d: %.1f s per rank-step, %.1f tokens/s per rank (%.1f for 4 ranks), comm %.2f GB = %.3f x 3 Psi (N-1)/N\n",
       s, 64 / tps, tps, 4 * tps, cb / 1e9, cb / (3 * psi * 4 * 3 / 4) }'
 done
+echo
+# Where the time went, per rank, over the steps after the first (profile.rank<R>.tsv: seconds summed over them).
+echo "== where each rank's step went (mean over steps 2..$steps; wall seconds; the ranks share the cores, so a span"
+echo "   also holds the time its rank was not scheduled: cpu is what the rank's threads really used)"
+printf "%-5s %7s %7s %8s %8s %8s %8s %8s | %9s %9s | %9s\n" rank step cpu compute gather_w reduce_w optim other \
+  allgather reduce_sc "sgemm pk"
+for r in 0 1 2 3; do
+  awk -F'\t' -v r="$r" -v ev="$run/events.rank$r.jsonl" '
+    /^# steps / { n = $0; sub(/^# steps /, "", n) }
+    /^# peak_flops / { pk = $0; sub(/^# peak_flops /, "", pk) }
+    $1 == "span" || $1 == "comm" { t[$2] = $4 }
+    END {
+      if (n <= 0) { printf "%-5s no profiled steps (run at least 2)\n", r; exit }
+      cpu = 0; k = 0
+      while ((getline line < ev) > 0)
+        if (line ~ /"kind":"step"/ && line !~ /"step":1,/ && match(line, /"cpu_s":[0-9.e+-]+/)) {
+          cpu += substr(line, RSTART + 8, RLENGTH - 8); k++ }
+      compute = t["forward"] + t["backward"] - t["gather_wait"]
+      other = t["step"] - t["forward"] - t["backward"] - t["grad_sync_wait"] - t["optimizer"]
+      printf "%-5s %7.2f %7.2f %8.2f %8.2f %8.2f %8.2f %8.2f | %9.2f %9.2f | %9.1f\n", r, t["step"] / n,
+        k ? cpu / k : 0, compute / n, t["gather_wait"] / n, t["grad_sync_wait"] / n, t["optimizer"] / n, other / n,
+        t["allgather"] / n, t["reduce_scatter"] / n, pk / 1e9 }' "$run/profile.rank$r.tsv"
+done
+echo "(compute: forward + backward less gather_w, the main thread waiting for a layer's all-gather; reduce_w: the"
+echo " wait for the last reduce-scatters after backward; allgather, reduce_sc: the communication thread's seconds in"
+echo " them, hidden behind compute or not; sgemm pk: GFLOP/s the rank measured, one thread, beside the other ranks)"
+# Achieved FLOP/s over all ranks: 6 x params x tokens of the step (the recomputed forward not counted), against
+# the sum of the ranks' sgemm peaks, measured at the same time on the same shared cores.
+for r in 0 1 2 3; do cat "$run/profile.rank$r.tsv"; done | awk -F'\t' -v psi="$psi" '
+  /^# peak_flops / { v = $0; sub(/^# peak_flops /, "", v); peak += v }
+  /^# tokens_per_step / { v = $0; sub(/^# tokens_per_step /, "", v); tokens += v }
+  /^# steps / { v = $0; sub(/^# steps /, "", v); n = v }
+  $1 == "span" && $2 == "step" { if ($4 > slow) slow = $4 }
+  END {
+    if (n <= 0) exit
+    step = slow / n; flops = 6 * psi * tokens
+    printf "achieved: 6 x %.0f params x %d tokens = %.3f TFLOP per step in %.2f s = %.1f GFLOP/s over all ranks;\n",
+      psi, tokens, flops / 1e12, step, flops / step / 1e9
+    printf "sgemm peak over all ranks %.1f GFLOP/s (measured in this run): %.1f%% of the peak\n", peak / 1e9,
+      100 * flops / step / peak }'

@@ -1,4 +1,5 @@
-/* ops_bench.c: time every ops/ kernel, forward and backward, at GPT-2 124M shapes (B=4, T=64), and sum a step. */
+/* ops_bench.c: time every ops/ kernel, forward and backward, at GPT-2 124M shapes (B=4, T=64), and sum a step;
+ * the non-GEMM kernels' achieved GB/s against the triad bandwidth measured in the same run. */
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/rng.h"
@@ -12,6 +13,8 @@
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "ops/swiglu.h"
+#include "prof/kernel_costs.h"
+#include "prof/roofline.h"
 
 #include "bench_util.h"
 
@@ -87,29 +90,58 @@ static void b_rope(bench_state *s) { rope_backward(s->dqkv, B, T, NH, KVH, HS, 1
 static void f_gqa(bench_state *s) { attention_forward(s->y, s->att, s->qkv, B, T, NH, KVH, HS); }
 static void b_gqa(bench_state *s) { attention_backward(s->dqkv, s->dy, s->qkv, s->att, B, T, NH, KVH, HS); }
 
+/* The bytes a non-GEMM kernel must move at least (prof/kernel_costs.h, as the profiler counts them), forward
+ * (bwd false) or backward: against the triad bandwidth, how near the memory roof it runs. */
+typedef prof_cost (*cost_fn)(bool bwd);
+static prof_cost c_encoder(bool bwd) { return bwd ? prof_cost_encoder_backward(N, C) : prof_cost_encoder_forward(N, C); }
+static prof_cost c_norm(bool bwd) { return bwd ? prof_cost_norm_backward(N, C) : prof_cost_norm_forward(N, C); }
+static prof_cost c_attention(bool bwd) {
+    return bwd ? prof_cost_attention_backward(B, T, NH, HS) : prof_cost_attention_forward(B, T, NH, HS);
+}
+static prof_cost c_residual(bool bwd) { /* out = a + b; backward: da += d, db += d */
+    return bwd ? prof_cost_elementwise((double)N * C, 2, 3, 2) : prof_cost_elementwise((double)N * C, 1, 2, 1);
+}
+static prof_cost c_gelu(bool bwd) {
+    return bwd ? prof_cost_elementwise((double)N * F4, 14, 2, 2) : prof_cost_elementwise((double)N * F4, 9, 1, 1);
+}
+static prof_cost c_crossentropy(bool bwd) {
+    return bwd ? prof_cost_crossentropy_backward(N, V, VP) : prof_cost_crossentropy_forward(N, V, VP);
+}
+static prof_cost c_swiglu(bool bwd) { /* per (n, f): reads g, u (and dout), writes out (or dg, du) */
+    return bwd ? prof_cost_elementwise((double)N * FS, 12, 5, 2) : prof_cost_elementwise((double)N * FS, 6, 2, 1);
+}
+static prof_cost c_rope(bool bwd) { /* q and k heads rotated in place */
+    (void)bwd;
+    return prof_cost_elementwise((double)N * (NH + KVH) * HS, 3, 1, 1);
+}
+static prof_cost c_gqa(bool bwd) { /* the kv heads are shared: counted as the full attention (an upper bound) */
+    return c_attention(bwd);
+}
+
 typedef struct {
     const char *name, *shape;
     bench_fn fwd, bwd;
+    cost_fn cost; /* non-GEMM kernels: their bytes; NULL for the matmuls */
     int per_step; /* calls per GPT-2 training step (0: not part of GPT-2) */
     int oc, ic;   /* for matmuls: the shape, and their FLOPs are counted */
 } bench_op;
 
 static const bench_op ops[] = {
-    {"encoder", "B,T,C=4,64,768", f_encoder, b_encoder, 1, 0, 0},
-    {"layernorm", "N,C=256,768", f_layernorm, b_layernorm, 2 * L + 1, 0, 0},
-    {"matmul qkv", "256x768 -> 2304", f_matmul, b_matmul, L, 3 * C, C},
-    {"attention", "NH=12,HS=64", f_attention, b_attention, L, 0, 0},
-    {"matmul attproj", "256x768 -> 768", f_matmul, b_matmul, L, C, C},
-    {"residual", "N*C=196608", f_residual, b_residual, 2 * L, 0, 0},
-    {"matmul fc", "256x768 -> 3072", f_matmul, b_matmul, L, F4, C},
-    {"gelu", "N*4C=786432", f_gelu, b_gelu, L, 0, 0},
-    {"matmul fcproj", "256x3072 -> 768", f_matmul, b_matmul, L, C, F4},
-    {"matmul lm head", "256x768 -> 50304", f_matmul, b_matmul, 1, VP, C},
-    {"crossentropy", "N,V,Vp=256,50257,50304", f_crossentropy, b_crossentropy, 1, 0, 0},
-    {"rmsnorm", "N,C=256,768", f_rmsnorm, b_rmsnorm, 0, 0, 0},
-    {"swiglu", "N,F=256,2048", f_swiglu, b_swiglu, 0, 0, 0},
-    {"rope", "NH=12,KVH=4,HS=64", f_rope, b_rope, 0, 0, 0},
-    {"attention gqa", "NH=12,KVH=4,HS=64", f_gqa, b_gqa, 0, 0, 0},
+    {"encoder", "B,T,C=4,64,768", f_encoder, b_encoder, c_encoder, 1, 0, 0},
+    {"layernorm", "N,C=256,768", f_layernorm, b_layernorm, c_norm, 2 * L + 1, 0, 0},
+    {"matmul qkv", "256x768 -> 2304", f_matmul, b_matmul, NULL, L, 3 * C, C},
+    {"attention", "NH=12,HS=64", f_attention, b_attention, c_attention, L, 0, 0},
+    {"matmul attproj", "256x768 -> 768", f_matmul, b_matmul, NULL, L, C, C},
+    {"residual", "N*C=196608", f_residual, b_residual, c_residual, 2 * L, 0, 0},
+    {"matmul fc", "256x768 -> 3072", f_matmul, b_matmul, NULL, L, F4, C},
+    {"gelu", "N*4C=786432", f_gelu, b_gelu, c_gelu, L, 0, 0},
+    {"matmul fcproj", "256x3072 -> 768", f_matmul, b_matmul, NULL, L, C, F4},
+    {"matmul lm head", "256x768 -> 50304", f_matmul, b_matmul, NULL, 1, VP, C},
+    {"crossentropy", "N,V,Vp=256,50257,50304", f_crossentropy, b_crossentropy, c_crossentropy, 1, 0, 0},
+    {"rmsnorm", "N,C=256,768", f_rmsnorm, b_rmsnorm, c_norm, 0, 0, 0},
+    {"swiglu", "N,F=256,2048", f_swiglu, b_swiglu, c_swiglu, 0, 0, 0},
+    {"rope", "NH=12,KVH=4,HS=64", f_rope, b_rope, c_rope, 0, 0, 0},
+    {"attention gqa", "NH=12,KVH=4,HS=64", f_gqa, b_gqa, c_gqa, 0, 0, 0},
 };
 
 /* One GPT-2 training step's kernels in the order a step runs them, on the same buffers (the numbers
@@ -195,9 +227,12 @@ int main(int argc, char **argv) {
            openblas_get_num_threads(), openblas_get_config());
     printf("sgemm peak (1536^3, NoTrans x Trans, split over the threads): %.1f GFLOP/s (measured again at the end)\n",
            peak_before);
-    printf("time = best of %d calls after one warm-up, each kernel alone (caches warm)\n\n", reps);
-    printf("%-16s %-24s %10s %10s %9s %9s %6s %11s\n", "op", "shape", "fwd ms", "bwd ms", "fwd GF/s", "bwd GF/s", "calls",
-           "step ms");
+    const double triad = prof_measure_triad_bandwidth(1L << 24) / 1e9;
+    printf("triad bandwidth (a = b + s c, 3 x 64 MB, the same threads): %.1f GB/s\n", triad);
+    printf("time = best of %d calls after one warm-up, each kernel alone (caches warm); matmuls: GFLOP/s; the other\n"
+           "kernels: GB/s of the bytes they must move (prof/kernel_costs.h) and that as a share of the triad\n\n", reps);
+    printf("%-16s %-24s %10s %10s %9s %9s %6s %11s %9s %9s\n", "op", "shape", "fwd ms", "bwd ms", "fwd GF/s", "bwd GF/s",
+           "calls", "step ms", "fwd GB/s", "bwd GB/s");
 
     double step_total = 0, step_matmul = 0, step_flops = 0;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
@@ -215,14 +250,20 @@ int main(int argc, char **argv) {
             step_matmul += op->per_step * (tf + tb);
             step_flops += op->per_step * 3 * flops;
         }
+        char bf[24] = "", bb[24] = "";
+        if (op->cost) { /* achieved bytes/s, and the share of the triad's */
+            const double gbf = op->cost(false).bytes / tf / 1e9, gbb = op->cost(true).bytes / tb / 1e9;
+            snprintf(bf, sizeof bf, "%.1f %3.0f%%", gbf, 100 * gbf / triad);
+            snprintf(bb, sizeof bb, "%.1f %3.0f%%", gbb, 100 * gbb / triad);
+        }
         char calls[16] = "", step[16] = "";
         if (op->per_step) {
             snprintf(calls, sizeof calls, "%d", op->per_step);
             snprintf(step, sizeof step, "%.1f", op->per_step * (tf + tb) * 1e3);
             step_total += op->per_step * (tf + tb);
         }
-        printf("%-16s %-24s %10.3f %10.3f %9s %9s %6s %11s\n", op->name, op->shape, tf * 1e3, tb * 1e3, gf, gb, calls,
-               step);
+        printf("%-16s %-24s %10.3f %10.3f %9s %9s %6s %11s %9s %9s\n", op->name, op->shape, tf * 1e3, tb * 1e3, gf, gb,
+               calls, step, bf, bb);
         fflush(stdout);
     }
     const double in_order = seconds_per_call(gpt2_step_in_order, &s, reps < 3 ? reps : 3);

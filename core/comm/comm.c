@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- names */
@@ -144,13 +145,35 @@ static _Noreturn void fail_timeout(comm_t *c, double waited, int peer) {
     exit(EXIT_BAD_INPUT);
 }
 
+/* A waiting rank sleeps once nothing has moved for this long: the peers it waits for are still computing. */
+#define COMM_SLEEP_AFTER_S 2e-3
+#define COMM_SLEEP_MIN_S 20e-6
+#define COMM_SLEEP_MAX_S 1e-3
+
 void comm_poll_pause(comm_t *c, unsigned *spins, double t_start, int peer) {
-    /* A short hot spin catches replies that are microseconds away; after it, yield on every round,
-     * since with more ranks than cores the rank we wait for may need this very core. */
+    /* A short hot spin catches replies that are microseconds away; after it, yield on every round, since
+     * with more ranks than cores the rank we wait for may need this very core. A wait with no progress for
+     * COMM_SLEEP_AFTER_S sleeps instead, for 1/32 of the time waited so far (20 us .. 1 ms): sched_yield
+     * leaves the rank runnable, so on an oversubscribed machine every waiting rank (4 ranks on 2 cores)
+     * keeps taking turns on the cores the computing ranks need; asleep it takes none, and wakes soon
+     * enough that a collective whose peers have all arrived loses at most a millisecond a round.
+     * MIXPAR_COMM_WAIT=yield never sleeps (the old behaviour, for comparison). */
+    c->stats.idle_polls++;
     if (++*spins < 64) return;
+    double waited = -1;
     if ((*spins & 15) == 0) {
-        double waited = mp_now() - t_start;
+        waited = mp_now() - t_start;
         if (waited > c->timeout_s) fail_timeout(c, waited, peer);
+    }
+    if (c->wait_sleeps && *spins >= 256) {
+        if (waited < 0) waited = mp_now() - t_start;
+        if (waited > COMM_SLEEP_AFTER_S) {
+            double s = fmin(fmax(waited / 32, COMM_SLEEP_MIN_S), COMM_SLEEP_MAX_S);
+            struct timespec ts = {0, (long)(s * 1e9)};
+            nanosleep(&ts, NULL);
+            c->stats.sleeps++;
+            return;
+        }
     }
     sched_yield();
 }
@@ -198,6 +221,14 @@ static bool env_flag(const char *name) {
     if (!s || !*s || strcmp(s, "0") == 0) return false;
     if (strcmp(s, "1") == 0) return true;
     MP_FAIL("0 or 1", "%s='%s'", name, s);
+}
+
+/* MIXPAR_COMM_WAIT: "sleep" (the default) or "yield" (waits never sleep; comm_poll_pause). */
+static bool env_wait_sleeps(void) {
+    const char *s = getenv("MIXPAR_COMM_WAIT");
+    if (!s || !*s || strcmp(s, "sleep") == 0) return true;
+    if (strcmp(s, "yield") == 0) return false;
+    MP_FAIL_HINT("MIXPAR_COMM_WAIT=sleep or yield", "unset it for the default (sleep)", "MIXPAR_COMM_WAIT='%s'", s);
 }
 
 static int env_ranks_per_node(void) {
@@ -261,6 +292,7 @@ comm_t *comm_init(int *argc, char ***argv) {
     c->is_world = true;
     c->timeout_s = env_seconds("MIXPAR_COMM_TIMEOUT", 300.0);
     c->debug = env_flag("MIXPAR_COMM_DEBUG");
+    c->wait_sleeps = env_wait_sleeps();
     c->ranks_per_node = env_ranks_per_node();
     init_defaults(c);
     mp_elapsed(); /* start the event clock */
@@ -334,6 +366,7 @@ comm_t *comm_split(comm_t *c, int color, int key) {
     child->world_rank = c->world_rank;
     child->timeout_s = c->timeout_s;
     child->debug = c->debug;
+    child->wait_sleeps = c->wait_sleeps;
     child->events = c->events;
     child->serialized_threads = c->serialized_threads;
     child->ranks_per_node = c->ranks_per_node;

@@ -40,6 +40,10 @@
  * reduce and reduce_scatter (the result goes to the start of the buffer), and for allgather send == recv +
  * rank * count elements (this rank's block already in place), as MPI_IN_PLACE allows.
  *
+ * Waiting: a rank that waits spins a little, then yields its core, and once nothing has moved for 2 ms sleeps
+ * (20 us .. 1 ms a round), so that with more ranks than cores the waiting ones leave the cores to those still
+ * computing; MIXPAR_COMM_WAIT=yield never sleeps (for comparison; comm_stats counts the idle polls and sleeps).
+ *
  * Errors never hang: a blocking wait gives up after MIXPAR_COMM_TIMEOUT seconds (default 300) with a
  * message naming this rank, the operation and the peer, and exits 2. MIXPAR_COMM_DEBUG=1 checks before
  * every collective that all ranks called the same one with the same count (one extra small allgather).
@@ -204,6 +208,8 @@ typedef struct {
     uint64_t calls[COMM_NOPS];
     uint64_t bytes_sent[COMM_NOPS];
     double seconds[COMM_NOPS];
+    uint64_t idle_polls; /* rounds of a waiting loop that found nothing done (each a spin, yield or sleep) */
+    uint64_t sleeps;     /* of those, the ones that slept (MIXPAR_COMM_WAIT) */
 } comm_stats_t;
 
 void comm_stats(const comm_t *c, comm_stats_t *out);

@@ -67,6 +67,7 @@ struct comm {
     int *members;
     double timeout_s;
     bool debug;
+    bool wait_sleeps; /* MIXPAR_COMM_WAIT: long waits sleep rather than yield (comm_poll_pause) */
     comm_algo defaults[COMM_NOPS];
     ev_writer *events;
     int event_bucket;        /* written as "bucket" in comm events when >= 0 (DDP's bucket index) */
@@ -92,8 +93,8 @@ struct comm {
 /* Waits for a backend request with the communicator's timeout; `peer` (or -1 for a whole collective)
  * names who is awaited in the timeout message. Returns the bytes received. */
 size_t comm_wait_raw(comm_t *c, void *req, int peer);
-/* The polite spin of a waiting loop: spins a little, then yields the core (ranks may share cores), and
- * stops the program with the timeout message once `t_start` is more than the timeout ago. */
+/* The polite spin of a waiting loop: spins a little, then yields the core (ranks may share cores), sleeps
+ * once nothing has moved for 2 ms (MIXPAR_COMM_WAIT=yield: never), and stops the program with the timeout message once `t_start` is more than the timeout ago. */
 void comm_poll_pause(comm_t *c, unsigned *spins, double t_start, int peer);
 /* Stops the program: "mixpar comm: rank R: <what> ... during <op> (<algo>)"; exit 2. */
 _Noreturn void comm_fail(const comm_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -7,6 +7,7 @@
 #include "base/lab.h"
 #include "base/mem.h"
 #include "dist/ddp.h"
+#include "prof/prof.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -304,7 +305,11 @@ static void ensure(fsdp *f, int i) {
     unit *u = &f->units[i];
     if (f->threaded) {
         pthread_mutex_lock(&f->mu);
-        while (u->state != UNIT_READY) pthread_cond_wait(&f->done, &f->mu);
+        if (u->state != UNIT_READY) { /* the profile's gather_wait: compute stopped for a gather not yet done */
+            PROF_BEGIN("gather_wait");
+            while (u->state != UNIT_READY) pthread_cond_wait(&f->done, &f->mu);
+            PROF_END("gather_wait");
+        }
         pthread_mutex_unlock(&f->mu);
     }
     if (!u->cast) {

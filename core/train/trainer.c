@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* ------------------------------------------------------------------ data */
@@ -81,6 +82,13 @@ static void share_cores_between_local_ranks(void) {
     if (ranks <= 1) return;
     int cores = omp_get_num_procs() / ranks;
     omp_set_num_threads(cores > 0 ? cores : 1);
+}
+
+/* CPU seconds this process has used, all its threads together (getrusage: user + system). */
+static double process_cpu_s(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 /* FNV-1a over the resolved config: ranks compare it to be sure they build the same model. */
@@ -1405,14 +1413,16 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             for (int l = 0; l < mc.L + 2; l++) fp_hist_clear(&act_hists[l]);
             model_collect_act_hist(m, act_hists);
         }
-        double t0 = mp_elapsed();
+        double t0 = mp_elapsed(), cpu0 = process_cpu_s();
+        comm_stats_t cs0 = {0};
+        if (comm) comm_stats(comm, &cs0);
         inject_before_step(&injection, &ts, step);
         train_profile_step_begin(profile);
         train_step_result r = train_step_run(&ts, inputs, targets, B, T, accum, lr);
         train_profile_step_end(profile);
         if (comm && world > 1) /* report the loss of the global batch: the mean of the ranks' means */
             comm_allreduce(comm, &r.loss, &r.loss, 1, COMM_FP32, COMM_AVG, COMM_ALGO_NATIVE);
-        double t1 = mp_elapsed(), dt = t1 - t0;
+        double t1 = mp_elapsed(), dt = t1 - t0, cpu = process_cpu_s() - cpu0;
         recent = step == first ? dt : 0.9 * recent + 0.1 * dt;
         bool skipped = r.skipped;
         if (step == first) sum.first_loss = r.loss;
@@ -1431,6 +1441,13 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             ev_int(ev, "skipped_total", ts.scaler.skipped);
         }
         ev_num(ev, "tokens_per_s", per_step / dt);
+        ev_num(ev, "cpu_s", cpu);
+        if (comm && world > 1) { /* how often this rank's waits found nothing done, and how many of those slept */
+            comm_stats_t cs1;
+            comm_stats(comm, &cs1);
+            ev_int(ev, "idle_polls", (long long)(cs1.idle_polls - cs0.idle_polls));
+            ev_int(ev, "sleeps", (long long)(cs1.sleeps - cs0.sleeps));
+        }
         if (fs) { /* what this rank sent gathering weights and reducing gradients in this step */
             fsdp_stats fst;
             fsdp_get_stats(fs, &fst);
