@@ -50,10 +50,10 @@ for path in files:
         # before the parentheses ends with the term's 中文 or an "also")
         zh_pairs = r'([' + han + r']+) ?[(（]([A-Za-z][A-Za-z0-9 \-,，/、]*)[)）]'
         for m in (re.finditer(zh_pairs, line) if '/zh/' in '/' + path else ()):
-            chinese, parts = m.group(1), [w.strip().lower() for w in re.split(r'[,，/、]', m.group(2))]
+            # the first part is the term: "自动混合精度（automatic mixed precision, AMP）"; "(seed, step, tensor)" is a list
+            chinese, first = m.group(1), re.split(r'[,，/、]', m.group(2))[0].strip().lower()
             for english, canonical, accepted, rejected in by_length:
-                e = english.lower()
-                if any(re.fullmatch(re.escape(e) + r'(s|es|d|ed)?', w) for w in parts):
+                if re.fullmatch(re.escape(english.lower()) + r'(s|es|d|ed)?', first):
                     if chinese not in titles and not any(chinese.endswith(a) for a in accepted):
                         print(f'{path}:{n}: "{chinese}（{m.group(2)}）": the course says {canonical} ({english}), see GLOSSARY.md')
                         bad += 1
