@@ -25,7 +25,7 @@ figures() { grep -o '](fig/[^)]*)' "$1" | sort -u || true; }
 if [ "${1:-}" = --check ]; then
   command -v pandoc >/dev/null || { echo "slides: pandoc is not installed (make deps installs it)" >&2; exit 2; }
   bad=0
-  for deck in "${decks[@]}" "${zh_decks[@]}"; do
+  for deck in "${decks[@]}" ${zh_decks[@]+"${zh_decks[@]}"}; do
     headings=$(slide_headings "$deck")
     # Without --self-contained the figures need not exist; the slide count does not depend on them.
     rendered=$("${pandoc_slides[@]}" "$deck" 2>/dev/null | tr '\n' ' ' | grep -o '<section[^>]*class="slide level1' | wc -l)
@@ -62,7 +62,7 @@ for deck in "${decks[@]}"; do
 done
 # The Chinese editions show the figures just drawn for their English decks.
 [ ${#zh_decks[@]} -eq 0 ] || mkdir -p "$out/zh"
-for deck in "${zh_decks[@]}"; do
+for deck in ${zh_decks[@]+"${zh_decks[@]}"}; do
   name=$(basename "$deck" .md)
   "${pandoc_slides[@]}" --self-contained --resource-path="$out:slides" -o "$out/zh/$name.html" "$deck"
   echo "slides: $out/zh/$name.html"
