@@ -46,19 +46,37 @@ for path in files:
                         print(f'{path}:{n}: "{english} ({chinese})": the course says {canonical}, see GLOSSARY.md')
                         bad += 1
                     break
+        # ... and, in a Chinese deck (slides/zh/), the other way round: "损失缩放（loss scaling）" (the Chinese just
+        # before the parentheses ends with the term's 中文 or an "also")
+        zh_pairs = r'([' + han + r']+) ?[(（]([A-Za-z][A-Za-z0-9 \-,，/、]*)[)）]'
+        for m in (re.finditer(zh_pairs, line) if '/zh/' in '/' + path else ()):
+            # the first part is the term: "自动混合精度（automatic mixed precision, AMP）"; "(seed, step, tensor)" is a list
+            chinese, first = m.group(1), re.split(r'[,，/、]', m.group(2))[0].strip().lower()
+            for english, canonical, accepted, rejected in by_length:
+                if re.fullmatch(re.escape(english.lower()) + r'(s|es|d|ed)?', first):
+                    if chinese not in titles and not any(chinese.endswith(a) for a in accepted):
+                        print(f'{path}:{n}: "{chinese}（{m.group(2)}）": the course says {canonical} ({english}), see GLOSSARY.md')
+                        bad += 1
+                    break
 sys.exit(1 if bad else 0)
 PY
-docs=(README.md tools/README.student.md labs/*/README.md slides/[0-9]*.md solutions/*.md)
+shopt -s nullglob
+docs=(README.md tools/README.student.md labs/*/README.md slides/[0-9]*.md slides/zh/[0-9]*.md solutions/*.md)
 out=$(python3 "$checker" "$ROOT" "${docs[@]}" 2>&1); rc=$?
 if [ "$rc" -eq 0 ]; then echo "ok - glossary: ${#docs[@]} handouts, decks, solutions and READMEs use GLOSSARY.md's terms"
 else echo "not ok - glossary: terms that are not GLOSSARY.md's"; sed 's/^/    /' <<<"$out" | head -40; fi
 planted=$(mktemp -d)
 printf '%s\n' 'Each rank runs a reduce-scatter (规约散射) of its bucket.' 'The loss scaling (损失放缩) trick.' \
   'Gradient accumulation (梯度累积) is fine.' > "$planted/deck.md"
+mkdir -p "$planted/zh"
+printf '%s\n' '每个进程对自己的桶做一次归约散射（reduce-scatter）。' '先做全规约（allreduce）再更新。' \
+  '用动态损失放大（dynamic loss scaling）。' '梯度累积（gradient accumulation）和微批次（micro-batches）都对。' > "$planted/zh/deck.md"
 check_output "glossary: the check catches a wrong pairing and a rejected word, and passes a right one" 1 \
   'deck.md:1: "reduce-scatter \(规约散射\)".*' python3 "$checker" "$ROOT" "$planted/deck.md"
 check "glossary: ... and reports exactly those two lines (1 and 2)" bash -c \
   "[ \"\$(python3 '$checker' '$ROOT' '$planted/deck.md' | grep -o 'deck.md:[0-9]*' | sort -u | paste -sd' ')\" = 'deck.md:1 deck.md:2' ]"
+check "glossary: in a Chinese deck, \"中文（English）\" with another Chinese and a rejected word are caught (lines 2, 3 only)" \
+  bash -c "[ \"\$(python3 '$checker' '$ROOT' '$planted/zh/deck.md' | grep -o 'zh/deck.md:[0-9]*' | sort -u | paste -sd' ')\" = 'zh/deck.md:2 zh/deck.md:3' ]"
 
 # Every handout opens with its Chinese section: in its first 15 lines a line "## 中文导读", then, in this order and
 # before the next "## " heading (the English text), "### 目标", "### 练习", "### 完成标准" and "### 评分".
