@@ -11,34 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-mixpar=build/mixpar
-out=runs/lab25
-# One thread per process unless told otherwise: the numbers do not depend on it (the runs are bit-identical with
-# any thread count), and on a busy machine OpenMP threads that wait for each other by spinning are many times
-# slower than one thread.
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-lab=labs/lab25-advanced-mixed-precision
-mkdir -p "$out"
-[ -x "$mixpar" ] || { echo "lab25: $mixpar is missing; run 'make' first (make lab25 does)" >&2; exit 2; }
-
-section() { printf '\n==== %s\n\n' "$*"; }
-todo=0
-# Runs a command that needs lab regions; while they are still LAB_TODO stubs (exit 86) it says so and goes on.
-needs_lab() {
-    local rc=0
-    "$@" || rc=$?
-    if [ "$rc" -eq 86 ]; then todo=1; echo "  (this part runs once the lab regions named above are written)"; return 86; fi
-    return "$rc"
-}
-ok_or_todo() { [ "$1" -eq 0 ] || [ "$1" -eq 86 ] || exit "$1"; }
+source labs/experiment_lib.sh
+experiment_init 25
 
 driver=build/labs/lab25_norm_table
-if [ ! -x "$driver" ] || [ "$lab/norm_table.c" -nt "$driver" ] || [ build/libmixpar.a -nt "$driver" ]; then
-    mkdir -p build/labs
-    cc -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fopenmp -Icore $(mpicc --showme:compile 2>/dev/null) \
-        -o "$driver" "$lab/norm_table.c" build/libmixpar.a -lopenblas -lcjson -lm -pthread -fopenmp \
-        $(mpicc --showme:link 2>/dev/null)
-fi
+build_lab_driver "$lab/norm_table.c" "$driver"
 
 # ------------------------------------------------------------------ 1. norm statistics
 section "1. layer norm statistics in fp32, bf16 and fp16 ($driver 768)"

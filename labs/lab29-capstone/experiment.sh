@@ -12,22 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-mixpar=build/mixpar
-out=runs/lab29
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-mkdir -p "$out"
-[ -x "$mixpar" ] || { echo "lab29: $mixpar is missing; run 'make' first (make lab29 does)" >&2; exit 2; }
-
-section() { printf '\n==== %s\n\n' "$*"; }
-todo=0
-# Runs a command that needs lab regions; while they are still LAB_TODO stubs (exit 86) it says so and goes on.
-needs_lab() {
-    local rc=0
-    "$@" || rc=$?
-    if [ "$rc" -eq 86 ]; then todo=1; echo "  (this part runs once the lab regions named above are written)"; return 86; fi
-    return "$rc"
-}
-ok_or_todo() { [ "$1" -eq 0 ] || [ "$1" -eq 86 ] || exit "$1"; }
+source labs/experiment_lib.sh
+experiment_init 29
 
 # ------------------------------------------------------------------ 1. the 1B plan
 section "1. the 1B capstone planned per rank on 4 ranks (mixpar plan, lab 01): which ZeRO stage fits ~6 GB a rank?"
