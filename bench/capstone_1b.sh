@@ -2,7 +2,7 @@
 # capstone_1b.sh: the course's 1B step on this machine: a LLaMA-style 1.1B model (TinyLlama's shape) trained on
 # 4 ranks with ZeRO-3 (FSDP FULL_SHARD) and bf16 autocast, where plain DDP cannot start. First shows the
 # launcher refusing plain DDP with the plan, then runs STEPS real steps and reports, per rank, the allocator's
-# peak bytes by tag against the planner's, the step time, tokens/s and the communication per step against
+# peak bytes (what they are made of, by tag) against the planner's, the step time, tokens/s and the communication per step against
 # 3 Psi; then where each rank's step went (compute, waiting for gathers, waiting for reduce-scatters, optimizer,
 # other; the profiler's spans, train.profile) and the achieved GFLOP/s over all ranks against the sgemm peak the
 # ranks measured in the same run. Needs about 20 GB of free memory and a few minutes (the first minute draws 1.1B
@@ -39,14 +39,21 @@ field() { grep -o "\"$2\":[0-9.e+-]*" <<<"$1" | head -n 1 | cut -d: -f2; }
 header=$(head -n 1 "$run/events.rank0.jsonl")
 plan=$(grep -o '"plan":{[^}]*}' <<<"$header")
 psi=$(field "$header" params)
-echo "parameters: $psi; plan per rank: param $(gbytes "$(field "$plan" param)") GB, grad $(gbytes "$(field "$plan" grad)") GB, optim $(gbytes "$(field "$plan" optim)") GB, act $(gbytes "$(field "$plan" act)") GB"
-printf "%-5s %9s %9s %9s %9s %9s %11s\n" rank param grad optim comm other "peak total"
+echo "parameters: $psi. Memory per rank in GB: the planner's (the run header's plan) against the allocator's at the"
+echo "moment of each rank's peak (the mem event's at_peak: what the peak is made of)"
+tags="param grad master optim act comm other"
+printf "%-5s" ""; for t in $tags; do printf " %8s" "$t"; done; printf " %9s %13s\n" total "measured/plan"
+plan_total=0
+printf "%-5s" plan
+for t in $tags; do b=$(field "$plan" "$t"); plan_total=$((plan_total + ${b:-0})); printf " %8s" "$(gbytes "${b:-0}")"; done
+printf " %9s\n" "$(gbytes "$plan_total")"
 for r in 0 1 2 3; do
-  peak=$(grep '"kind":"mem"' "$run/events.rank$r.jsonl" | tail -n 1 | grep -o '"peak":{[^}]*}')
-  total=$(grep '"kind":"mem"' "$run/events.rank$r.jsonl" | tail -n 1 | grep -o '"peak_total":[0-9]*' | cut -d: -f2)
-  printf "%-5s %9s %9s %9s %9s %9s %11s\n" "$r" "$(gbytes "$(field "$peak" param)")" "$(gbytes "$(field "$peak" grad)")" \
-    "$(gbytes "$(field "$peak" optim)")" "$(gbytes "$(field "$peak" comm)")" "$(gbytes "$(field "$peak" other)")" \
-    "$(gbytes "$total") GB"
+  mem=$(grep '"kind":"mem"' "$run/events.rank$r.jsonl" | tail -n 1)
+  at=$(grep -o '"at_peak":{[^}]*}' <<<"$mem")
+  total=$(grep -o '"peak_total":[0-9]*' <<<"$mem" | cut -d: -f2)
+  printf "%-5s" "$r"
+  for t in $tags; do printf " %8s" "$(gbytes "$(field "$at" "$t")")"; done
+  printf " %9s %13s\n" "$(gbytes "$total")" "$(awk -v m="$total" -v p="$plan_total" 'BEGIN{printf "%.3f", m / p}')"
 done
 grep '"kind":"step"' "$run/events.rank0.jsonl" | while read -r line; do
   s=$(field "$line" step) tps=$(field "$line" tokens_per_s) cb=$(field "$line" comm_bytes)

@@ -218,5 +218,8 @@ void ev_mem(ev_writer *w, long long step) {
     for (int t = 0; t < MEM_NTAGS; t++) ev_int(w, mem_tag_name(t), (long long)mem_peak(t));
     ev_object_end(w);
     ev_int(w, "peak_total", (long long)mem_peak_total());
+    ev_object_begin(w, "at_peak");
+    for (int t = 0; t < MEM_NTAGS; t++) ev_int(w, mem_tag_name(t), (long long)mem_at_peak(t));
+    ev_object_end(w);
     ev_end(w);
 }

@@ -32,6 +32,7 @@ static _Atomic size_t current_bytes[MEM_NTAGS];
 static _Atomic size_t peak_bytes[MEM_NTAGS];
 static _Atomic size_t current_total;
 static _Atomic size_t peak_total;
+static _Atomic size_t at_peak_bytes[MEM_NTAGS]; /* each tag's bytes when peak_total was last raised */
 static _Atomic size_t given_back_bytes; /* by mem_decommit's madvise calls */
 
 const char *mem_tag_name(mem_tag tag) {
@@ -44,17 +45,26 @@ int mem_tag_from_name(const char *name) {
     return -1;
 }
 
-static void raise_peak(_Atomic size_t *peak, size_t now) {
+/* Raises *peak to now; true when this call raised it. */
+static bool raise_peak(_Atomic size_t *peak, size_t now) {
     size_t seen = atomic_load(peak);
-    while (now > seen && !atomic_compare_exchange_weak(peak, &seen, now)) {
-    }
+    while (now > seen)
+        if (atomic_compare_exchange_weak(peak, &seen, now)) return true;
+    return false;
+}
+
+/* Each tag's bytes at the moment of a new total peak: what the peak is made of (the per-tag peaks are
+ * reached at different moments, so they add up to more than peak_total). Taken without a lock, so with
+ * threads allocating at once it is that moment's picture to within their allocations. */
+static void note_peak_mix(void) {
+    for (int t = 0; t < MEM_NTAGS; t++) atomic_store(&at_peak_bytes[t], atomic_load(&current_bytes[t]));
 }
 
 /* Counts `bytes` more (or, negative through `add` false, fewer) under a tag; the totals skip MEM_HOST. */
 static void count(mem_tag tag, size_t bytes, int add) {
     if (add) {
         raise_peak(&peak_bytes[tag], atomic_fetch_add(&current_bytes[tag], bytes) + bytes);
-        if (tag != MEM_HOST) raise_peak(&peak_total, atomic_fetch_add(&current_total, bytes) + bytes);
+        if (tag != MEM_HOST && raise_peak(&peak_total, atomic_fetch_add(&current_total, bytes) + bytes)) note_peak_mix();
     } else {
         atomic_fetch_sub(&current_bytes[tag], bytes);
         if (tag != MEM_HOST) atomic_fetch_sub(&current_total, bytes);
@@ -255,8 +265,10 @@ size_t mem_current(mem_tag tag) { return (unsigned)tag < MEM_NTAGS ? atomic_load
 size_t mem_peak(mem_tag tag) { return (unsigned)tag < MEM_NTAGS ? atomic_load(&peak_bytes[tag]) : 0; }
 size_t mem_current_total(void) { return atomic_load(&current_total); }
 size_t mem_peak_total(void) { return atomic_load(&peak_total); }
+size_t mem_at_peak(mem_tag tag) { return (unsigned)tag < MEM_NTAGS ? atomic_load(&at_peak_bytes[tag]) : 0; }
 
 void mem_reset_peaks(void) {
     for (int t = 0; t < MEM_NTAGS; t++) atomic_store(&peak_bytes[t], atomic_load(&current_bytes[t]));
     atomic_store(&peak_total, atomic_load(&current_total));
+    note_peak_mix();
 }

@@ -34,6 +34,7 @@ size_t mem_peak(mem_tag tag);
 /* The totals are of device memory: every tag but MEM_HOST, whose pool has its own mem_current / mem_peak. */
 size_t mem_current_total(void);
 size_t mem_peak_total(void);                    /* peak of the sum, not the sum of peaks */
+size_t mem_at_peak(mem_tag tag);                /* the tag's bytes at the moment of peak_total */
 void mem_reset_peaks(void);                     /* peaks := current values */
 
 /* Reserved blocks: address space for a whole buffer, backed by memory only where committed. ZeRO-3 and

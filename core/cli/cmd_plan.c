@@ -67,6 +67,12 @@ static void usage(FILE *out) {
             "output\n"
             "  --presets          one row per preset, for this run setting\n"
             "  --explain          the formulas with this plan's numbers, and what is not counted\n"
+            "\n"
+            "a run's own plan\n"
+            "  --config FILE [--world N] [--set key=value ...]\n"
+            "                     the bytes per rank and tag a training run of this config records in its header\n"
+            "                     and is measured against: ZeRO-3/FSDP's gathered units at their worst, the cast\n"
+            "                     cache and 16-bit activations included; no other option goes with it\n"
             "  --json             machine-readable: one object, or {\"plans\": [...]} for a table\n"
             "  --tsv              tab-separated rows with a '#' header, for gnuplot\n"
             "\n"
@@ -806,6 +812,7 @@ static void print_parallel(const plan_model *m, const plan_run *run, const plan_
 }
 
 int cmd_plan(int argc, char **argv) {
+    if (plan_args_name_config(argc, argv)) return cmd_plan_config(argc, argv);
     plan_options o;
     parse_options(argc, argv, &o);
     if (o.tp || o.pp || o.micro_batches || o.schedule >= 0) {

@@ -134,11 +134,11 @@ static void check_train_fits(int ranks, char **program) {
         snprintf(hint, sizeof hint, "even fully sharded it needs %.2f GB per rank: fewer ranks, a smaller micro-batch "
                  "or a smaller model", gb(alt.total_bytes));
     MP_FAIL_HINT("a run that fits in this machine's available memory (MIXPAR_NO_MEMORY_CHECK=1 skips this check)", hint,
-                 "the plan needs %.2f GB per rank (weights %.2f, gradients %.2f, optimizer %.2f, activations %.2f) x %d "
-                 "ranks = %.1f GB; %.1f GB available",
+                 "the plan needs %.2f GB per rank (weights %.2f, gradients %.2f, optimizer %.2f, activations %.2f, "
+                 "gathered units and communication buffers %.2f, cast cache %.2f) x %d ranks = %.1f GB; %.1f GB available",
                  gb(plan.total_bytes), gb(plan.bytes[MEM_PARAM]), gb(plan.bytes[MEM_GRAD]),
-                 gb(plan.bytes[MEM_OPTIM] + plan.bytes[MEM_MASTER]), gb(plan.bytes[MEM_ACT]), ranks, gb(need),
-                 gb(available));
+                 gb(plan.bytes[MEM_OPTIM] + plan.bytes[MEM_MASTER]), gb(plan.bytes[MEM_ACT]), gb(plan.bytes[MEM_COMM]),
+                 gb(plan.bytes[MEM_OTHER]), ranks, gb(need), gb(available));
 }
 
 int cmd_run(int argc, char **argv) {

@@ -2,8 +2,12 @@
 #ifndef MIXPAR_CLI_COMMANDS_H
 #define MIXPAR_CLI_COMMANDS_H
 
+#include <stdbool.h>
+
 int cmd_float(int argc, char **argv); /* number formats explorer (lab 03) */
 int cmd_plan(int argc, char **argv);  /* memory planner (lab 01) */
+bool plan_args_name_config(int argc, char **argv); /* `mixpar plan --config FILE`: ... */
+int cmd_plan_config(int argc, char **argv);        /* ... the plan a run of that config records */
 int cmd_data(int argc, char **argv);  /* datasets: build, inspect, encode and decode token files */
 int cmd_train(int argc, char **argv);  /* train a model from a config */
 int cmd_sample(int argc, char **argv); /* generate text from a checkpoint */

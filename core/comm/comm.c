@@ -813,7 +813,17 @@ void comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t count, 
     comm_dtype wt = is_low_precision(dt) ? COMM_FP32 : dt;
     comm_redop rop = op == COMM_AVG ? COMM_SUM : op;
     size_t welem = comm_dtype_size(wt);
-    /* Both algorithms reduce in place over the whole (size * count) buffer, so they work on a copy. */
+    const char *in = send, *out = recv;
+    bool apart = out + count * elem <= in || in + total * elem <= out; /* MPI forbids aliasing buffers */
+    if (algo == COMM_ALGO_NATIVE && !is_low_precision(dt) && apart && count > 0 && c->size > 1) {
+        /* The library reads send and writes recv: no copy of the whole input (for ZeRO-3's largest unit, a
+         * buffer the size of the embedding table that would stay allocated for later calls). */
+        native_wait(c, c->backend->ireduce_scatter(c, send, recv, count, dt, rop));
+        if (op == COMM_AVG) comm_scale_fp32((float *)recv, count, (float)c->size);
+        call_end(c, s, total * elem, (uint64_t)count * elem * (uint64_t)(c->size - 1));
+        return;
+    }
+    /* Otherwise both algorithms reduce in place over the whole (size * count) buffer, so they work on a copy. */
     void *work = wide_buffer(c, total * welem);
     if (is_low_precision(dt)) widen(work, send, total, dt);
     else if (total) memcpy(work, send, total * elem);

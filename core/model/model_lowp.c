@@ -630,6 +630,17 @@ void model_lowp_round(const model *m, float *x, size_t n) {
     if (m->lowp) round_in_place(m->lowp, x, n);
 }
 
+/* bf16 matmuls on a kernel that reads 16-bit operands (not decoded into fp32 for sgemm). */
+static bool bf16_kernel_path(model_compute c) {
+    return c == MODEL_COMPUTE_BF16 && strcmp(matmul_lowp_path(LOWP_BF16), "decode+sgemm") != 0;
+}
+
+unsigned model_cast_cache_bytes(model_compute c, bool reserved, bool tied) {
+    if (c == MODEL_COMPUTE_FP32) return 0;
+    if (bf16_kernel_path(c)) return 2;
+    return reserved && !tied ? 0 : 4;
+}
+
 void model_set_precision(model *m, const model_precision *p) {
     if (p->compute < 0 || p->compute >= MODEL_NCOMPUTE) MP_FAIL("a compute mode", "mode %d", (int)p->compute);
     model_lowp_free(m->lowp);
@@ -655,7 +666,7 @@ void model_set_precision(model *m, const model_precision *p) {
     lp->logit_row = malloc((size_t)m->cfg.Vp * sizeof(float));
     MP_ASSERT(lp->layers && lp->rounding && lp->logit_row, "out of memory");
     lp->nsites = m->cfg.L * SITES_PER_LAYER + 1;
-    lp->kernel = p->compute == MODEL_COMPUTE_BF16 && strcmp(matmul_lowp_path(LOWP_BF16), "decode+sgemm") != 0;
+    lp->kernel = bf16_kernel_path(p->compute);
     if (m->reserved && p->compute == MODEL_COMPUTE_FP8)
         MP_FAIL_HINT("a compute mode of bf16, fp16 or tf32 with sharded parameters (ZeRO-3, FSDP)",
                      "fp8's delayed scaling takes every weight's amax at each forward; with sharded weights use bf16",
@@ -664,9 +675,10 @@ void model_set_precision(model *m, const model_precision *p) {
      * gathered weights are a copy (the fp32 master is the shard), so in the wide path with an untied head the
      * matmul weights are rounded where they are, and no cache is needed: only matmuls read them. A tied
      * head is also the embedding table, which the lookup reads unrounded: it keeps a cache. */
-    lp->in_place = m->reserved && !lp->kernel && !m->cfg.tied;
+    unsigned cache_bytes = model_cast_cache_bytes(p->compute, m->reserved, m->cfg.tied);
+    lp->in_place = cache_bytes == 0;
     void *(*get)(size_t, mem_tag, const char *) = m->reserved ? mem_reserve : mem_alloc;
-    if (lp->kernel)
+    if (cache_bytes == 2)
         lp->w16 = get(m->nparams * 2, MEM_OTHER, "autocast weight cache (16-bit)");
     else if (lp->in_place)
         lp->w32 = m->params;

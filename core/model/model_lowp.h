@@ -63,6 +63,12 @@ typedef struct {
 
 const char *model_compute_name(model_compute c); /* "fp32", "tf32", "bf16", "fp16", "fp8" */
 
+/* Bytes per parameter of the cast cache (MEM_OTHER) a whole model keeps under compute c: 0 in fp32; 2 on the
+ * bf16 kernel path; 4 where rounded values are kept in fp32; 0 for sharded weights (reserved: ZeRO-3, FSDP) with
+ * an untied head off the kernel path, which are rounded where they are gathered. Sharded weights are cached only
+ * while gathered. The planner uses it (trainer_plan). */
+unsigned model_cast_cache_bytes(model_compute c, bool reserved, bool tied);
+
 /* Switches the compute mode; the activations of a previous mode are freed (call between steps). */
 void model_set_precision(model *m, const model_precision *p);
 model_compute model_get_compute(const model *m);

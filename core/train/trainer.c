@@ -20,6 +20,7 @@
 #include "model/model_lowp.h"
 #include "ops/matmul_lowp.h"
 #include "optim/decay.h"
+#include "plan/gathered.h"
 #include "plan/plan.h"
 #include "train/checkpoint.h"
 #include "train/ranks_agree.h"
@@ -215,6 +216,62 @@ static plan_optimizer plan_optimizer_for(optim_kind kind) {
     return PLAN_OPT_ADAMW;
 }
 
+/* Activations as the model keeps them (model/model.h, model_lowp.h): each block everything its backward reads
+ * (selective: not the attention probabilities), in 2 bytes under a 16-bit compute mode; a checkpointed block only
+ * its fp32 input, and one shared block of storage for forward and the recompute; outside the blocks the final
+ * norm's and head's inputs and the fp32 logits; under 16-bit compute, fp32 scratch for one layer. */
+static uint64_t run_activation_bytes(const train_config *cfg, const plan_model *pm, const plan_run *pr,
+                                     model_compute compute) {
+    bool sixteen_bit = compute == MODEL_COMPUTE_BF16 || compute == MODEL_COMPUTE_FP16 || compute == MODEL_COMPUTE_FP8;
+    plan_run stored = *pr;
+    stored.recompute = PLAN_RECOMPUTE_NONE;
+    stored.recipe = sixteen_bit ? PLAN_RECIPE_BF16_MIXED : PLAN_RECIPE_FP32; /* only the activation format is read */
+    uint64_t L = pm->layers, k = cfg->ckpt.every_k > 0 ? (uint64_t)cfg->ckpt.every_k : 1;
+    uint64_t checkpointed = cfg->ckpt.policy == MODEL_RECOMPUTE_EVERY     ? L
+                            : cfg->ckpt.policy == MODEL_RECOMPUTE_EVERY_K ? (L + k - 1) / k
+                                                                          : 0;
+    bool selective = cfg->ckpt.policy == MODEL_RECOMPUTE_SELECTIVE;
+    uint64_t block = plan_block_activation_bytes(pm, &stored, !selective);
+    uint64_t block_input = pr->seq * pr->batch * pm->hidden * 4;
+    plan_activations whole;
+    plan_activation_bytes(pm, &stored, &whole);
+    uint64_t bytes = (L - checkpointed) * block + checkpointed * block_input + whole.outside;
+    if (checkpointed) bytes += plan_block_activation_bytes(pm, &stored, true); /* the shared recompute block */
+    if (sixteen_bit) bytes += plan_block_activation_bytes(pm, pr, true);        /* one layer's fp32 scratch */
+    return bytes;
+}
+
+/* The terms the planner's model-state arithmetic (lab 01) leaves to the run, on one rank of plain or sharded data
+ * parallel: activations stored in 16 bits with one layer's fp32 scratch under a 16-bit compute mode
+ * (model/model_lowp.h), the cast cache of the weights (MEM_OTHER), and ZeRO-3 / FSDP FULL_SHARD's gathered units,
+ * unreduced gradients and reduce buffers at their worst (plan/gathered.h). Model-parallel shards keep fp32
+ * activation buffers and are planned by plan/parallel.c. */
+static void add_run_terms(const train_config *cfg, const plan_model *pm, const plan_run *pr, plan_result *out) {
+    amp_setup setup;
+    data_err err;
+    if (cfg->tensor_parallel > 1 || cfg->pipeline_parallel > 1 || !amp_recipe_from_config(cfg, &setup, &err)) return;
+    model_compute compute = amp_model_precision(&setup).compute;
+    out->bytes[MEM_ACT] = run_activation_bytes(cfg, pm, pr, compute);
+    bool sharded = pr->zero_stage == 3 && cfg->fsdp.sharding_strategy == FSDP_FULL_SHARD;
+    if (sharded) {
+        plan_gather_run g = {.shard_group = pr->world,
+                             .max_inflight = cfg->fsdp.limit_all_gathers ? 1 : (int)pm->layers,
+                             .forward_prefetch = cfg->fsdp.forward_prefetch,
+                             .backward_prefetch = cfg->fsdp.backward_prefetch == 0,
+                             .overlap = cfg->zero.overlap_comm && pr->world > 1,
+                             .cache_bytes = model_cast_cache_bytes(compute, true, pm->tied_head)};
+        plan_gathered gathered;
+        plan_gathered_bytes(pm, &g, &gathered);
+        out->bytes[MEM_COMM] = gathered.comm;
+        out->bytes[MEM_OTHER] = gathered.other;
+    } else if (pr->zero_stage < 3) {
+        out->bytes[MEM_OTHER] = (uint64_t)model_cast_cache_bytes(compute, false, pm->tied_head) * out->params;
+    }
+    out->total_bytes = 0;
+    for (int tag = 0; tag < MEM_NTAGS; tag++)
+        if (tag != MEM_HOST) out->total_bytes += out->bytes[tag];
+}
+
 /* The planner's prediction for this run, bytes per tag, in the run header: the visualizer's memory panel
  * draws it beside the allocator's measurements. */
 void trainer_plan(const train_config *cfg, const model_config *mc, plan_result *out) {
@@ -241,6 +298,7 @@ void trainer_plan(const train_config *cfg, const model_config *mc, plan_result *
     }
     pr.offload = cfg->zero.offload_optimizer == OFFLOAD_CPU; /* master and optimizer state on the host */
     plan_compute(&pm, &pr, out);
+    add_run_terms(cfg, &pm, &pr, out);
 }
 
 static void emit_plan(ev_writer *ev, const train_config *cfg, const model_config *mc) {

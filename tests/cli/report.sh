@@ -37,9 +37,12 @@ for r in 0 1; do
   ratio=$(awk -v m="$p" -v q="$plan" 'BEGIN{printf "%.3f", m / q}')
   check "report: rank $r's peak param bytes ($p) against the plan's ($plan): ratio $ratio" \
     grep -q "^| param | $plan | $p | $ratio | ok |" <(sed -n "/^Rank $r:/,/^Rank $((r + 1)):/p" "$md")
-  check "report: rank $r's peak act ($a) and unplanned comm ($c) bytes" \
+  # ZeRO-3's gathered units and unreduced gradients (comm) are planned too: the plan is their worst case (a faster
+  # communication thread holds less), so the measured peak is at most the plan's, give or take the padded vocabulary.
+  check "report: rank $r's peak act ($a) and comm ($c, at most 1.05 x the plan's) bytes" \
     bash -c "sed -n '/^Rank $r:/,/^\$/p;/^Rank $r:/,/^## /p' '$md' | grep -q '^| act | [0-9]* | $a |' &&
-             sed -n '/^Rank $r:/,/^## /p' '$md' | grep -q '^| comm | not planned | $c |'"
+             sed -n '/^Rank $r:/,/^## /p' '$md' | grep '^| comm | [0-9]* | $c |' |
+               awk -F' [|] ' '{ exit !(\$3 + 0 <= 1.05 * \$2) }'"
 done
 # MFU = tokens/s x FLOPs a token / (10 GFLOP/s x 2 ranks), from the report's own tokens/s and FLOPs lines
 tps=$(grep -o '^| tokens/s | [0-9.]*' "$md" | awk '{print $4}')
