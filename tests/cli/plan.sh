@@ -41,3 +41,18 @@ check_output "plan rejects a bad memory size" 2 "24GB, 80GiB" plan --device-memo
 check_output "plan rejects an unknown option" 2 "unknown option '--bogus'" plan --bogus
 check_output "plan rejects sizes that would overflow" 2 "64-bit" plan --layers 100000000 --hidden 100000 --heads 1
 check_output "plan --help exits 0" 0 "usage: mixpar plan" plan --help
+
+# ---------------------------------------------------------------- a run's own plan (--config)
+# The capstone's shape with 4 blocks on 4 ranks: ZeRO-3's gathered units at their worst are the embeddings'
+# gradients, two blocks' weights and gradients and a block's reduced shard: 4 x (32000 x 2048 + 4 x 44,044,288 +
+# 11,011,072) = 1,010,896,896 bytes (what the 4-rank run measures, bench/capstone_1b.sh), beside the shards.
+out=$("$MIXPAR" plan --config configs/llama-1b-zero3.json --world 4 --set model.layers=4)
+check "plan --config: ZeRO-3's gathered units and buffers at their worst (1,010,896,896 bytes)" \
+  grep -Eq '^comm +1010896896 ' <<<"$out"
+check "plan --config: the parameter shard is a quarter of the model (4 x 76,812,800 fp32 bytes)" \
+  grep -Eq '^param +307251200 ' <<<"$out"
+check "plan --config: the total is the sum of the tags" bash -c \
+  'awk '\''$1 == "total" { t = $2 } $1 ~ /^(param|grad|master|optim|act|comm|other)$/ { s += $2 } END { exit !(t == s && t > 0) }'\'' <<<"$1"' _ "$out"
+check_output "plan --config takes no model option" 2 "only --world N and --set key=value" \
+  plan --config configs/llama-1b-zero3.json --preset llama-7b
+check_output "plan --config with a missing file: exit 2" 2 "cannot read" plan --config "$(mktemp -d)/missing.json"
