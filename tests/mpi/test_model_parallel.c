@@ -9,6 +9,7 @@
 #include "fp/accumulate.h"
 #include "model/model.h"
 #include "model/model_lowp.h"
+#include "plan/parallel.h"
 #include "train/mp_step.h"
 #include "train/step.h"
 
@@ -236,6 +237,57 @@ static size_t run_case(const tiny_model *tm, const mesh_case *mc, const optim_co
     return act;
 }
 
+/* The planner's bytes of activations per rank (plan/parallel.h with course_model: core/model's own tensors,
+ * fp32) for one of the cases on this rank's stage. */
+static uint64_t planned_activations(const tiny_model *tm, const mesh_case *mc) {
+    const model_config *c = &tm->cfg;
+    plan_model pm = {.name = "custom", .arch = c->arch == MODEL_GPT2 ? PLAN_ARCH_GPT2 : PLAN_ARCH_LLAMA,
+                     .layers = (uint64_t)c->L, .hidden = (uint64_t)c->C, .heads = (uint64_t)c->NH,
+                     .kv_heads = (uint64_t)c->KVH, .ffn = (uint64_t)c->F, .vocab = (uint64_t)c->Vp,
+                     .context = (uint64_t)c->maxT, .tied_head = c->tied};
+    plan_run run = plan_run_defaults(&pm);
+    run.recipe = PLAN_RECIPE_FP32, run.world = (uint64_t)mc->dp, run.batch = (uint64_t)mc->rows, run.seq = T;
+    run.dropout = false, run.recompute = PLAN_RECOMPUTE_NONE;
+    plan_parallel par = {.tp = (uint64_t)mc->tp, .pp = (uint64_t)mc->pp,
+                         .micro_batches = (uint64_t)(ROWS / mc->dp / mc->rows), .gpipe = mc->schedule == PP_GPIPE,
+                         .sequence_parallel = mc->sp, .course_model = true};
+    plan_stage stages[8];
+    plan_parallel_stages(&pm, &run, &par, stages);
+    int first[9], stage = rank / (mc->dp * mc->tp);
+    pp_balance_stages(c, mc->pp, first);
+    if ((uint64_t)(first[stage + 1] - first[stage]) != stages[stage].blocks)
+        complain("stage %d: the model runs %d blocks, the planner spreads %llu: not the same stage to compare", stage,
+                 first[stage + 1] - first[stage], (unsigned long long)stages[stage].blocks);
+    return stages[stage].bytes[MEM_ACT];
+}
+
+/* Sequence parallel's memory: the activation bytes (the allocator's MEM_ACT at the pipeline's peak) of the
+ * tp-only and the sequence-parallel run of the same mesh equal the planner's within 5%, and sequence
+ * parallel saves what the planner says it saves (the residual stream's and the norms' tensors / tp). */
+static void check_sp_memory(const tiny_model *tm, size_t measured_tp, size_t measured_sp) {
+    const mesh_case *tp = &cases[CASE_TP], *sp = &cases[CASE_SP];
+    uint64_t plan_tp = planned_activations(tm, tp), plan_sp = planned_activations(tm, sp);
+    double off_tp = fabs((double)measured_tp - (double)plan_tp) / (double)plan_tp;
+    double off_sp = fabs((double)measured_sp - (double)plan_sp) / (double)plan_sp;
+    double saved = (double)measured_tp - (double)measured_sp, planned_saving = (double)plan_tp - (double)plan_sp;
+    int stage = rank / (tp->dp * tp->tp);
+    if (!(off_tp <= 0.05) || !(off_sp <= 0.05))
+        complain("stage %d: activations %zu bytes with tp only, %zu with sequence parallel; the planner's %llu and %llu "
+                 "(off by %.1f%% and %.1f%% > 5%%): a tensor kept whole that sequence parallel should slice, or the "
+                 "planner's list out of step with core/model", stage, measured_tp, measured_sp,
+                 (unsigned long long)plan_tp, (unsigned long long)plan_sp, 100 * off_tp, 100 * off_sp);
+    else if (!(planned_saving > 0 && fabs(saved - planned_saving) <= 0.05 * planned_saving))
+        complain("stage %d: sequence parallel saved %.0f bytes of activations, the planner %.0f", stage, saved,
+                 planned_saving);
+    if (rank == 0 || rank == nranks - 1)
+        printf("    stage %d: activations %zu bytes tp only (plan %llu), %zu with sequence parallel (plan %llu): "
+               "%.1f%% saved\n", stage, measured_tp, (unsigned long long)plan_tp, measured_sp,
+               (unsigned long long)plan_sp, 100 * saved / (double)measured_tp);
+    reportf("%s on dp2 x tp2 x pp2: activation bytes per rank (MEM_ACT) with and without sequence parallel equal the "
+            "planner's within 5%% (%.2f%%, %.2f%%), and sequence parallel saves the planned %.0f bytes", tm->name,
+            100 * off_tp, 100 * off_sp, planned_saving);
+}
+
 /* ---------------------------------------------------------------- mixed precision on the mesh */
 
 /* Per-recipe tolerances against one rank running the same recipe on the whole model: the shards' sums run
@@ -443,6 +495,7 @@ int main(int argc, char **argv) {
                      stage, act[2], act[1], 4 - stage, want);
         reportf("%s on 1x2x4: gpipe's activation bytes (MEM_ACT) are m/min(p-s, m) times 1f1b's on every stage",
                 tm->name);
+        check_sp_memory(tm, act[CASE_TP], act[CASE_SP]);
         check_recipe_on_mesh(tm, &opt, &reference, k == 0);
         if (k == 0) check_planted_overflow(tm, &opt);
     }
