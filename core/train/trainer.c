@@ -1026,6 +1026,7 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     ev_str(ev, "schedule", pp_schedule_names[lay.schedule]);
     ev_int(ev, "micro_batches", lay.micro_batches);
     ev_int(ev, "zero_stage", lay.zero_stage);
+    ev_bool(ev, "sequence_parallel", lay.sequence_parallel && lay.tp > 1);
     ev_int(ev, "dp_rank", mesh->dp_rank);
     ev_int(ev, "tp_rank", mesh->tp_rank);
     ev_int(ev, "stage", mesh->pp_rank);
