@@ -816,6 +816,12 @@ static void print_parallel(const plan_model *m, const plan_run *run, const plan_
                (unsigned long long)st->in_flight, gb(st->bytes[MEM_ACT]), gb(st->total));
         if (st->total > stages[worst].total) worst = s;
     }
+    if (par.course_model) { /* exact, to set beside a run's measured MEM_ACT (the step event's pipeline.act_bytes) */
+        printf("\nactivation bytes per rank (MEM_ACT at the stage's peak):");
+        for (size_t s = 0; s < par.pp; s++)
+            printf("%s stage %zu %llu", s ? "," : "", s, (unsigned long long)stages[s].bytes[MEM_ACT]);
+        printf("\n");
+    }
     printf("\nthe fullest rank is on stage %zu: %.3f GB (%.3f GiB)\n", worst, gb(stages[worst].total),
            gib(stages[worst].total));
     if (o->device_memory) print_fit(stages[worst].total, o);

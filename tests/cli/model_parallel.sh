@@ -3,7 +3,10 @@
 # (GPT-2 on 2x2x2 with 1f1b and with interleaved + ZeRO-1, LLaMA with GQA on 1x2x2 with gpipe, within 1e-5
 # relative over 20 steps); the pipeline's span events show 1F1B holding at most p micro-batches and GPipe
 # all m; fp16 on 1x2x2 skips a step with an inf planted on one rank on every rank; invalid meshes exit 2.
-# `mixpar plan --tp --pp --micro-batches` gives each stage's bytes per rank and the bubble.
+# `mixpar plan --tp --pp --micro-batches` gives each stage's bytes per rank and the bubble. Sequence parallel:
+# `plan --sp` keeps Korthikanti's sbh(34/t + 5as/(ht)) a block, bad settings exit 2, tp 1 is ignored with
+# Megatron's warning, the tp group's comm events are all-gathers and reduce-scatters, and a run's activation
+# bytes per rank are `plan --course-model --sp`'s exactly.
 # The 8-rank meshes 1x2x4 (1f1b, gpipe, interleaved), 2x4x1 and 1x1x8 of both models are
 # tests/mpi/test_model_parallel.c's.
 source "$(dirname "$0")/../lib.sh"
@@ -172,3 +175,12 @@ tp_ops=$(grep -h '"kind":"comm"' "$dir/events.rank0.jsonl" | grep '"group":"tp"'
   sort | uniq -c | awk '{printf "%s=%s ", $2, $1}')
 check "sequence parallel: stage 0's tp group all-gathers and reduce-scatters the sequence, allreduces twice ($tp_ops)" \
   test "$tp_ops" = "allgather=208 allreduce=2 reduce_scatter=144 "
+# its activation bytes per rank (the step event's pipeline.act_bytes: MEM_ACT at the pipeline's peak) are the
+# planner's for the course's model with --sp, exactly
+act_of() { grep '"kind":"step"' "$1" | tail -n 1 | sed -E 's/.*"act_bytes":([0-9]+).*/\1/'; }
+measured="stage 0 $(act_of "$dir/events.rank0.jsonl"), stage 1 $(act_of "$dir/events.rank2.jsonl")"
+vocab=$(grep -o '"vocab":[0-9]*' "$dir/events.rank0.jsonl" | head -n 1 | cut -d: -f2)
+planned=$("$MIXPAR" plan --arch gpt2 --layers 4 --hidden 64 --heads 4 --vocab "$vocab" --context 32 --seq 32 --tp 2 \
+  --pp 2 --micro-batches 8 --course-model --sp | sed -nE 's/^activation bytes per rank .*: (stage 0 [0-9]+, stage 1 [0-9]+)$/\1/p')
+check "sequence parallel: measured activation bytes per rank equal mixpar plan --course-model --sp's ($measured; plan $planned)" \
+  test "$measured" = "$planned"
