@@ -160,7 +160,8 @@ void model_act_full_name(const model *m, int layer, const char *name, char *out,
  *   vocabulary wte's (and an untied head's) rows t*Vp/tp .. (vocab-parallel embedding and loss);
  *   the rest   norm gains and biases, row-parallel biases, wpe: whole, the same on every tp rank. Their
  *              gradients are identical on every tp rank by construction (each is computed from tensors
- *              that are whole on every rank after g's and f's sums), so they need no allreduce.
+ *              that are whole on every rank after g's and f's sums), so they need no allreduce (under
+ *              sequence parallel, below, the norms' are partial and are summed once a step).
  * The model calls the shard's tp_sum at Megatron's conjugate points: g after each row-parallel matmul
  * (forward), f's backward after each column-parallel matmul's input gradient, the partial embeddings; and
  * tp_max / tp_sum for the vocab-parallel cross-entropy (row max, sum of exp, target logit), so the
