@@ -46,6 +46,11 @@ static void usage(FILE *out) {
             "  --world N          data-parallel ranks the shards are split over (default 1)\n"
             "  --tp N --pp N      tensor and pipeline parallel sizes: a table of the pipeline's stages, bytes\n"
             "                     per rank of each and the bubble (p-1)/(m+p-1) (--world is then dp)\n"
+            "  --sp               sequence parallel over the tp ranks (Megatron's --sequence-parallel): the norms',\n"
+            "                     residual's and dropout's activations split over the sequence too (--seq\n"
+            "                     divisible by --tp)\n"
+            "  --course-model     plan the activations of the course's own model (core/model: fp32, no dropout,\n"
+            "                     its norm statistics and backward scratch), what `mixpar train` measures\n"
             "  --micro-batches M  micro-batches per step under pipeline parallel (default 1)\n"
             "  --schedule S       gpipe (holds all M micro-batches), 1f1b (at most pp; default) or\n"
             "                     interleaved (with --chunks V model chunks per stage: bubble / V)\n"
@@ -97,6 +102,7 @@ typedef struct {
     /* run */
     int recipe, optimizer, recompute, dropout, zero;
     int offload;
+    int sequence_parallel, course_model; /* --sp, --course-model */
     uint64_t world, batch, seq;
     uint64_t tp, pp, micro_batches, chunks; /* model parallel (0 = not given) */
     int schedule;                   /* dist/pp.h's; -1 = not given */
@@ -192,7 +198,8 @@ static void parse_options(int argc, char **argv, plan_options *o) {
         int value;
     } flags[] = {{"--tied", &o->tied, 1},          {"--untied", &o->tied, 0},     {"--presets", &presets_table, 1},
                  {"--explain", &explain, 1},       {"--json", &output, OUT_JSON}, {"--tsv", &output, OUT_TSV},
-                 {"--offload", &o->offload, 1}};
+                 {"--offload", &o->offload, 1},   {"--sp", &o->sequence_parallel, 1},
+                 {"--course-model", &o->course_model, 1}};
     const struct {
         const char *name;
         uint64_t *field;
@@ -320,11 +327,12 @@ static void parse_options(int argc, char **argv, plan_options *o) {
     if (o->explain && o->mode != MODE_SINGLE)
         mp_usage_error("plan", "--explain explains one plan; drop --presets or --zero all");
     if (o->explain && o->output != OUT_TABLE) mp_usage_error("plan", "--explain goes with the table output");
-    bool parallel = o->tp || o->pp || o->micro_batches || o->chunks || o->schedule >= 0;
+    bool parallel = o->tp || o->pp || o->micro_batches || o->chunks || o->schedule >= 0 || o->sequence_parallel ||
+                    o->course_model;
     if ((o->chunks > 1) != (o->schedule == PP_INTERLEAVED))
         mp_usage_error("plan", "--schedule interleaved and --chunks V (>= 2 model chunks per stage) go together");
     if (parallel && (o->mode != MODE_SINGLE || o->bare_params || o->explain || o->output != OUT_TABLE || o->offload))
-        mp_usage_error("plan", "--tp, --pp, --micro-batches and --schedule plan one model's stages as a table: drop "
+        mp_usage_error("plan", "--tp, --pp, --micro-batches, --schedule, --sp and --course-model plan one model's stages as a table: drop "
                        "--presets, --zero all, --params, --explain, --json, --tsv and --offload");
 }
 
@@ -773,7 +781,8 @@ static void print_rows(const plan_row *rows, int n, const plan_options *o) {
 static void print_parallel(const plan_model *m, const plan_run *run, const plan_options *o) {
     plan_parallel par = {.tp = o->tp ? o->tp : 1, .pp = o->pp ? o->pp : 1,
                          .micro_batches = o->micro_batches ? o->micro_batches : 1, .gpipe = o->schedule == PP_GPIPE,
-                         .chunks = o->chunks};
+                         .chunks = o->chunks, .sequence_parallel = o->sequence_parallel && o->tp > 1,
+                         .course_model = o->course_model};
     plan_stage stages[par.pp > 4096 ? 1 : par.pp];
     if (par.pp > 4096) MP_FAIL("--pp up to 4096", "--pp %llu", (unsigned long long)par.pp);
     double bubble = plan_parallel_stages(m, run, &par, stages);
@@ -786,6 +795,14 @@ static void print_parallel(const plan_model *m, const plan_run *run, const plan_
            par.gpipe ? "gpipe" : par.chunks > 1 ? "interleaved" : "1f1b",
            (unsigned long long)par.micro_batches);
     uint64_t v = par.chunks > 1 ? par.chunks : 1;
+    if (o->sequence_parallel)
+        printf("sp      %s\n", par.sequence_parallel
+                                   ? "sequence parallel: the norms', residual's and dropout's activations split over the "
+                                     "tp ranks' slices of the sequence"
+                                   : "sequence parallel ignored: tp 1 has nothing to split (Megatron-LM turns it off too)");
+    if (par.course_model)
+        printf("acts    the course model's tensors (core/model): fp32, no dropout, norm statistics and backward "
+               "scratch, 64-byte aligned\n");
     printf("bubble  (p-1)/(%sm+p-1) = %llu/%llu = %.3f of every stage's step idle%s\n", v > 1 ? "v " : "",
            (unsigned long long)(par.pp - 1), (unsigned long long)(v * par.micro_batches + par.pp - 1), bubble,
            v > 1 ? "" : " (gpipe and 1f1b alike)");
@@ -805,6 +822,12 @@ static void print_parallel(const plan_model *m, const plan_run *run, const plan_
                (unsigned long long)st->in_flight, gb(st->bytes[MEM_ACT]), gb(st->total));
         if (st->total > stages[worst].total) worst = s;
     }
+    if (par.course_model) { /* exact, to set beside a run's measured MEM_ACT (the step event's pipeline.act_bytes) */
+        printf("\nactivation bytes per rank (MEM_ACT at the stage's peak):");
+        for (size_t s = 0; s < par.pp; s++)
+            printf("%s stage %zu %llu", s ? "," : "", s, (unsigned long long)stages[s].bytes[MEM_ACT]);
+        printf("\n");
+    }
     printf("\nthe fullest rank is on stage %zu: %.3f GB (%.3f GiB)\n", worst, gb(stages[worst].total),
            gib(stages[worst].total));
     if (o->device_memory) print_fit(stages[worst].total, o);
@@ -815,7 +838,7 @@ int cmd_plan(int argc, char **argv) {
     if (plan_args_name_config(argc, argv)) return cmd_plan_config(argc, argv);
     plan_options o;
     parse_options(argc, argv, &o);
-    if (o.tp || o.pp || o.micro_batches || o.schedule >= 0) {
+    if (o.tp || o.pp || o.micro_batches || o.schedule >= 0 || o.sequence_parallel || o.course_model) {
         plan_model model = build_model(&o);
         plan_run run = build_run(&o, &model);
         plan_problem why;

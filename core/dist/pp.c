@@ -310,8 +310,8 @@ static int tag_of(const pp *p, int k, int chunk, int gradient) { return ((k * p-
 
 float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float loss_scale, long step) {
     mesh_t *mesh = p->mesh;
-    int C = model_get_config(p->chunks[0])->C, mb = p->micro;
-    size_t rows = (size_t)B * T, floats = rows * (size_t)C, units = (size_t)p->v * mb;
+    int mb = p->micro;
+    size_t rows = (size_t)B * T, floats = model_stage_floats(p->chunks[0], B, T), units = (size_t)p->v * mb;
     ensure_buffers(p, floats);
     size_t act_most = mem_current(MEM_ACT); /* slots are allocated in forward only: the step's peak is after one */
     double t_step = mp_now(), busy = 0, t_f = 0, t_b = 0;
@@ -379,8 +379,7 @@ float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float l
 
 float pp_evaluate(pp *p, const int *inputs, const int *targets, int n, int B, int T) {
     mesh_t *mesh = p->mesh;
-    int C = model_get_config(p->chunks[0])->C;
-    size_t rows = (size_t)B * T, floats = rows * (size_t)C;
+    size_t rows = (size_t)B * T, floats = model_stage_floats(p->chunks[0], B, T);
     ensure_buffers(p, floats);
     pp_action *order = malloc((size_t)2 * n * p->v * sizeof *order);
     comm_request **sent = calloc((size_t)p->v, sizeof *sent); /* a chunk's last output on its way */

@@ -84,6 +84,7 @@ typedef struct {
     unsigned archs;
     init_kind init;
     split_kind split; /* under tensor parallel */
+    bool seq_partial; /* under sequence parallel its gradient comes from this rank's tokens: summed over tp */
 } tensor_spec;
 
 #define LAYER_FIELD(f) offsetof(layer_params, f)
@@ -91,29 +92,29 @@ typedef struct {
 /* One block: "norm 1, attention, norm 2, MLP". For llama the norms are RMSNorm gains (no bias) and fcw
  * holds the SwiGLU gate and up projections stacked, (2F, C). */
 static const tensor_spec layer_specs[] = {
-    {"ln1w", LAYER_FIELD(ln1w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE, SPLIT_NONE},
-    {"ln1b", LAYER_FIELD(ln1b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
-    {"qkvw", LAYER_FIELD(qkvw), DIM_QKV, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_QKV_ROWS},
-    {"qkvb", LAYER_FIELD(qkvb), DIM_QKV, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_QKV_ROWS},
-    {"attprojw", LAYER_FIELD(attprojw), DIM_C, DIM_ATT, FOR_BOTH, INIT_RESIDUAL, SPLIT_COLS},
-    {"attprojb", LAYER_FIELD(attprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
-    {"ln2w", LAYER_FIELD(ln2w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE, SPLIT_NONE},
-    {"ln2b", LAYER_FIELD(ln2b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
-    {"fcw", LAYER_FIELD(fcw), DIM_FC_IN, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_FC_ROWS},
-    {"fcb", LAYER_FIELD(fcb), DIM_FC_IN, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_FC_ROWS},
-    {"fcprojw", LAYER_FIELD(fcprojw), DIM_C, DIM_F, FOR_BOTH, INIT_RESIDUAL, SPLIT_COLS},
-    {"fcprojb", LAYER_FIELD(fcprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
+    {"ln1w", LAYER_FIELD(ln1w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE, SPLIT_NONE, true},
+    {"ln1b", LAYER_FIELD(ln1b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE, true},
+    {"qkvw", LAYER_FIELD(qkvw), DIM_QKV, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_QKV_ROWS, false},
+    {"qkvb", LAYER_FIELD(qkvb), DIM_QKV, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_QKV_ROWS, false},
+    {"attprojw", LAYER_FIELD(attprojw), DIM_C, DIM_ATT, FOR_BOTH, INIT_RESIDUAL, SPLIT_COLS, false},
+    {"attprojb", LAYER_FIELD(attprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE, false},
+    {"ln2w", LAYER_FIELD(ln2w), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE, SPLIT_NONE, true},
+    {"ln2b", LAYER_FIELD(ln2b), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE, true},
+    {"fcw", LAYER_FIELD(fcw), DIM_FC_IN, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_FC_ROWS, false},
+    {"fcb", LAYER_FIELD(fcb), DIM_FC_IN, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_FC_ROWS, false},
+    {"fcprojw", LAYER_FIELD(fcprojw), DIM_C, DIM_F, FOR_BOTH, INIT_RESIDUAL, SPLIT_COLS, false},
+    {"fcprojb", LAYER_FIELD(fcprojb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE, false},
 };
 enum { NLAYER_SPECS = sizeof layer_specs / sizeof layer_specs[0] };
 
 static const tensor_spec embedding_specs[] = {
-    {"wte", GLOBAL_FIELD(wte), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_VOCAB_ROWS},
-    {"wpe", GLOBAL_FIELD(wpe), DIM_MAXT, DIM_C, FOR_GPT2, INIT_NORMAL, SPLIT_NONE},
+    {"wte", GLOBAL_FIELD(wte), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_VOCAB_ROWS, false},
+    {"wpe", GLOBAL_FIELD(wpe), DIM_MAXT, DIM_C, FOR_GPT2, INIT_NORMAL, SPLIT_NONE, false},
 };
 static const tensor_spec top_specs[] = {
-    {"lnfw", GLOBAL_FIELD(lnfw), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE, SPLIT_NONE},
-    {"lnfb", GLOBAL_FIELD(lnfb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE},
-    {"head", GLOBAL_FIELD(head), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_VOCAB_ROWS}, /* only when untied */
+    {"lnfw", GLOBAL_FIELD(lnfw), DIM_C, DIM_NONE, FOR_BOTH, INIT_ONE, SPLIT_NONE, true},
+    {"lnfb", GLOBAL_FIELD(lnfb), DIM_C, DIM_NONE, FOR_GPT2, INIT_ZERO, SPLIT_NONE, true},
+    {"head", GLOBAL_FIELD(head), DIM_VP, DIM_C, FOR_BOTH, INIT_NORMAL, SPLIT_VOCAB_ROWS, false}, /* only when untied */
 };
 
 int model_dim_size(const model_config *c, dim_kind d) {
@@ -156,6 +157,8 @@ void model_shard_check(const model_config *c, const model_shard *sh) {
         if (split[i].n % tp != 0)
             MP_FAIL_HINT("a tensor parallel size dividing every split dimension", split[i].hint,
                          "%s = %d is not divisible by tensor_model_parallel_size = %d", split[i].key, split[i].n, tp);
+    MP_ASSERT(!sh->sequence_parallel || tp == 1 || (sh->seq_gather && sh->seq_reduce_scatter),
+              "a sequence-parallel shard without its all-gather and reduce-scatter");
     if (sh->first < 0 || sh->last > c->L || sh->first >= sh->last)
         MP_FAIL_HINT("a pipeline stage of at least one block inside [0, model.layers)",
                      "use no more pipeline stages than model.layers", "blocks [%d, %d) of %d", sh->first, sh->last,
@@ -171,6 +174,8 @@ static model_dims dims_of(const model_config *c, const model_shard *sh) {
     d.ATT = d.NH * HS;
     d.FC = c->arch == MODEL_LLAMA ? 2 * d.F : d.F;
     d.v0 = sh->tp_rank * d.Vp;
+    d.seq_split = sh->sequence_parallel && tp > 1 ? tp : 1;
+    d.seq_rank = d.seq_split > 1 ? sh->tp_rank : 0;
     return d;
 }
 
@@ -310,13 +315,14 @@ model_keep model_block_keeps(model_recompute policy, int k, int layer) {
 /* The sizes an activation tensor can have, in floats for a (B,T) batch. */
 typedef enum { ACT_NC, ACT_STATS, ACT_ROWS, ACT_QKV, ACT_SCORES, ACT_FC_IN, ACT_F, ACT_ATT } act_size;
 
-/* Sizes are this shard's (d): its heads, MLP columns (the whole model's when it is not a shard). */
+/* Sizes are this shard's (d): its heads, MLP columns (the whole model's when it is not a shard); the
+ * residual stream's tensors and the norms' statistics its slice of the sequence under sequence parallel. */
 static size_t act_floats(const model_config *c, const model_dims *d, int B, int T, act_size size) {
-    size_t N = (size_t)B * T;
+    size_t N = (size_t)B * T, Nl = (size_t)B * (T / d->seq_split);
     switch (size) {
-    case ACT_NC: return N * c->C;
-    case ACT_STATS: return c->arch == MODEL_GPT2 ? N : 0; /* LayerNorm's mean; RMSNorm keeps none */
-    case ACT_ROWS: return N;
+    case ACT_NC: return Nl * c->C;
+    case ACT_STATS: return c->arch == MODEL_GPT2 ? Nl : 0; /* LayerNorm's mean; RMSNorm keeps none */
+    case ACT_ROWS: return Nl;
     case ACT_QKV: return N * d->QKV;
     case ACT_SCORES: return (size_t)B * d->NH * T * T;
     case ACT_FC_IN: return N * d->FC;
@@ -369,7 +375,8 @@ typedef struct {
 static size_t layout_acts(const model_config *c, const model_dims *d, int B, int T, model_recompute policy, int k,
                           float *base, layer_acts *layers, global_acts *g, model_activation_split *split) {
     size_t N = (size_t)B * T, C = c->C, QKV = d->QKV, FC = d->FC, F = d->F, ATT = d->ATT;
-    size_t stats = c->arch == MODEL_GPT2 ? N : 0;
+    size_t Nl = (size_t)B * (T / d->seq_split), sp = d->seq_split > 1 ? 1 : 0; /* the slice's rows */
+    size_t stats = c->arch == MODEL_GPT2 ? Nl : 0;
     size_t used = 0;
     recompute_buffers shared = {{NULL}, {false}};
     for (int l = d->first; l < d->last; l++) {
@@ -400,10 +407,11 @@ static size_t layout_acts(const model_config *c, const model_dims *d, int B, int
 #define TAKE(ptr, n) ((ptr) = take(base, &used, (n)))
     /* Only the last stage has the final norm, the logits (its vocabulary rows) and the loss. */
     size_t top = d->head ? 1 : 0;
-    TAKE(G->encoded, N * C); TAKE(G->lnf, top * N * C); TAKE(G->lnf_mean, top * stats); TAKE(G->lnf_rstd, top * N);
+    TAKE(G->encoded, Nl * C); TAKE(G->lnf, top * Nl * C); TAKE(G->lnf_mean, top * stats); TAKE(G->lnf_rstd, top * Nl);
     TAKE(G->logits, top * N * d->Vp); TAKE(G->losses, top * N); TAKE(G->lse, top * N);
-    TAKE(G->proj, N * C); TAKE(G->dres, N * C); TAKE(G->dln, N * C); TAKE(G->datty, N * ATT);
+    TAKE(G->proj, N * C); TAKE(G->dres, Nl * C); TAKE(G->dln, N * C); TAKE(G->datty, N * ATT);
     TAKE(G->dqkv, N * QKV); TAKE(G->dfch, N * FC); TAKE(G->dfch_act, N * F); TAKE(G->dloss, N);
+    TAKE(G->seq_full, sp * N * C); TAKE(G->seq_part, sp * Nl * C);
 #undef TAKE
     if (split)
         *split = (model_activation_split){.blocks = in_blocks - recompute, .recompute = recompute,
@@ -729,6 +737,11 @@ bool model_tensor_tp_replicated(const model *m, const model_tensor *t) {
     return m->shard.tp_size == 1 || !s || s->split == SPLIT_NONE;
 }
 
+bool model_tensor_seq_partial(const model *m, const model_tensor *t) {
+    const tensor_spec *s = spec_of(t);
+    return m->dims.seq_split > 1 && s && s->seq_partial;
+}
+
 bool model_tensor_is_tied_copy(const model *m, const model_tensor *t) {
     return m->cfg.tied && !m->dims.embed && t->layer == m->cfg.L && strcmp(t->name, "wte") == 0;
 }
@@ -929,19 +942,65 @@ static const float *mm_weight(const model *m, const float *param) {
 }
 static void rnd(const model *m, float *x, size_t n) { model_lowp_round(m, x, n); }
 
+/* ------------------------------------------------------------------ sequence parallel (model.h) */
+
+static bool seq_parallel(const model *m) { return m->dims.seq_split > 1; }
+/* Rows of the residual stream on this rank: B T, or under sequence parallel its slice's B T/tp. */
+static int slice_rows(const model *m) { return m->B * (m->T / m->dims.seq_split); }
+
+/* Before a column-parallel matmul: its input x. Under sequence parallel x is this rank's slice
+ * (B,T/tp,C), all-gathered over tp into the whole sequence (m->ga.seq_full); else x is whole already
+ * (f's forward, the identity). */
+static const float *gather_sequence(model *m, const float *x) {
+    if (!seq_parallel(m)) return x;
+    m->shard.seq_gather(m->shard.tp_ctx, x, m->ga.seq_full, m->B, m->T, m->cfg.C);
+    return m->ga.seq_full;
+}
+
+/* A partial (B,T,C), one share per tp rank (a row-parallel output, a column-parallel input gradient, the
+ * partial embeddings), summed over tp: in place by an allreduce (g's forward, f's backward) and returned;
+ * under sequence parallel reduce-scattered instead, this rank's slice (B,T/tp,C) into `slice`, returned. */
+static float *sum_over_tp(model *m, float *partial, float *slice) {
+    if (!seq_parallel(m)) {
+        tp_sum(m, partial, (size_t)m->B * m->T * m->cfg.C);
+        return partial;
+    }
+    m->shard.seq_reduce_scatter(m->shard.tp_ctx, partial, slice, m->B, m->T, m->cfg.C);
+    return slice;
+}
+
 /* Row-parallel: out (N, OC) = sum over tp of inp (N, K) @ weight^T (K this rank's input columns), then
- * the bias, once (g). On one rank matmul_forward itself. */
-static void row_parallel_forward(model *m, float *out, const float *inp, const float *weight, const float *bias, int N,
-                                 int K, int OC) {
+ * the bias, once (g). On one rank matmul_forward itself. Returns the sum: out, or under sequence parallel
+ * this rank's slice of it (m->ga.seq_part, (B,T/tp,OC)). OC is C. */
+static float *row_parallel_forward(model *m, float *out, const float *inp, const float *weight, const float *bias,
+                                   int N, int K, int OC) {
     if (m->shard.tp_size == 1) {
         matmul_forward(out, inp, weight, bias, N, K, OC);
-        return;
+        return out;
     }
     matmul_forward(out, inp, weight, NULL, N, K, OC);
-    tp_sum(m, out, (size_t)N * OC);
+    float *sum = sum_over_tp(m, out, m->ga.seq_part);
     if (bias)
-        for (int r = 0; r < N; r++)
-            for (int o = 0; o < OC; o++) out[(size_t)r * OC + o] += bias[o];
+        for (int r = 0, rows = slice_rows(m); r < rows; r++)
+            for (int o = 0; o < OC; o++) sum[(size_t)r * OC + o] += bias[o];
+    return sum;
+}
+
+/* The residual stream's gradient as the row-parallel projections' backward reads it (B,T,C): dres itself;
+ * under autocast a rounded copy (dln is free scratch there); under sequence parallel all-gathered into
+ * seq_full (the backward of the forward's reduce-scatter), rounded under autocast. */
+static const float *projection_grad(model *m) {
+    global_acts *g = &m->ga;
+    size_t NC = (size_t)m->B * m->T * m->cfg.C;
+    if (seq_parallel(m)) {
+        gather_sequence(m, g->dres);
+        rnd(m, g->seq_full, NC);
+        return g->seq_full;
+    }
+    if (!m->lowp) return g->dres;
+    memcpy(g->dln, g->dres, NC * sizeof(float));
+    rnd(m, g->dln, NC);
+    return g->dln;
 }
 
 /* The residual stream entering block l (the stage's input for its first block). */
@@ -957,17 +1016,18 @@ static const float *block_input(const model *m, int l) {
 static void block_forward(model *m, int l, const float *residual, bool to_output) {
     const model_config *c = &m->cfg;
     const model_dims *d = &m->dims;
-    int B = m->B, T = m->T, N = B * T, C = c->C, HS = d->HS;
+    int B = m->B, T = m->T, N = B * T, C = c->C, HS = d->HS, Nl = slice_rows(m);
     const layer_params *w = &m->layer_w[l];
     layer_acts *a = &m->acts[l];
-    float *proj = m->ga.proj;
-    size_t NC = (size_t)N * C;
-    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
-                model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, N));
-    rnd(m, a->ln1, NC);
-    report(m, l, "ln1", a->ln1, NC);
+    float *proj = m->ga.proj, *sum;
+    size_t NCl = (size_t)Nl * C; /* the residual stream: this rank's slice under sequence parallel */
+    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(Nl, C),
+                model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, Nl));
+    rnd(m, a->ln1, NCl);
+    report(m, l, "ln1", a->ln1, NCl);
     PROF_KERNEL("matmul_fwd:qkv", prof_cost_matmul_forward(N, C, d->QKV),
-                matmul_forward(a->qkv, a->ln1, mm_weight(m, w->qkvw), mm_weight(m, w->qkvb), N, C, d->QKV));
+                matmul_forward(a->qkv, gather_sequence(m, a->ln1), mm_weight(m, w->qkvw), mm_weight(m, w->qkvb), N, C,
+                               d->QKV));
     rnd(m, a->qkv, (size_t)N * d->QKV);
     if (c->arch == MODEL_LLAMA) {
         rope_forward(a->qkv, B, T, d->NH, d->KVH, HS, c->rope_theta);
@@ -981,16 +1041,18 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
     report(m, l, "att", a->att, (size_t)N * d->NH * T);
     report(m, l, "atty", a->atty, (size_t)N * d->ATT);
     PROF_KERNEL("matmul_fwd:attproj", prof_cost_matmul_forward(N, d->ATT, C),
-                row_parallel_forward(m, proj, a->atty, mm_weight(m, w->attprojw), mm_weight(m, w->attprojb), N, d->ATT, C));
-    rnd(m, proj, NC);
-    PROF_KERNEL("residual_fwd", prof_cost_elementwise(NC, 1, 2, 1), residual_forward(a->res2, residual, proj, (long)N * C));
-    report(m, l, "res2", a->res2, NC);
-    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
-                model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N));
-    rnd(m, a->ln2, NC);
-    report(m, l, "ln2", a->ln2, NC);
+                sum = row_parallel_forward(m, proj, a->atty, mm_weight(m, w->attprojw), mm_weight(m, w->attprojb), N,
+                                           d->ATT, C));
+    rnd(m, sum, NCl);
+    PROF_KERNEL("residual_fwd", prof_cost_elementwise(NCl, 1, 2, 1), residual_forward(a->res2, residual, sum, (long)NCl));
+    report(m, l, "res2", a->res2, NCl);
+    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(Nl, C),
+                model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, Nl));
+    rnd(m, a->ln2, NCl);
+    report(m, l, "ln2", a->ln2, NCl);
     PROF_KERNEL("matmul_fwd:fc", prof_cost_matmul_forward(N, C, d->FC),
-                matmul_forward(a->fch, a->ln2, mm_weight(m, w->fcw), mm_weight(m, w->fcb), N, C, d->FC));
+                matmul_forward(a->fch, gather_sequence(m, a->ln2), mm_weight(m, w->fcw), mm_weight(m, w->fcb), N, C,
+                               d->FC));
     rnd(m, a->fch, (size_t)N * d->FC);
     report(m, l, "fch", a->fch, (size_t)N * d->FC);
     if (c->arch == MODEL_GPT2)
@@ -1000,33 +1062,37 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
     report(m, l, "fch_act", a->fch_act, (size_t)N * d->F);
     if (!to_output) return;
     PROF_KERNEL("matmul_fwd:fcproj", prof_cost_matmul_forward(N, d->F, C),
-                row_parallel_forward(m, proj, a->fch_act, mm_weight(m, w->fcprojw), mm_weight(m, w->fcprojb), N, d->F, C));
-    rnd(m, proj, NC);
-    PROF_KERNEL("residual_fwd", prof_cost_elementwise(NC, 1, 2, 1), residual_forward(a->res3, a->res2, proj, (long)N * C));
-    report(m, l, "res3", a->res3, NC);
+                sum = row_parallel_forward(m, proj, a->fch_act, mm_weight(m, w->fcprojw), mm_weight(m, w->fcprojb), N,
+                                           d->F, C));
+    rnd(m, sum, NCl);
+    PROF_KERNEL("residual_fwd", prof_cost_elementwise(NCl, 1, 2, 1), residual_forward(a->res3, a->res2, sum, (long)NCl));
+    report(m, l, "res3", a->res3, NCl);
 }
 
 /* Vocab-parallel embedding: each tp rank adds the rows of the tokens in its vocabulary range, g sums the
- * partial embeddings, then the positions (whole on every rank) are added. */
+ * partial embeddings (under sequence parallel a reduce-scatter: each rank keeps its slice of the
+ * sequence), then the positions (whole on every rank) are added, the slice's own under sequence parallel. */
 static void vocab_parallel_embed(model *m, const int *inputs, int B, int T) {
     const model_dims *d = &m->dims;
-    int C = m->cfg.C;
-    float *out = m->ga.encoded;
-    memset(out, 0, (size_t)B * T * C * sizeof(float));
+    int C = m->cfg.C, Tl = T / d->seq_split, t0 = d->seq_rank * Tl;
+    float *partial = seq_parallel(m) ? m->ga.proj : m->ga.encoded; /* (B,T,C) */
+    memset(partial, 0, (size_t)B * T * C * sizeof(float));
     for (int i = 0; i < B * T; i++) {
         int row = inputs[i] - d->v0;
-        if (row >= 0 && row < d->Vp) memcpy(out + (size_t)i * C, m->w.wte + (size_t)row * C, (size_t)C * sizeof(float));
+        if (row >= 0 && row < d->Vp) memcpy(partial + (size_t)i * C, m->w.wte + (size_t)row * C, (size_t)C * sizeof(float));
     }
-    tp_sum(m, out, (size_t)B * T * C);
+    float *out = sum_over_tp(m, partial, m->ga.encoded); /* (B,Tl,C) */
     if (m->w.wpe)
-        for (int i = 0; i < B * T; i++)
-            for (int k = 0; k < C; k++) out[(size_t)i * C + k] += m->w.wpe[(size_t)(i % T) * C + k];
+        for (int i = 0; i < B * Tl; i++)
+            for (int k = 0; k < C; k++) out[(size_t)i * C + k] += m->w.wpe[(size_t)(t0 + i % Tl) * C + k];
 }
 
+/* Its backward from the whole sequence's gradient (under sequence parallel all-gathered from the slices,
+ * the backward of the reduce-scatter): wpe's gradient is then whole on every tp rank, like wte's rows. */
 static void vocab_parallel_embed_backward(model *m, int B, int T) {
     const model_dims *d = &m->dims;
     int C = m->cfg.C;
-    const float *dout = m->ga.dres;
+    const float *dout = gather_sequence(m, m->ga.dres);
     for (int i = 0; i < B * T; i++) {
         int row = m->inputs[i] - d->v0;
         if (row >= 0 && row < d->Vp)
@@ -1093,11 +1159,17 @@ float model_forward_stage(model *m, const int *inputs, const float *hidden_in, c
     MP_ASSERT(d->embed ? inputs != NULL : hidden_in != NULL, "a stage's forward needs %s",
               d->embed ? "tokens" : "the previous stage's hidden state");
     model_check_batch(m, d->embed ? inputs : NULL, d->head ? targets : NULL, B, T);
+    if (T % d->seq_split != 0)
+        MP_FAIL_HINT("a sequence length divisible by tensor_model_parallel_size under sequence_parallel",
+                     "sequence parallel gives each tp rank T/tp positions of every sequence: choose seq_len a "
+                     "multiple of tensor_model_parallel_size, or set sequence_parallel false",
+                     "T = %d with tensor_model_parallel_size %d", T, d->seq_split);
     if (m->lowp && !m->is_shard) return model_lowp_forward(m, inputs, targets, B, T);
     if (m->lowp) model_lowp_shard_cast(m); /* a shard's autocast: this forward's weights, rounded */
     ensure_acts(m, B, T);
     const model_config *c = &m->cfg;
-    int N = B * T, C = c->C;
+    int N = B * T, C = c->C, Nl = slice_rows(m);
+    size_t NCl = (size_t)Nl * C;
     global_acts *g = &m->ga;
 
     if (d->embed) {
@@ -1105,9 +1177,9 @@ float model_forward_stage(model *m, const int *inputs, const float *hidden_in, c
         if (m->shard.tp_size == 1)
             PROF_KERNEL("encoder_fwd", prof_cost_encoder_forward(N, C), encoder_forward(g->encoded, inputs, m->w.wte, m->w.wpe, B, T, C, c->V));
         else vocab_parallel_embed(m, inputs, B, T);
-        model_act_computed(m, -1, "encoded", g->encoded, (size_t)N * C);
+        model_act_computed(m, -1, "encoded", g->encoded, NCl);
     } else {
-        memcpy(g->encoded, hidden_in, (size_t)N * C * sizeof(float)); /* the stage's input, kept for backward */
+        memcpy(g->encoded, hidden_in, NCl * sizeof(float)); /* the stage's input, kept for backward */
     }
     for (int l = d->first; l < d->last; l++) {
         model_hook(m->hooks.before_forward, m->hooks.ctx, l);
@@ -1122,13 +1194,14 @@ float model_forward_stage(model *m, const int *inputs, const float *hidden_in, c
     }
     const float *residual = block_input(m, d->last);
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
-    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
-                model_norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, N));
-    rnd(m, g->lnf, (size_t)N * C);
-    model_act_computed(m, c->L, "lnf", g->lnf, (size_t)N * C);
-    /* tp: column-parallel head (f before it: the identity forward), this rank's vocabulary columns */
+    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(Nl, C),
+                model_norm_forward(m, g->lnf, g->lnf_mean, g->lnf_rstd, residual, m->w.lnfw, m->w.lnfb, Nl));
+    rnd(m, g->lnf, NCl);
+    model_act_computed(m, c->L, "lnf", g->lnf, NCl);
+    /* tp: column-parallel head (f before it: the identity forward; sequence parallel: the all-gather, as
+     * Megatron gathers the sequence for the head), this rank's vocabulary columns */
     PROF_KERNEL("matmul_fwd:head", prof_cost_matmul_forward(N, C, d->Vp),
-                matmul_forward(g->logits, g->lnf, mm_weight(m, m->w.head), NULL, N, C, d->Vp));
+                matmul_forward(g->logits, gather_sequence(m, g->lnf), mm_weight(m, m->w.head), NULL, N, C, d->Vp));
     rnd(m, g->logits, (size_t)N * d->Vp);
     model_act_computed(m, c->L, "logits", g->logits, (size_t)N * d->Vp);
 
@@ -1146,6 +1219,10 @@ float model_forward_stage(model *m, const int *inputs, const float *hidden_in, c
             m->counted++;
         }
     return m->counted ? (float)(sum / m->counted) : 0.0f;
+}
+
+size_t model_stage_floats(const model *m, int B, int T) {
+    return (size_t)B * (size_t)(T / m->dims.seq_split) * (size_t)m->cfg.C;
 }
 
 const float *model_stage_output(const model *m) {
@@ -1193,9 +1270,10 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
     const model_config *c = &m->cfg;
     const model_dims *d = &m->dims;
     MP_ASSERT(d->head || dhidden_out, "a stage that is not the last needs its output's gradient");
-    int B = m->B, T = m->T, N = B * T, C = c->C, HS = d->HS;
-    size_t NC = (size_t)N * C;
+    int B = m->B, T = m->T, N = B * T, C = c->C, HS = d->HS, Nl = slice_rows(m);
+    size_t NC = (size_t)N * C, NCl = (size_t)Nl * C; /* the whole sequence, the residual stream's slice */
     global_acts *g = &m->ga;
+    float *dsum; /* a column-parallel input gradient summed over tp (f's backward): this rank's slice */
 
     if (d->head) {
         /* The loss is the mean over counted positions, so each one's gradient is scale / count. */
@@ -1211,16 +1289,17 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         rnd(m, dlogits, (size_t)N * d->Vp); /* autocast: a matmul's output gradient in its format */
         memset(g->dln, 0, NC * sizeof(float));
         PROF_KERNEL("matmul_bwd:head", prof_cost_matmul_backward(N, C, d->Vp),
-                    matmul_backward(g->dln, m->g.head, NULL, dlogits, g->lnf, mm_weight(m, m->w.head), N, C, d->Vp));
-        tp_sum(m, g->dln, NC); /* f's backward: the column-parallel head's input gradient */
-        rnd(m, g->dln, NC);
-        memset(g->dres, 0, NC * sizeof(float));
-        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
-                    model_norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, g->dln, block_input(m, d->last), m->w.lnfw,
-                                        g->lnf_mean, g->lnf_rstd, N));
+                    matmul_backward(g->dln, m->g.head, NULL, dlogits, gather_sequence(m, g->lnf),
+                                    mm_weight(m, m->w.head), N, C, d->Vp));
+        dsum = sum_over_tp(m, g->dln, g->seq_part); /* f's backward: the column-parallel head's input gradient */
+        rnd(m, dsum, NCl);
+        memset(g->dres, 0, NCl * sizeof(float));
+        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(Nl, C),
+                    model_norm_backward(m, g->dres, m->g.lnfw, m->g.lnfb, dsum, block_input(m, d->last), m->w.lnfw,
+                                        g->lnf_mean, g->lnf_rstd, Nl));
         model_grads_ready(m, c->L);
     } else {
-        memcpy(g->dres, dhidden_out, NC * sizeof(float));
+        memcpy(g->dres, dhidden_out, NCl * sizeof(float));
     }
 
     /* dres holds dLoss/d(residual stream) at the block's output; each block adds its branches' share. */
@@ -1232,14 +1311,9 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         layer_params *dw = &m->layer_g[l];
         layer_acts *a = &m->acts[l];
         const float *residual = block_input(m, l);
-        /* Autocast: the residual's gradient enters each projection's backward rounded (dln is free scratch
-         * here); in fp32 the projections read dres itself. */
-        const float *dproj = g->dres;
-        if (m->lowp) {
-            memcpy(g->dln, g->dres, NC * sizeof(float));
-            rnd(m, g->dln, NC);
-            dproj = g->dln;
-        }
+        /* Autocast: the residual's gradient enters each projection's backward rounded; sequence parallel:
+         * all-gathered (projection_grad). */
+        const float *dproj = projection_grad(m);
         /* MLP branch: res3 = res2 + fcproj(act(fc(norm2(res2)))) */
         memset(g->dfch_act, 0, (size_t)N * d->F * sizeof(float));
         PROF_KERNEL("matmul_bwd:fcproj", prof_cost_matmul_backward(N, d->F, C),
@@ -1254,16 +1328,14 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         rnd(m, g->dfch, (size_t)N * d->FC);
         memset(g->dln, 0, NC * sizeof(float));
         PROF_KERNEL("matmul_bwd:fc", prof_cost_matmul_backward(N, C, d->FC),
-                    matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, a->ln2, mm_weight(m, w->fcw), N, C, d->FC));
-        tp_sum(m, g->dln, NC); /* f's backward: fc is column-parallel */
-        rnd(m, g->dln, NC);
-        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
-                    model_norm_backward(m, g->dres, dw->ln2w, dw->ln2b, g->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N));
+                    matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, gather_sequence(m, a->ln2), mm_weight(m, w->fcw),
+                                    N, C, d->FC));
+        dsum = sum_over_tp(m, g->dln, g->seq_part); /* f's backward: fc is column-parallel */
+        rnd(m, dsum, NCl);
+        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(Nl, C),
+                    model_norm_backward(m, g->dres, dw->ln2w, dw->ln2b, dsum, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, Nl));
         /* attention branch: res2 = res + attproj(attention(qkv(norm1(res)))) */
-        if (m->lowp) {
-            memcpy(g->dln, g->dres, NC * sizeof(float));
-            rnd(m, g->dln, NC);
-        }
+        dproj = projection_grad(m);
         memset(g->datty, 0, (size_t)N * d->ATT * sizeof(float));
         PROF_KERNEL("matmul_bwd:attproj", prof_cost_matmul_backward(N, d->ATT, C),
                     matmul_backward(g->datty, dw->attprojw, dw->attprojb, dproj, a->atty, mm_weight(m, w->attprojw), N,
@@ -1276,11 +1348,12 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         rnd(m, g->dqkv, (size_t)N * d->QKV);
         memset(g->dln, 0, NC * sizeof(float));
         PROF_KERNEL("matmul_bwd:qkv", prof_cost_matmul_backward(N, C, d->QKV),
-                    matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, a->ln1, mm_weight(m, w->qkvw), N, C, d->QKV));
-        tp_sum(m, g->dln, NC); /* f's backward: qkv is column-parallel */
-        rnd(m, g->dln, NC);
-        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
-                    model_norm_backward(m, g->dres, dw->ln1w, dw->ln1b, g->dln, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, N));
+                    matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, gather_sequence(m, a->ln1), mm_weight(m, w->qkvw),
+                                    N, C, d->QKV));
+        dsum = sum_over_tp(m, g->dln, g->seq_part); /* f's backward: qkv is column-parallel */
+        rnd(m, dsum, NCl);
+        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(Nl, C),
+                    model_norm_backward(m, g->dres, dw->ln1w, dw->ln1b, dsum, residual, w->ln1w, a->ln1_mean, a->ln1_rstd, Nl));
         model_grads_ready(m, l);
         PROF_END("block_bwd");
     }
@@ -1292,7 +1365,7 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         model_grads_ready(m, -1);
     } else {
         MP_ASSERT(dhidden_in, "a stage that is not the first hands its input's gradient back");
-        memcpy(dhidden_in, g->dres, NC * sizeof(float));
+        memcpy(dhidden_in, g->dres, NCl * sizeof(float));
     }
     m->have_targets = false; /* the logits now hold gradients: a second backward would be wrong */
 }

@@ -160,7 +160,8 @@ void model_act_full_name(const model *m, int layer, const char *name, char *out,
  *   vocabulary wte's (and an untied head's) rows t*Vp/tp .. (vocab-parallel embedding and loss);
  *   the rest   norm gains and biases, row-parallel biases, wpe: whole, the same on every tp rank. Their
  *              gradients are identical on every tp rank by construction (each is computed from tensors
- *              that are whole on every rank after g's and f's sums), so they need no allreduce.
+ *              that are whole on every rank after g's and f's sums), so they need no allreduce (under
+ *              sequence parallel, below, the norms' are partial and are summed once a step).
  * The model calls the shard's tp_sum at Megatron's conjugate points: g after each row-parallel matmul
  * (forward), f's backward after each column-parallel matmul's input gradient, the partial embeddings; and
  * tp_max / tp_sum for the vocab-parallel cross-entropy (row max, sum of exp, target logit), so the
@@ -179,6 +180,24 @@ typedef struct {
     void (*tp_sum)(void *ctx, float *x, size_t n); /* x = sum over the tp ranks, in place */
     void (*tp_max)(void *ctx, float *x, size_t n); /* x = max over the tp ranks, in place */
     void *tp_ctx;
+    /* Sequence parallel (序列并行, Korthikanti et al. 2022; Megatron's --sequence-parallel), tp > 1 only:
+     * the norms, the residual adds and the embedding's output work on this tp rank's slice of the sequence,
+     * positions [tp_rank T/tp, (tp_rank + 1) T/tp) of every sequence, so the residual stream and the norms'
+     * tensors are (B, T/tp, C) on each rank. Megatron's conjugate pair becomes:
+     *   before a column-parallel matmul (qkv, fc, the head): seq_gather, the all-gather of the slices into
+     *     the whole (B,T,C) (its backward: the input gradient, partial per rank, reduce-scattered);
+     *   after a row-parallel matmul (attproj, fcproj) and the partial embeddings: seq_reduce_scatter, the
+     *     sum over tp of a partial (B,T,C) of which each rank keeps its slice (its backward: the all-gather
+     *     of the output gradient), in place of g's allreduce.
+     * The norms' gains and biases see only the rank's tokens, so their gradients are partial sums: the
+     * strategy sums them over tp once per step (model_tensor_seq_partial; Megatron's allreduce of the
+     * sequence-parallel parameters' gradients). Row-parallel biases and wpe take their gradients from the
+     * all-gathered output gradient: whole on every rank. T must be divisible by tp_size (exit 2). */
+    bool sequence_parallel;
+    /* full (B,T,C) = the (B, T/tp, C) slices of every tp rank, each in its place in the sequence */
+    void (*seq_gather)(void *ctx, const float *slice, float *full, int B, int T, int C);
+    /* slice (B, T/tp, C) = this rank's positions of the sum over the tp ranks of full (B,T,C) */
+    void (*seq_reduce_scatter)(void *ctx, const float *full, float *slice, int B, int T, int C);
 } model_shard;
 
 /* Megatron's vocab-parallel cross-entropy (词表并行交叉熵) on this tp rank's vocabulary columns: logits
@@ -211,6 +230,9 @@ bool model_has_head(const model *m);                  /* the last stage */
 /* A tensor every tp rank holds whole (norms, biases of row-parallel layers, wpe): counted once in a norm
  * over the tp ranks. */
 bool model_tensor_tp_replicated(const model *m, const model_tensor *t);
+/* Under sequence parallel: a tensor whose gradient each tp rank computes from its slice of the sequence
+ * only (the norms' gains and biases), to be summed over the tp ranks once per step. False otherwise. */
+bool model_tensor_seq_partial(const model *m, const model_tensor *t);
 /* The last stage's copy of the tied embedding (pp > 1): counted once in a norm over the stages. */
 bool model_tensor_is_tied_copy(const model *m, const model_tensor *t);
 
@@ -236,6 +258,9 @@ int model_act_slots(const model *m);                  /* slots made so far (at l
  * (the previous stage's output); targets (B,T) on the last stage (NULL elsewhere). Returns the mean loss
  * over counted positions on the last stage, 0 elsewhere. On a whole model it is model_forward. */
 float model_forward_stage(model *m, const int *inputs, const float *hidden_in, const int *targets, int B, int T);
+/* Floats of a stage's hidden state for a (B,T) micro-batch, what pipeline stages hand on: B T C, or under
+ * sequence parallel this rank's slice B (T/tp) C (Megatron sends the sequence-parallel slice). */
+size_t model_stage_floats(const model *m, int B, int T);
 /* The stage's output of the last forward (B,T,C), on a stage that is not the last. */
 const float *model_stage_output(const model *m);
 /* Backward of the last forward on the selected slot: on the last stage from the loss (x loss_scale),

@@ -46,6 +46,11 @@ typedef struct {
     float *dfch;      /* (B,T,FC_IN) */
     float *dfch_act;  /* (B,T,F) */
     float *dloss;     /* (B,T) */
+    /* sequence parallel only (NULL otherwise); the tensors above marked (B,T,C) that live on the residual
+     * stream are (B,T/tp,C) there: encoded, lnf, dres, and every block's ln1, res2, ln2, res3 */
+    float *seq_full;  /* (B,T,C) an all-gathered slice: a norm's output before a column-parallel matmul,
+                       * or dres before a row-parallel matmul's backward */
+    float *seq_part;  /* (B,T/tp,C) a reduce-scattered sum: a row-parallel output or an input gradient */
 } global_acts;
 
 typedef struct model_lowp model_lowp;
@@ -70,6 +75,8 @@ typedef struct {
     int FC, F;          /* fc rows (llama: 2F); MLP hidden size */
     int Vp, v0;         /* vocabulary rows held and the first one's index */
     int first, last;    /* blocks [first, last) */
+    int seq_split;      /* sequence parallel: tp (the residual stream holds T/tp positions); 1 otherwise */
+    int seq_rank;       /* this rank's slice of the sequence: positions [seq_rank T/seq_split, ...) */
     bool embed, head;   /* first stage, last stage */
 } model_dims;
 

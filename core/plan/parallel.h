@@ -19,12 +19,27 @@
  * micro-batches in flight: m under GPipe, min(pp - s, m) on stage s under 1F1B; under interleaved 1F1B
  * min(m v, 2 (pp - s - 1) + (v - 1) pp + 1) chunk-micro-batches of 1/v of the stage's blocks each
  * (Megatron's warm-up plus the one in steady state). The logits (fp32, V/t
- * columns) are the last stage's; its micro-batch is done in one go, so they count once. */
+ * columns) are the last stage's; its micro-batch is done in one go, so they count once.
+ *
+ * Sequence parallel (序列并行, the same paper's section 4.2.2; dist/sp.h): the 4 sbh kept whole on every
+ * tp rank (the norms' inputs, the qkv and fc inputs, kept as the norms' outputs) and the two dropout masks
+ * are split over the sequence too, so everything is divided by t:
+ *     16-bit GPT-2 with dropout   sbh (34/t + 5 as/(ht))    instead of   sbh (10 + 24/t + 5 as/(ht))
+ * and outside the blocks the final norm's and the head's inputs and the embedding's dropout mask as well.
+ *
+ * The course's model (course_model: what core/model allocates for one micro-batch, measured by the
+ * allocator's MEM_ACT): fp32 activations whatever the recipe, no dropout, each tensor padded to 64 bytes,
+ * and per micro-batch (activation slot) beside the blocks the embeddings' output, on the last stage the
+ * final norm, logits (Vp/t columns), losses and lse, and backward's scratch; under sequence parallel the
+ * residual stream's tensors hold b s/t rows and two scratch tensors are added (the all-gathered (b s, h)
+ * and the reduce-scattered (b s/t, h)). Recompute none and no interleaving (else exit 2). */
 typedef struct {
     uint64_t tp, pp;           /* sizes; dp is run->world */
     uint64_t micro_batches;    /* m per step (per data-parallel replica) */
     bool gpipe;                /* else 1F1B, interleaved when chunks > 1 */
     uint64_t chunks;           /* v: model chunks per stage (interleaved 1F1B); 0 or 1: none */
+    bool sequence_parallel;    /* Megatron's sequence parallel over the tp ranks (nothing to split when tp = 1) */
+    bool course_model;         /* core/model's tensors (fp32) rather than the paper's (16-bit, dropout) */
 } plan_parallel;
 
 typedef struct {

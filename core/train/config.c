@@ -230,6 +230,8 @@ static const field_spec top_fields[] = {
     {.key = "gradient_clipping", .kind = FK_DOUBLE, .offset = OFF(gradient_clipping), .lo = 0, .hi = NO_LIMIT, .about = "0 turns it off"},
     {.key = "tensor_model_parallel_size", .kind = FK_INT, .offset = OFF(tensor_parallel), .lo = 1, .hi = 4096},
     {.key = "pipeline_model_parallel_size", .kind = FK_INT, .offset = OFF(pipeline_parallel), .lo = 1, .hi = 4096},
+    {.key = "sequence_parallel", .kind = FK_BOOL, .offset = OFF(sequence_parallel),
+     .about = "norms and residual adds on 1/tp of the sequence, dist/sp.h; ignored with tp 1, as in Megatron-LM"},
     {.key = "pipeline_schedule", .kind = FK_ENUM, .offset = OFF(pipeline_schedule), .names = pp_schedule_names,
      .about = "the micro-batch order of pipeline parallel, dist/pp.h"},
     {.key = "num_layers_per_virtual_pipeline_stage", .kind = FK_INT, .offset = OFF(layers_per_virtual_stage), .lo = 0,
@@ -741,6 +743,11 @@ static bool resolve_data_and_train(train_config *cfg, const cJSON *root, data_er
     if (cfg->data.seq_len > cfg->model.model.maxT)
         return DATA_ERR(err, "data.seq_len <= model.context", "the model has no positions beyond its context",
                         "seq_len %d, context %d", cfg->data.seq_len, cfg->model.model.maxT);
+    if (cfg->sequence_parallel && cfg->tensor_parallel > 1 && cfg->data.seq_len % cfg->tensor_parallel != 0)
+        return DATA_ERR(err, "data.seq_len divisible by tensor_model_parallel_size under sequence_parallel",
+                        "sequence parallel gives each tp rank seq_len / tp positions of every sequence (Megatron-LM "
+                        "asserts the same): change data.seq_len or set sequence_parallel false",
+                        "seq_len %d, tensor_model_parallel_size %d", cfg->data.seq_len, cfg->tensor_parallel);
     if (cfg->data.sampler == DATA_SAMPLER_GLOBAL)
         for (const char *const *k = (const char *const[]){"drop_last", "workers", NULL}; *k; k++)
             if (child(data, *k))

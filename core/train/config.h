@@ -257,6 +257,9 @@ typedef struct {
      * pipeline runs that many micro-batches of train_micro_batch_size_per_gpu rows per step. */
     int tensor_parallel;                     /* "tensor_model_parallel_size" [1] */
     int pipeline_parallel;                   /* "pipeline_model_parallel_size" [1] */
+    bool sequence_parallel;                  /* "sequence_parallel" [false]: Megatron's sequence parallel over the
+                                              * tp group (dist/sp.h); with tp 1 ignored with a warning, as
+                                              * Megatron-LM does; data.seq_len must be divisible by tp */
     int pipeline_schedule;                   /* "pipeline_schedule": "gpipe", "1f1b" or "interleaved" [1f1b]
                                               * (dist/pp.h) */
     int layers_per_virtual_stage;            /* "num_layers_per_virtual_pipeline_stage": interleaved's blocks per

@@ -2,6 +2,7 @@
 #include "train/mp_step.h"
 
 #include "base/error.h"
+#include "dist/sp.h"
 #include "dist/tp.h"
 #include "model/model_lowp.h"
 #include "optim/clip.h"
@@ -84,7 +85,8 @@ mp_step *mp_step_create(comm_t *world, const model_config *cfg, const mp_layout 
     s->mesh = mesh_create(world, lay->dp, lay->tp, lay->pp);
     for (int j = 0; j < s->v; j++) {
         int vs = j * lay->pp + s->mesh->pp_rank;
-        model_shard sh = tp_model_shard(s->mesh, s->first[vs], s->first[vs + 1]);
+        model_shard sh = lay->sequence_parallel ? sp_model_shard(s->mesh, s->first[vs], s->first[vs + 1])
+                                                : tp_model_shard(s->mesh, s->first[vs], s->first[vs + 1]);
         s->m[j] = model_create_shard(&mc, &sh);
         model_init(s->m[j], seed);
     }
@@ -244,6 +246,7 @@ mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, in
     for (int j = 0; j < s->v; j++) model_zero_grad(s->m[j]);
     float loss_scale = s->amp ? amp_scaler_scale(&s->scaler) : 1.0f;
     r.loss = pp_run(s->pipe, inputs, targets, B, T, loss_scale, step);
+    for (int j = 0; j < s->v; j++) sp_sum_partial_grads(mesh->tp, s->m[j]); /* nothing without sequence parallel */
     pp_sum_tied_grads(s->pipe);
     if (mesh->dp_size > 1) {
         for (int j = 0; j < s->v; j++)

@@ -50,6 +50,7 @@ typedef struct {
     int chunks;            /* v: model chunks per stage (interleaved; 0 or 1 otherwise) */
     int zero_stage;        /* 0, or 1: ZeRO-1 over the dp group (optimizer states sharded) */
     const char *stage_blocks; /* explicit blocks per virtual stage ("2,1,1"), or NULL: balanced by parameters */
+    bool sequence_parallel;   /* Megatron's sequence parallel on the tp group (dist/sp.h); nothing when tp = 1 */
 } mp_layout;
 
 typedef struct {
@@ -69,7 +70,9 @@ typedef struct mp_step mp_step;
 mp_step *mp_step_create(comm_t *world, const model_config *cfg, const mp_layout *lay, const optim_config *opt,
                         double grad_clip, uint64_t seed, ev_writer *ev);
 void mp_step_free(mp_step *s);
-/* inputs, targets: this dp rank's m x (B,T) rows (read on the first and the last stage). */
+/* inputs, targets: this dp rank's m x (B,T) rows (read on the first and the last stage). Under sequence
+ * parallel T must be divisible by tp (exit 2), and after the pipeline the norms' partial gradients are
+ * summed over the tp group (sp_sum_partial_grads) before the tied-embedding and dp reductions. */
 mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, int B, int T, double lr, long step);
 /* Mixed precision: recipe fp32 (nothing changes), or an autocast recipe computing in bf16 or fp16 (bf16,
  * fp16) with the scaler `scaler`. Exits 2 naming the recipe for the others (bf16-pure and fp16-o2 store the

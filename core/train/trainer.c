@@ -1003,7 +1003,8 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     MP_ASSERT(comm, "tensor or pipeline parallel on one rank (the batch rule refuses it)");
     mp_layout lay = {.dp = world / (cfg->tensor_parallel * cfg->pipeline_parallel), .tp = cfg->tensor_parallel,
                      .pp = cfg->pipeline_parallel, .micro_batches = cfg->grad_accum,
-                     .schedule = (pp_schedule)cfg->pipeline_schedule, .chunks = 1, .zero_stage = cfg->zero.stage};
+                     .schedule = (pp_schedule)cfg->pipeline_schedule, .chunks = 1, .zero_stage = cfg->zero.stage,
+                     .sequence_parallel = cfg->sequence_parallel};
     int per_chunk = cfg->layers_per_virtual_stage;
     if (per_chunk > 0) { /* Megatron: v = L / (pp x layers per virtual stage), exactly */
         if (mc->L % (lay.pp * per_chunk) != 0)
@@ -1083,6 +1084,7 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     ev_str(ev, "schedule", pp_schedule_names[lay.schedule]);
     ev_int(ev, "micro_batches", lay.micro_batches);
     ev_int(ev, "zero_stage", lay.zero_stage);
+    ev_bool(ev, "sequence_parallel", lay.sequence_parallel && lay.tp > 1);
     ev_int(ev, "dp_rank", mesh->dp_rank);
     ev_int(ev, "tp_rank", mesh->tp_rank);
     ev_int(ev, "stage", mesh->pp_rank);
@@ -1255,6 +1257,9 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     MP_ASSERT(cfg->world == world, "config resolved for %d ranks, running on %d", cfg->world, world);
     if (rank != 0) quiet = true; /* one voice: rank 0 prints, samples and checkpoints */
     ranks_check_same_config(cfg, comm); /* before the data and the model, which differ when the configs do */
+    if (rank == 0 && cfg->sequence_parallel && cfg->tensor_parallel == 1)
+        fprintf(stderr, "mixpar: warning: sequence_parallel ignored: tensor_model_parallel_size is 1, so there is no "
+                        "tp group to split the sequence over (Megatron-LM turns it off likewise)\n");
     if (rank == 0) ensure_dataset(cfg, quiet);
     if (comm) comm_barrier(comm); /* the others wait for the dataset rank 0 may be building */
     config_load_vocab(cfg, NULL);

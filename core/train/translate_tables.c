@@ -303,6 +303,7 @@ static const tr_rule megatron_rules[] = {
     ARG("--tensor-model-parallel-size", "tensor_model_parallel_size"),
     ARG("--pipeline-model-parallel-size", "pipeline_model_parallel_size"),
     FLAG("--sequence-parallel", "sequence_parallel", "true", NULL),
+    ARG("--context-parallel-size", "context_parallel_size"), /* Megatron's context parallel: not in mixpar */
     ARG("--num-layers-per-virtual-pipeline-stage", "num_layers_per_virtual_pipeline_stage"),
     NO_ARG("--data-path", "data.dataset", "mixpar trains on its own datasets (data.dataset, `mixpar data list`)"),
     NO_ARG("--vocab-file", "data.dataset", "a mixpar dataset carries its vocabulary (vocab.json)"),

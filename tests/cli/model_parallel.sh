@@ -3,7 +3,10 @@
 # (GPT-2 on 2x2x2 with 1f1b and with interleaved + ZeRO-1, LLaMA with GQA on 1x2x2 with gpipe, within 1e-5
 # relative over 20 steps); the pipeline's span events show 1F1B holding at most p micro-batches and GPipe
 # all m; fp16 on 1x2x2 skips a step with an inf planted on one rank on every rank; invalid meshes exit 2.
-# `mixpar plan --tp --pp --micro-batches` gives each stage's bytes per rank and the bubble.
+# `mixpar plan --tp --pp --micro-batches` gives each stage's bytes per rank and the bubble. Sequence parallel:
+# `plan --sp` keeps Korthikanti's sbh(34/t + 5as/(ht)) a block, bad settings exit 2, tp 1 is ignored with
+# Megatron's warning, the tp group's comm events are all-gathers and reduce-scatters, and a run's activation
+# bytes per rank are `plan --course-model --sp`'s exactly.
 # The 8-rank meshes 1x2x4 (1f1b, gpipe, interleaved), 2x4x1 and 1x1x8 of both models are
 # tests/mpi/test_model_parallel.c's.
 source "$(dirname "$0")/../lib.sh"
@@ -148,3 +151,36 @@ single=$("$MIXPAR" plan --preset gpt2-124m | awk '/^total / {print $2}')
 staged=$("$MIXPAR" plan --preset gpt2-124m --tp 1 --pp 1 | awk '/^0 / {print $10}')
 check "plan: tp 1 x pp 1 totals what the single plan does (${staged} GB = $single bytes)" \
   awk -v a="$staged" -v b="$single" 'BEGIN { gsub(",", "", b); d = a - b / 1e9; exit !(d < 0.0005 && d > -0.0005) }'
+
+# ---------------------------------------------------------------- sequence parallel (dist/sp.h)
+# Korthikanti et al. 2022: 16-bit GPT-2 with dropout keeps sbh(10 + 24/t + 5as/(ht)) bytes a block under tensor
+# parallel and sbh(34/t + 5as/(ht)) with sequence parallel; for gpt2-124m on tp 2 (s 1024, b 1), with the
+# final norm's and the head's inputs, the dropout mask and the logits outside the blocks: 0.692 and 0.643 GB.
+check_output "plan: tp 2 alone keeps 0.692 GB of activations for gpt2-124m (sbh(10 + 24/t + 5as/ht) a block)" 0 \
+  '^0 +0-11 +62,641,920 .* 0\.692 ' "$MIXPAR" plan --preset gpt2-124m --tp 2
+check_output "plan: --sp on tp 2 keeps 0.643 GB (sbh(34/t + 5as/ht) a block)" 0 '^0 +0-11 +62,641,920 .* 0\.643 ' \
+  "$MIXPAR" plan --preset gpt2-124m --tp 2 --sp
+check_output "plan: --sp refuses a sequence not divisible by --tp (exit 2)" 2 'seq divisible by --tp with --sp' \
+  "$MIXPAR" plan --preset gpt2-124m --tp 2 --sp --seq 1023
+bad "sequence_parallel with data.seq_len not divisible by tp" \
+  'data.seq_len divisible by tensor_model_parallel_size under sequence_parallel' 2 tensor_model_parallel_size=2 \
+  sequence_parallel=true data.seq_len=31
+check_output "sequence_parallel with tensor_model_parallel_size 1 is ignored with a warning, as Megatron-LM does" 0 \
+  'warning: sequence_parallel ignored: tensor_model_parallel_size is 1' "$MIXPAR" train --config "$work/gpt2.json" \
+  --quiet --set train.run_dir="$work/sp-tp1" --set sequence_parallel=true --set train.steps=1 --set train.eval_interval=0
+# a 2-step run on 1x2x2: the tp group's comm events are all-gathers and reduce-scatters; its only allreduce is
+# the norms' gradients once a step (stage 0 has no loss)
+dir=$(run_mesh gpt2 4 2 2 1f1b sequence_parallel=true train.steps=2 train.eval_interval=0)
+tp_ops=$(grep -h '"kind":"comm"' "$dir/events.rank0.jsonl" | grep '"group":"tp"' | sed -E 's/.*"op":"([a-z_]+)".*/\1/' |
+  sort | uniq -c | awk '{printf "%s=%s ", $2, $1}')
+check "sequence parallel: stage 0's tp group all-gathers and reduce-scatters the sequence, allreduces twice ($tp_ops)" \
+  test "$tp_ops" = "allgather=208 allreduce=2 reduce_scatter=144 "
+# its activation bytes per rank (the step event's pipeline.act_bytes: MEM_ACT at the pipeline's peak) are the
+# planner's for the course's model with --sp, exactly
+act_of() { grep '"kind":"step"' "$1" | tail -n 1 | sed -E 's/.*"act_bytes":([0-9]+).*/\1/'; }
+measured="stage 0 $(act_of "$dir/events.rank0.jsonl"), stage 1 $(act_of "$dir/events.rank2.jsonl")"
+vocab=$(grep -o '"vocab":[0-9]*' "$dir/events.rank0.jsonl" | head -n 1 | cut -d: -f2)
+planned=$("$MIXPAR" plan --arch gpt2 --layers 4 --hidden 64 --heads 4 --vocab "$vocab" --context 32 --seq 32 --tp 2 \
+  --pp 2 --micro-batches 8 --course-model --sp | sed -nE 's/^activation bytes per rank .*: (stage 0 [0-9]+, stage 1 [0-9]+)$/\1/p')
+check "sequence parallel: measured activation bytes per rank equal mixpar plan --course-model --sp's ($measured; plan $planned)" \
+  test "$measured" = "$planned"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mp_checkpoint.sh: checkpoints of dp x tp x pp runs on real MPI ranks (train/mp_checkpoint.h): a 2x2x2 run
-# (ZeRO-1) writes a shard per rank in the whole model's layout with a manifest of the mesh and the splits; it
-# resumes on its own mesh bit for bit, and within 1e-6 relative on 1x4x2 (also as 8 micro-batches of 1 row),
+# (ZeRO-1, sequence parallel) writes a shard per rank in the whole model's layout with a manifest of the mesh
+# and the splits; it resumes on its own mesh bit for bit, and without sequence parallel (it changes no
+# parameter's layout) within 1e-6 relative on 1x4x2 (also as 8 micro-batches of 1 row),
 # 2x1x4, 1x2x2 interleaved, the data-parallel trainer on 1 rank and on 2 with ZeRO-1; a mesh resumes a 1-rank
 # run's single file. `mixpar checkpoint consolidate` gives one safetensors file whose weights are a 1-rank
 # run's bit for bit (learning rate 0: every run keeps the initial weights, so a misplaced slice shows) for
@@ -39,10 +40,10 @@ train() {
 }
 ck=checkpoint.sharded
 
-# References: one rank, 12 steps; 2x2x2 with ZeRO-1, 12 steps; the same stopped at step 6.
+# References: one rank, 12 steps; 2x2x2 with ZeRO-1 and sequence parallel, 12 steps; the same stopped at step 6.
 train "$work/one" 1 1 1
-train "$work/full" 8 2 2 zero_optimization.stage=1
-train "$work/half" 8 2 2 zero_optimization.stage=1 train.steps=6
+train "$work/full" 8 2 2 zero_optimization.stage=1 sequence_parallel=true
+train "$work/half" 8 2 2 zero_optimization.stage=1 train.steps=6 sequence_parallel=true
 check "mp_checkpoint: 2x2x2 wrote an index and 8 shards" test -s "$work/half/$ck/index.json" -a \
   -s "$work/half/$ck/rank-00007-of-00008.safetensors"
 check "mp_checkpoint: no temporary directory left" test ! -e "$work/half/$ck.tmp"
@@ -55,7 +56,7 @@ check_output "mp_checkpoint: info reads it: 8 shards of the whole model's buffer
   "8 shards, buffers of [0-9]+ floats, step 6" "$MIXPAR" checkpoint info "$work/half/$ck"
 
 resume() { local name=$1; shift; cp -r "$work/half" "$work/$name"; rm -f "$work/$name"/events.*; train "$work/$name" "$@" --resume "$work/half/$ck"; }
-resume same 8 2 2 zero_optimization.stage=1
+resume same 8 2 2 zero_optimization.stage=1 sequence_parallel=true
 check "mp_checkpoint: resumed on 2x2x2: steps 7-12 equal the unbroken run's bit for bit" \
   diff <(losses "$work/full/events.rank0.jsonl" | awk '$1 > 6') <(losses "$work/same/events.rank0.jsonl")
 # Another mesh adds its partial sums in another order (tp's allreduces, the dp average, the norm over the
@@ -74,7 +75,7 @@ for spec in "2x1x4 8 1 4" "1x4x2-m8 8 4 2 train_micro_batch_size_per_gpu=1 gradi
   read -r name n tp pp extra <<<"$spec"
   resume "$name" "$n" "$tp" "$pp" $extra
   r=$(max_rel "$work/one/events.rank0.jsonl" "$work/$name/events.rank0.jsonl")
-  check "mp_checkpoint: 2x2x2's checkpoint resumed on $name: steps 7-12 within 1e-6 of one rank's (worst $r)" \
+  check "mp_checkpoint: 2x2x2's checkpoint (sequence parallel) resumed on $name without: steps 7-12 within 1e-6 of one rank's (worst $r)" \
     awk -v r="$r" 'BEGIN{exit !(r <= 1e-6)}'
 done
 check "mp_checkpoint: the 1x4x2 run saved its own checkpoint (dp 1: 8 shards, no ZeRO)" \

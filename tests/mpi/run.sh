@@ -36,7 +36,9 @@ done
 
 # ---------------------------------------------------------------- model parallel, 8 ranks
 # GPT-2 and LLaMA tiny models on dp x tp x pp meshes 2x2x2, 1x2x4 (1f1b, gpipe, interleaved), 2x4x1
-# (ZeRO-1 over dp), 1x1x8 train the losses and gradient norms of one rank within 1e-5 over 20 steps; bf16
+# (ZeRO-1 over dp), 1x1x8, and with sequence parallel 2x2x2 and (GPT-2, 2 sequences a micro-batch) 1x4x2 train
+# the losses and gradient norms of one rank within 1e-5 over 20 steps (sequence parallel: the tp group's exact
+# all-gathers and reduce-scatters, activation bytes per rank equal to the planner's, and bf16 too); bf16
 # and fp16 on 2x2x2 against one rank's run of the recipe (activations in the format, per-recipe
 # tolerances, the same loss scales); an inf planted on one tp rank skips the step on all 8; schedules'
 # bubble, in-flight micro-batches and their activation bytes (tests/mpi/test_model_parallel.c).

@@ -77,17 +77,22 @@ Test(translate, deepspeed_unknown_key_is_reported_not_an_error) {
     tr_result_free(&r);
 }
 
-Test(translate, megatron_model_parallel_keys_map_and_sequence_parallel_is_not_yet_runnable) {
+Test(translate, megatron_model_parallel_keys_map_and_context_parallel_is_not_yet_runnable) {
     tr_result r;
-    translate(TR_MEGATRON, "--tensor-model-parallel-size 2 --sequence-parallel --num-layers 3 --micro-batch-size 2", 2, &r);
+    translate(TR_MEGATRON,
+              "--tensor-model-parallel-size 2 --sequence-parallel --context-parallel-size 2 --num-layers 3 "
+              "--micro-batch-size 2",
+              2, &r);
     cr_assert(r.runnable, "%s", r.load_error);
-    /* tensor parallel is in the core (2 ranks: one tp group of 2): its key maps under Megatron's own name */
+    /* tensor and sequence parallel are in the core (2 ranks: one tp group of 2): Megatron's own key names */
     cr_expect_eq(num(&r, "tensor_model_parallel_size"), 2);
-    /* sequence parallel is not: the loader does not know the key, so it is listed and left out */
-    const tr_note *n = note(&r, "--sequence-parallel");
+    cr_expect(cJSON_IsTrue(at(&r, "sequence_parallel")), "--sequence-parallel -> sequence_parallel: true");
+    cr_expect_null(note(&r, "--sequence-parallel"), "sequence parallel loads: no note");
+    /* context parallel is not: the loader does not know the key, so it is listed and left out */
+    const tr_note *n = note(&r, "--context-parallel-size");
     cr_assert_not_null(n);
     cr_expect_eq(n->kind, TR_NOTE_NOT_YET_RUNNABLE);
-    cr_expect_null(at(&r, "sequence_parallel"), "left out of the config that loads");
+    cr_expect_null(at(&r, "context_parallel_size"), "left out of the config that loads");
     cr_expect_eq(num(&r, "model.layers"), 3);
     tr_result_free(&r);
 }
