@@ -32,16 +32,20 @@ static void check_heads(int NH, int KVH, int HS) {
 enum { ATT_TILE_MAX = 64 }; /* floats in the widest tile (AVX-512) */
 
 /* Scratch per thread: a transposed (HS, Tp) copy of one key or value head, its Tp = T rounded up to a
- * whole tile (columns T..Tp-1 are zero, so a row's last tile reads finite numbers), and one row of T floats. */
+ * whole tile (columns T..Tp-1 are zero, so a row's last tile reads finite numbers), one row of T floats, and
+ * for backward two (T, T) squares: a head's probabilities and its score gradients, both transposed. */
 typedef struct {
-    float *transposed, *row;
+    float *transposed, *row, *att_t, *dscore_t;
     int Tp;
 } attention_scratch;
 
-static attention_scratch attention_scratch_alloc(int T, int HS) {
+static attention_scratch attention_scratch_alloc(int T, int HS, bool backward) {
     const int Tp = (T + ATT_TILE_MAX - 1) / ATT_TILE_MAX * ATT_TILE_MAX;
+    const size_t square = backward ? (size_t)T * T * sizeof(float) : sizeof(float);
     attention_scratch s = {mem_alloc((size_t)HS * Tp * sizeof(float), MEM_OTHER, "attention k/v transposed"),
-                           mem_alloc((size_t)T * sizeof(float), MEM_OTHER, "attention row"), Tp};
+                           mem_alloc((size_t)T * sizeof(float), MEM_OTHER, "attention row"),
+                           mem_alloc(square, MEM_OTHER, "attention probabilities transposed"),
+                           mem_alloc(square, MEM_OTHER, "attention score gradients transposed"), Tp};
     memset(s.transposed, 0, (size_t)HS * Tp * sizeof(float));
     return s;
 }
@@ -49,6 +53,8 @@ static attention_scratch attention_scratch_alloc(int T, int HS) {
 static void attention_scratch_free(attention_scratch *s) {
     mem_free(s->transposed);
     mem_free(s->row);
+    mem_free(s->att_t);
+    mem_free(s->dscore_t);
 }
 
 /* dst (HS, Tp) = the HS floats at src + t * stride, for t < T; columns T..Tp-1 stay as they are (zero) */
@@ -174,7 +180,7 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
         attention_forward_head_isa[ops_isa_current()];
 #pragma omp parallel if (ops_worth_threads((long)B * NH * T * T * HS / 2))
     {
-        attention_scratch scratch = attention_scratch_alloc(T, HS);
+        attention_scratch scratch = attention_scratch_alloc(T, HS, false);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) head(out, att, qkv, scratch.transposed, scratch.Tp, b, h, T, NH, KVH, HS);
@@ -183,34 +189,32 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 }
 
 /* Batch b, kv head kvh and the query heads that share it, in order: their dq, and the kv head's dk and dv. */
-OPS_ISA_INLINE void attention_backward_kv_head(const ops_isa level, float *dqkv, const float *dout, const float *qkv, const float *att,
-                                               float *vt, int Tp, float *datt, int b, int kvh, int T, int NH,
-                                               int KVH, int HS) {
+/* Batch b, kv head kvh and the query heads that share it, in order: their dq, and the kv head's dk and dv.
+ * Row by row (query t) come datt = dy . v, the score gradients and dq; dk and dv, which sum over the rows
+ * t >= t2 of a column t2, follow per head from the transposed squares, so every one of the four products
+ * is a register tile (no running sum kept in memory). */
+OPS_ISA_INLINE void attention_backward_kv_head(const ops_isa level, float *dqkv, const float *dout, const float *qkv,
+                                               const float *att, attention_scratch *scratch, int b, int kvh, int T,
+                                               int NH, int KVH, int HS) {
     const int row = (NH + 2 * KVH) * HS;
     const int C = NH * HS;
     const int group = NH / KVH;
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t seq = (size_t)b * T * row, k_off = (size_t)(NH + kvh) * HS, v_off = (size_t)(NH + KVH + kvh) * HS;
-    attention_transpose(vt, qkv + seq + v_off, (size_t)row, T, Tp, HS);
+    float *restrict datt = scratch->row, *restrict att_t = scratch->att_t, *restrict dscore_t = scratch->dscore_t;
+    attention_transpose(scratch->transposed, qkv + seq + v_off, (size_t)row, T, scratch->Tp, HS);
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        const float *head_att = att + ((size_t)b * NH + h) * T * T;
+        const float *head_dy = dout + (size_t)b * T * C + (size_t)h * HS;
         for (int t = 0; t < T; t++) {
             const size_t bt = (size_t)b * T + t;
-            const float *restrict q = qkv + bt * row + (size_t)h * HS;
             float *restrict dq = dqkv + bt * row + (size_t)h * HS;
-            const float *restrict p = att + (((size_t)b * NH + h) * T + t) * T;
-            const float *restrict dy = dout + bt * C + (size_t)h * HS;
+            const float *restrict p = head_att + (size_t)t * T;
             const int n = t + 1;
-
-            /* out = sum att * v:  datt[t2] = dy . v[t2],  dv[t2] += att[t2] * dy */
-            attention_dots(level, datt, dy, vt, n, Tp, HS);
-            for (int t2 = 0; t2 < n; t2++) {
-                float *restrict dv = dqkv + seq + (size_t)t2 * row + v_off;
-                const float a = p[t2];
-#pragma omp simd
-                for (int i = 0; i < HS; i++) dv[i] += a * dy[i];
-            }
-            /* softmax: dscore[t2] = att[t2] * (datt[t2] - sum_j att[j] datt[j]); then the 1/sqrt(HS)
-             * scale (dscore overwrites datt); then score = q . k:  dq += dscore k,  dk += dscore q. */
+            /* out = sum att * v:  datt[t2] = dy . v[t2] */
+            attention_dots(level, datt, head_dy + (size_t)t * C, scratch->transposed, n, scratch->Tp, HS);
+            /* softmax: dscore[t2] = att[t2] * (datt[t2] - sum_j att[j] datt[j]); then the 1/sqrt(HS) scale
+             * (dscore overwrites datt); then score = q . k:  dq += dscore k */
             float p_datt = 0.0f;
 #pragma omp simd reduction(+ : p_datt)
             for (int t2 = 0; t2 < n; t2++) p_datt += p[t2] * datt[t2];
@@ -218,33 +222,39 @@ OPS_ISA_INLINE void attention_backward_kv_head(const ops_isa level, float *dqkv,
             for (int t2 = 0; t2 < n; t2++) datt[t2] = p[t2] * (datt[t2] - p_datt) * scale;
             attention_weighted_rows(level, dq, datt, qkv + seq + k_off, (size_t)row, n, HS, true);
             for (int t2 = 0; t2 < n; t2++) {
-                float *restrict dk = dqkv + seq + (size_t)t2 * row + k_off;
-                const float dscore = datt[t2];
-#pragma omp simd
-                for (int i = 0; i < HS; i++) dk[i] += dscore * q[i];
+                dscore_t[(size_t)t2 * T + t] = datt[t2];
+                att_t[(size_t)t2 * T + t] = p[t2];
             }
+        }
+        /* column t2, rows t = t2..T-1:  dk[t2] += sum_t dscore[t][t2] q[t],  dv[t2] += sum_t att[t][t2] dy[t] */
+        for (int t2 = 0; t2 < T; t2++) {
+            const size_t at = (size_t)t2 * T + t2, bt2 = (size_t)b * T + t2;
+            attention_weighted_rows(level, dqkv + seq + (size_t)t2 * row + k_off, dscore_t + at,
+                                    qkv + bt2 * row + (size_t)h * HS, (size_t)row, T - t2, HS, true);
+            attention_weighted_rows(level, dqkv + seq + (size_t)t2 * row + v_off, att_t + at, head_dy + (size_t)t2 * C,
+                                    (size_t)C, T - t2, HS, true);
         }
     }
 }
 OPS_ISA_CLONES_LEVEL(attention_backward_kv_head,
-               (float *dqkv, const float *dout, const float *qkv, const float *att, float *vt, int Tp, float *datt,
-                int b, int kvh, int T, int NH, int KVH, int HS),
-               (dqkv, dout, qkv, att, vt, Tp, datt, b, kvh, T, NH, KVH, HS));
+               (float *dqkv, const float *dout, const float *qkv, const float *att, attention_scratch *scratch, int b,
+                int kvh, int T, int NH, int KVH, int HS),
+               (dqkv, dout, qkv, att, scratch, b, kvh, T, NH, KVH, HS));
 
 void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int NH,
                         int KVH, int HS) {
     check_heads(NH, KVH, HS);
-    void (*const kv_head)(float *, const float *, const float *, const float *, float *, int, float *, int, int, int,
+    void (*const kv_head)(float *, const float *, const float *, const float *, attention_scratch *, int, int, int,
                           int, int, int) = attention_backward_kv_head_isa[ops_isa_current()];
     /* Split over (batch, kv head) pairs: the query heads that share a kv head add into its dk and dv in one
      * thread, in a fixed order. */
 #pragma omp parallel if (ops_worth_threads((long)B * NH * T * T * HS / 2))
     {
-        attention_scratch scratch = attention_scratch_alloc(T, HS);
+        attention_scratch scratch = attention_scratch_alloc(T, HS, true);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int kvh = 0; kvh < KVH; kvh++)
-                kv_head(dqkv, dout, qkv, att, scratch.transposed, scratch.Tp, scratch.row, b, kvh, T, NH, KVH, HS);
+                kv_head(dqkv, dout, qkv, att, &scratch, b, kvh, T, NH, KVH, HS);
         attention_scratch_free(&scratch);
     }
 }
