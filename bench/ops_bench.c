@@ -257,8 +257,11 @@ int main(int argc, char **argv) {
     const double peak_before = bench_sgemm_peak_gflops();
     printf("threads: %d OpenMP, each running %d-thread OpenBLAS (%s)\n", omp_get_max_threads(),
            openblas_get_num_threads(), openblas_get_config());
-    printf("ops kernels' instruction set level: %s (the widest this CPU has; MIXPAR_OPS_ISA=base|avx2 narrows it)\n",
-           ops_isa_name(ops_isa_current()));
+    int widest = OPS_ISA_BASE;
+    for (int level = 0; level < OPS_ISA_COUNT; level++)
+        if (ops_isa_supported((ops_isa)level)) widest = level;
+    printf("ops kernels' instruction set level: %s (widest on this CPU: %s; MIXPAR_OPS_ISA=base|avx2|avx512 narrows "
+           "it)\n", ops_isa_name(ops_isa_current()), ops_isa_name((ops_isa)widest));
     printf("sgemm peak (1536^3, NoTrans x Trans, split over the threads): %.1f GFLOP/s (measured again at the end)\n",
            peak_before);
     const double triad = prof_measure_triad_bandwidth(1L << 24) / 1e9;
