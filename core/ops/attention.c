@@ -32,10 +32,11 @@ static void check_heads(int NH, int KVH, int HS) {
 enum { ATT_TILE_MAX = 64 }; /* floats in the widest tile (AVX-512) */
 
 /* Scratch per thread: a transposed (HS, Tp) copy of one key or value head, its Tp = T rounded up to a
- * whole tile (columns T..Tp-1 are zero, so a row's last tile reads finite numbers), one row of T floats, and
- * for backward two (T, T) squares: a head's probabilities and its score gradients, both transposed. */
+ * whole tile (columns T..Tp-1 are zero, so a row's last tile reads finite numbers), one row of T floats, one
+ * tile's sums, and for backward two (T, T) squares: a head's probabilities and its score gradients, both
+ * transposed. */
 typedef struct {
-    float *transposed, *row, *att_t, *dscore_t;
+    float *transposed, *row, *att_t, *dscore_t, *tile;
     int Tp;
 } attention_scratch;
 
@@ -45,7 +46,8 @@ static attention_scratch attention_scratch_alloc(int T, int HS, bool backward) {
     attention_scratch s = {mem_alloc((size_t)HS * Tp * sizeof(float), MEM_OTHER, "attention k/v transposed"),
                            mem_alloc((size_t)T * sizeof(float), MEM_OTHER, "attention row"),
                            mem_alloc(square, MEM_OTHER, "attention probabilities transposed"),
-                           mem_alloc(square, MEM_OTHER, "attention score gradients transposed"), Tp};
+                           mem_alloc(square, MEM_OTHER, "attention score gradients transposed"),
+                           mem_alloc(ATT_TILE_MAX * sizeof(float), MEM_OTHER, "attention tile sums"), Tp};
     memset(s.transposed, 0, (size_t)HS * Tp * sizeof(float));
     return s;
 }
@@ -55,6 +57,7 @@ static void attention_scratch_free(attention_scratch *s) {
     mem_free(s->row);
     mem_free(s->att_t);
     mem_free(s->dscore_t);
+    mem_free(s->tile);
 }
 
 /* dst (HS, Tp) = the HS floats at src + t * stride, for t < T; columns T..Tp-1 stay as they are (zero) */
@@ -69,9 +72,13 @@ OPS_ISA_INLINE void attention_transpose(float *restrict dst, const float *restri
  * vectors, GCC -O2 keeps the sums in memory, and every step waits on the store and reload of the sum it just
  * wrote: measured, no faster in AVX-512 than in SSE2.) Four independent sums also hide the adds' latency.
  * Each lane adds its terms in ascending order whatever the width, so the result does not depend on it. */
-typedef float attention_v4 __attribute__((vector_size(4 * sizeof(float))));
-typedef float attention_v8 __attribute__((vector_size(8 * sizeof(float))));
-typedef float attention_v16 __attribute__((vector_size(16 * sizeof(float))));
+/* The vectors are declared with a float's alignment, and a tile's sums go out to a heap buffer (the scratch's
+ * `tile`), not a stack array: the compiler then never assumes a 16-, 32- or 64-byte aligned stack slot
+ * (AddressSanitizer's detect_stack_use_after_return gives stack variables no such alignment, and an aligned
+ * AVX-512 store there faults). Unaligned moves are as fast on these CPUs. */
+typedef float attention_v4 __attribute__((vector_size(4 * sizeof(float)), aligned(sizeof(float))));
+typedef float attention_v8 __attribute__((vector_size(8 * sizeof(float)), aligned(sizeof(float))));
+typedef float attention_v16 __attribute__((vector_size(16 * sizeof(float)), aligned(sizeof(float))));
 OPS_ISA_INLINE int attention_tile_width(const ops_isa level) {
     return level == OPS_ISA_AVX512 ? 64 : level == OPS_ISA_AVX2 ? 32 : 16;
 }
@@ -103,28 +110,28 @@ OPS_ISA_INLINE void attention_tile_sum(const ops_isa level, float *restrict sums
         ATTENTION_TILE_SUM(attention_v4, sums, w, src, stride, count);
 }
 
-/* dots[t2] = sum_i x[i] * mt[i][t2] for t2 < n, mt (HS, Tp): x against n rows of the matrix mt transposes. */
-OPS_ISA_INLINE void attention_dots(const ops_isa level, float *restrict dots, const float *restrict x,
-                                   const float *restrict mt, int n, int Tp, int HS) {
+/* dots[t2] = sum_i x[i] * mt[i][t2] for t2 < n, mt (HS, Tp): x against n rows of the matrix mt transposes.
+ * tile: ATT_TILE_MAX floats of scratch. */
+OPS_ISA_INLINE void attention_dots(const ops_isa level, float *restrict dots, float *restrict tile,
+                                   const float *restrict x, const float *restrict mt, int n, int Tp, int HS) {
     const int width = attention_tile_width(level);
     for (int j0 = 0; j0 < n; j0 += width) {
-        float sums[ATT_TILE_MAX];
-        attention_tile_sum(level, sums, x, mt + j0, (size_t)Tp, HS);
+        attention_tile_sum(level, tile, x, mt + j0, (size_t)Tp, HS);
         const int m = n - j0 < width ? n - j0 : width;
-        for (int j = 0; j < m; j++) dots[j0 + j] = sums[j];
+        for (int j = 0; j < m; j++) dots[j0 + j] = tile[j];
     }
 }
 
 /* y[i] (+)= sum_t2 w[t2] * rows[t2 * stride + i] for i < HS, t2 < n: `add` adds to y, else y is overwritten. */
-OPS_ISA_INLINE void attention_weighted_rows(const ops_isa level, float *restrict y, const float *restrict w,
-                                            const float *restrict rows, size_t stride, int n, int HS, bool add) {
+OPS_ISA_INLINE void attention_weighted_rows(const ops_isa level, float *restrict y, float *restrict tile,
+                                            const float *restrict w, const float *restrict rows, size_t stride, int n,
+                                            int HS, bool add) {
     const int width = attention_tile_width(level);
     int i0 = 0;
     for (; i0 + width <= HS; i0 += width) {
-        float sums[ATT_TILE_MAX];
-        attention_tile_sum(level, sums, w, rows + i0, stride, n);
+        attention_tile_sum(level, tile, w, rows + i0, stride, n);
 #pragma omp simd
-        for (int j = 0; j < width; j++) y[i0 + j] = add ? y[i0 + j] + sums[j] : sums[j];
+        for (int j = 0; j < width; j++) y[i0 + j] = add ? y[i0 + j] + tile[j] : tile[j];
     }
     for (int i = i0; i < HS; i++) { /* the columns left over, each summed the same way, one by one */
         float acc = 0.0f;
@@ -134,21 +141,22 @@ OPS_ISA_INLINE void attention_weighted_rows(const ops_isa level, float *restrict
 }
 
 /* Batch b, query head h: att (T, T) and the head's HS columns of out, for every position t. */
-OPS_ISA_INLINE void attention_forward_head(const ops_isa level, float *out, float *att, const float *qkv, float *kt, int Tp, int b, int h,
-                                           int T, int NH, int KVH, int HS) {
+OPS_ISA_INLINE void attention_forward_head(const ops_isa level, float *out, float *att, const float *qkv,
+                                           attention_scratch *scratch, int b, int h, int T, int NH, int KVH, int HS) {
     const int row = (NH + 2 * KVH) * HS; /* floats per position in qkv */
     const int C = NH * HS;               /* floats per position in out */
     const int kvh = h / (NH / KVH);      /* the kv head this query head reads */
     const float scale = 1.0f / sqrtf((float)HS);
     const float *seq = qkv + (size_t)b * T * row;
     const float *v_base = seq + (size_t)(NH + KVH + kvh) * HS;
-    attention_transpose(kt, seq + (size_t)(NH + kvh) * HS, (size_t)row, T, Tp, HS);
+    float *restrict kt = scratch->transposed;
+    attention_transpose(kt, seq + (size_t)(NH + kvh) * HS, (size_t)row, T, scratch->Tp, HS);
     for (int t = 0; t < T; t++) {
         const float *restrict q = seq + (size_t)t * row + (size_t)h * HS;
         float *restrict p = att + (((size_t)b * NH + h) * T + t) * T;
         float *restrict o = out + ((size_t)b * T + t) * C + (size_t)h * HS;
         const int n = t + 1; /* keys t2 <= t */
-        attention_dots(level, p, q, kt, n, Tp, HS);
+        attention_dots(level, p, scratch->tile, q, kt, n, scratch->Tp, HS);
         float max = -INFINITY;
 #pragma omp simd reduction(max : max)
         for (int t2 = 0; t2 < n; t2++) {
@@ -165,25 +173,24 @@ OPS_ISA_INLINE void attention_forward_head(const ops_isa level, float *out, floa
 #pragma omp simd
         for (int t2 = 0; t2 < n; t2++) p[t2] *= inv_sum;
         for (int t2 = n; t2 < T; t2++) p[t2] = 0.0f;
-
-attention_weighted_rows(level, o, p, v_base, (size_t)row, n, HS, false);
+        attention_weighted_rows(level, o, scratch->tile, p, v_base, (size_t)row, n, HS, false);
     }
 }
 OPS_ISA_CLONES_LEVEL(attention_forward_head,
-               (float *out, float *att, const float *qkv, float *kt, int Tp, int b, int h, int T, int NH, int KVH,
-                int HS),
-               (out, att, qkv, kt, Tp, b, h, T, NH, KVH, HS));
+                     (float *out, float *att, const float *qkv, attention_scratch *scratch, int b, int h, int T, int NH,
+                      int KVH, int HS),
+                     (out, att, qkv, scratch, b, h, T, NH, KVH, HS));
 
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int KVH, int HS) {
     check_heads(NH, KVH, HS);
-    void (*const head)(float *, float *, const float *, float *, int, int, int, int, int, int, int) =
+    void (*const head)(float *, float *, const float *, attention_scratch *, int, int, int, int, int, int) =
         attention_forward_head_isa[ops_isa_current()];
 #pragma omp parallel if (ops_worth_threads((long)B * NH * T * T * HS / 2))
     {
         attention_scratch scratch = attention_scratch_alloc(T, HS, false);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) head(out, att, qkv, scratch.transposed, scratch.Tp, b, h, T, NH, KVH, HS);
+            for (int h = 0; h < NH; h++) head(out, att, qkv, &scratch, b, h, T, NH, KVH, HS);
         attention_scratch_free(&scratch);
     }
 }
@@ -212,7 +219,8 @@ OPS_ISA_INLINE void attention_backward_kv_head(const ops_isa level, float *dqkv,
             const float *restrict p = head_att + (size_t)t * T;
             const int n = t + 1;
             /* out = sum att * v:  datt[t2] = dy . v[t2] */
-            attention_dots(level, datt, head_dy + (size_t)t * C, scratch->transposed, n, scratch->Tp, HS);
+            attention_dots(level, datt, scratch->tile, head_dy + (size_t)t * C, scratch->transposed, n, scratch->Tp,
+                           HS);
             /* softmax: dscore[t2] = att[t2] * (datt[t2] - sum_j att[j] datt[j]); then the 1/sqrt(HS) scale
              * (dscore overwrites datt); then score = q . k:  dq += dscore k */
             float p_datt = 0.0f;
@@ -220,7 +228,7 @@ OPS_ISA_INLINE void attention_backward_kv_head(const ops_isa level, float *dqkv,
             for (int t2 = 0; t2 < n; t2++) p_datt += p[t2] * datt[t2];
 #pragma omp simd
             for (int t2 = 0; t2 < n; t2++) datt[t2] = p[t2] * (datt[t2] - p_datt) * scale;
-            attention_weighted_rows(level, dq, datt, qkv + seq + k_off, (size_t)row, n, HS, true);
+            attention_weighted_rows(level, dq, scratch->tile, datt, qkv + seq + k_off, (size_t)row, n, HS, true);
             for (int t2 = 0; t2 < n; t2++) {
                 dscore_t[(size_t)t2 * T + t] = datt[t2];
                 att_t[(size_t)t2 * T + t] = p[t2];
@@ -229,17 +237,18 @@ OPS_ISA_INLINE void attention_backward_kv_head(const ops_isa level, float *dqkv,
         /* column t2, rows t = t2..T-1:  dk[t2] += sum_t dscore[t][t2] q[t],  dv[t2] += sum_t att[t][t2] dy[t] */
         for (int t2 = 0; t2 < T; t2++) {
             const size_t at = (size_t)t2 * T + t2, bt2 = (size_t)b * T + t2;
-            attention_weighted_rows(level, dqkv + seq + (size_t)t2 * row + k_off, dscore_t + at,
-                                    qkv + bt2 * row + (size_t)h * HS, (size_t)row, T - t2, HS, true);
-            attention_weighted_rows(level, dqkv + seq + (size_t)t2 * row + v_off, att_t + at, head_dy + (size_t)t2 * C,
-                                    (size_t)C, T - t2, HS, true);
+            float *dk = dqkv + seq + (size_t)t2 * row + k_off, *dv = dqkv + seq + (size_t)t2 * row + v_off;
+            attention_weighted_rows(level, dk, scratch->tile, dscore_t + at, qkv + bt2 * row + (size_t)h * HS,
+                                    (size_t)row, T - t2, HS, true);
+            attention_weighted_rows(level, dv, scratch->tile, att_t + at, head_dy + (size_t)t2 * C, (size_t)C, T - t2,
+                                    HS, true);
         }
     }
 }
 OPS_ISA_CLONES_LEVEL(attention_backward_kv_head,
-               (float *dqkv, const float *dout, const float *qkv, const float *att, attention_scratch *scratch, int b,
-                int kvh, int T, int NH, int KVH, int HS),
-               (dqkv, dout, qkv, att, scratch, b, kvh, T, NH, KVH, HS));
+                     (float *dqkv, const float *dout, const float *qkv, const float *att, attention_scratch *scratch,
+                      int b, int kvh, int T, int NH, int KVH, int HS),
+                     (dqkv, dout, qkv, att, scratch, b, kvh, T, NH, KVH, HS));
 
 void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att, int B, int T, int NH,
                         int KVH, int HS) {

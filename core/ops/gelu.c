@@ -29,7 +29,10 @@ void gelu_forward(float *out, const float *inp, long N) {
     void (*const range)(float *, const float *, long, long) = gelu_forward_range_isa[ops_isa_current()];
     const long chunks = (N + GELU_CHUNK - 1) / GELU_CHUNK;
 #pragma omp parallel for schedule(static) if (ops_worth_threads(N))
-    for (long c = 0; c < chunks; c++) range(out, inp, c * GELU_CHUNK, N - c * GELU_CHUNK < GELU_CHUNK ? N : (c + 1) * GELU_CHUNK);
+    for (long c = 0; c < chunks; c++) {
+        const long lo = c * GELU_CHUNK, hi = N - lo < GELU_CHUNK ? N : lo + GELU_CHUNK;
+        range(out, inp, lo, hi);
+    }
 }
 
 void gelu_backward(float *dinp, const float *inp, const float *dout, long N) {

@@ -106,7 +106,8 @@ Test(ops_isa, attention_agrees_across_levels_on_ragged_shapes) {
             snprintf(what, sizeof what, "case %d, %s vs base: dqkv", c, ops_isa_name((ops_isa)level));
             cr_expect(ops_compare(what, dqkv[0], dqkv[level], nqkv, 1e-5), "%s", what);
         }
-        for (int level = OPS_ISA_BASE; level < OPS_ISA_COUNT; level++) free(out[level]), free(att[level]), free(dqkv[level]);
+        for (int level = OPS_ISA_BASE; level < OPS_ISA_COUNT; level++)
+            free(out[level]), free(att[level]), free(dqkv[level]);
         free(qkv), free(dout);
     }
 }
