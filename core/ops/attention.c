@@ -25,9 +25,10 @@ static void check_heads(int NH, int KVH, int HS) {
  *   per-thread copy, so each term is a vector operation along t2 and no dot product ends in a sum across
  *   the lanes of a vector;
  *   an output row sum_t2 att[t2] v[t2][i..i+width) runs down t2 with its sums in registers.
- * Every sum here is over i (or t2) in ascending order, one lane per output, so every score and output is
- * the same float on every instruction set level (ops/isa.h) and thread count; only the softmax
- * denominator, a sum across lanes, may differ in its last bits between levels. */
+ * Every such sum runs over i (or t2) in ascending order, one lane per output, whatever the tile width: the
+ * scores are the same floats on every instruction set level (ops/isa.h) and thread count. The softmax
+ * denominator is a sum across lanes and may differ in its last bit between levels, and with it the
+ * probabilities and what is computed from them (tests/unit/test_ops_isa.c: within 1e-6). */
 
 enum { ATT_TILE_MAX = 64 }; /* floats in the widest tile (AVX-512) */
 
@@ -71,8 +72,8 @@ OPS_ISA_INLINE void attention_transpose(float *restrict dst, const float *restri
  * tile is 16, 32 or 64 floats wide and its sums stay in registers. (Written as a float array or a loop over
  * vectors, GCC -O2 keeps the sums in memory, and every step waits on the store and reload of the sum it just
  * wrote: measured, no faster in AVX-512 than in SSE2.) Four independent sums also hide the adds' latency.
- * Each lane adds its terms in ascending order whatever the width, so the result does not depend on it. */
-/* The vectors are declared with a float's alignment, and a tile's sums go out to a heap buffer (the scratch's
+ * Each lane adds its terms in ascending order whatever the width, so the result does not depend on it.
+ * The vectors are declared with a float's alignment, and a tile's sums go out to a heap buffer (the scratch's
  * `tile`), not a stack array: the compiler then never assumes a 16-, 32- or 64-byte aligned stack slot
  * (AddressSanitizer's detect_stack_use_after_return gives stack variables no such alignment, and an aligned
  * AVX-512 store there faults). Unaligned moves are as fast on these CPUs. */

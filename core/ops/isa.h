@@ -13,11 +13,11 @@
  *
  * Same results on every level: the wider copies are compiled WITHOUT fused multiply-add contraction
  * (fp-contract=off; the baseline has no FMA instruction, so nothing is contracted there either), so every
- * element of an elementwise kernel (GELU, the softmax probabilities) is the same float on every level. Only
- * sums across a vector (a softmax denominator, a dot product) may differ in the last bits, because a loop of
- * 16 lanes adds its terms in another order than a loop of 4; each level is itself deterministic and
- * independent of the thread count. tests/unit/test_ops_isa.c checks both statements on every level the CPU
- * has. */
+ * element of an elementwise kernel (GELU forward) is the same float on every level. Only sums across the
+ * lanes of a vector (a softmax denominator) may differ in the last bits, because a loop of 16 lanes adds its
+ * terms in another order than a loop of 4, and so may what is computed from them; each level is itself
+ * deterministic and independent of the thread count. tests/unit/test_ops_isa.c checks both statements on
+ * every level the CPU has. */
 typedef enum { OPS_ISA_BASE, OPS_ISA_AVX2, OPS_ISA_AVX512, OPS_ISA_COUNT } ops_isa;
 
 /* The level the kernels use now: the widest the CPU supports, unless ops_isa_force said otherwise or the
