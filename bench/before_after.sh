@@ -32,7 +32,7 @@ for ((r = 1; r <= rounds; r++)); do
 done
 # Per kernel: the best fwd and bwd ms over the rounds, with the share of the triad ops_bench printed for it.
 awk -v rounds="$rounds" '
-  FNR == 1 { split(FILENAME, f, /[_.]/); side = f[2]; per_level = 0 }
+  FNR == 1 { n = split(FILENAME, path, "/"); split(path[n], f, /[_.]/); side = f[2]; per_level = 0 } # ops_SIDE.R.log
   /^per instruction set level/ { per_level = 1 } # the newer ops_bench adds this table after the main one
   !per_level && /^(encoder|layernorm|attention|residual|gelu|crossentropy|rmsnorm|swiglu|rope)/ && NF >= 9 {
     name = substr($0, 1, 16); sub(/ +$/, "", name); rest = substr($0, 42); n = split(rest, v, " ")
