@@ -1,5 +1,6 @@
 /* ops_bench.c: time every ops/ kernel, forward and backward, at GPT-2 124M shapes (B=4, T=64), and sum a step;
- * the non-GEMM kernels' achieved GB/s against the triad bandwidth measured in the same run. */
+ * the non-GEMM kernels' achieved GB/s against the triad bandwidth measured in the same run, and the kernels that
+ * have copies per instruction set level (ops/isa.h) timed on every level this CPU has. */
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/rng.h"
@@ -7,6 +8,7 @@
 #include "ops/crossentropy.h"
 #include "ops/encoder.h"
 #include "ops/gelu.h"
+#include "ops/isa.h"
 #include "ops/layernorm.h"
 #include "ops/matmul.h"
 #include "ops/residual.h"
@@ -182,6 +184,36 @@ static void gpt2_step_in_order(bench_state *s) {
     b_encoder(s);
 }
 
+/* The kernels compiled once per instruction set level (ops/isa.h): each on every level the CPU has, as
+ * GB/s and % of the triad, forward / backward (the backwards of gelu and crossentropy are lab 02's regions,
+ * compiled for the baseline only: their columns show that the level does not change them). */
+static void per_level_table(bench_state *s, int reps, double triad) {
+    static const char *const names[] = {"attention", "gelu", "crossentropy", "attention gqa"};
+    const ops_isa chosen = ops_isa_current();
+    printf("\nper instruction set level (ops/isa.h; the kernels above ran on %s): GB/s and %% of the triad, "
+           "fwd / bwd\n%-16s", ops_isa_name(chosen), "op");
+    for (int level = 0; level < OPS_ISA_COUNT; level++)
+        if (ops_isa_supported((ops_isa)level)) printf(" %25s", ops_isa_name((ops_isa)level));
+    printf("\n");
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        const bench_op *op = NULL;
+        for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+            if (strcmp(ops[i].name, names[k]) == 0) op = &ops[i];
+        printf("%-16s", op->name);
+        for (int level = 0; level < OPS_ISA_COUNT; level++) {
+            if (!ops_isa_force((ops_isa)level)) continue;
+            const double tf = seconds_per_call(op->fwd, s, reps), tb = seconds_per_call(op->bwd, s, reps);
+            const double gbf = op->cost(false).bytes / tf / 1e9, gbb = op->cost(true).bytes / tb / 1e9;
+            char cell[40];
+            snprintf(cell, sizeof cell, "%.1f %.0f%% / %.1f %.0f%%", gbf, 100 * gbf / triad, gbb, 100 * gbb / triad);
+            printf(" %25s", cell);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    ops_isa_force(chosen);
+}
+
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 5;
     if (reps < 1) {
@@ -225,6 +257,11 @@ int main(int argc, char **argv) {
     const double peak_before = bench_sgemm_peak_gflops();
     printf("threads: %d OpenMP, each running %d-thread OpenBLAS (%s)\n", omp_get_max_threads(),
            openblas_get_num_threads(), openblas_get_config());
+    int widest = OPS_ISA_BASE;
+    for (int level = 0; level < OPS_ISA_COUNT; level++)
+        if (ops_isa_supported((ops_isa)level)) widest = level;
+    printf("ops kernels' instruction set level: %s (widest on this CPU: %s; MIXPAR_OPS_ISA=base|avx2|avx512 narrows "
+           "it)\n", ops_isa_name(ops_isa_current()), ops_isa_name((ops_isa)widest));
     printf("sgemm peak (1536^3, NoTrans x Trans, split over the threads): %.1f GFLOP/s (measured again at the end)\n",
            peak_before);
     const double triad = prof_measure_triad_bandwidth(1L << 24) / 1e9;
@@ -267,6 +304,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     const double in_order = seconds_per_call(gpt2_step_in_order, &s, reps < 3 ? reps : 3);
+    per_level_table(&s, reps, triad);
     const double peak_after = bench_sgemm_peak_gflops();
     /* A shared machine (a VM whose host is busy) can be slower for a while; the larger peak is the
      * machine's, and a big gap between the two says the numbers in between are not clean. */

@@ -1,0 +1,113 @@
+/* test_ops_isa.c: the AVX2 and AVX-512 copies of the ops/ kernels (ops/isa.h) against the baseline and a double reference, on every level this CPU has. */
+#include "ops/attention.h"
+#include "ops/crossentropy.h"
+#include "ops/gelu.h"
+#include "ops/gradcheck.h"
+#include "ops/isa.h"
+#include "ops_testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Each Criterion test runs in its own process, so forcing a level here changes no other test. */
+
+Test(ops_isa, levels_are_named_and_the_baseline_always_runs) {
+    cr_expect(ops_isa_supported(OPS_ISA_BASE), "the baseline level runs on every CPU");
+    cr_expect(ops_isa_force(OPS_ISA_BASE) && ops_isa_current() == OPS_ISA_BASE, "forcing the baseline sticks");
+    cr_expect_str_eq(ops_isa_name(OPS_ISA_AVX512), "avx512");
+    cr_expect(!ops_isa_force(OPS_ISA_COUNT), "a level that does not exist is refused");
+}
+
+Test(ops_isa, environment_can_only_narrow_the_level) {
+    setenv("MIXPAR_OPS_ISA", "base", 1);
+    cr_expect_eq(ops_isa_current(), OPS_ISA_BASE, "MIXPAR_OPS_ISA=base: got level %s", ops_isa_name(ops_isa_current()));
+}
+
+Test(ops_isa, environment_with_an_unknown_level_is_bad_input, .exit_code = 2) {
+    setenv("MIXPAR_OPS_ISA", "sse9", 1);
+    ops_isa_current();
+}
+
+/* GELU is elementwise and no copy contracts a*b+c into an FMA: every level gives the baseline's bits,
+ * over a length that is no multiple of any vector width or of the kernel's chunk. */
+Test(ops_isa, gelu_forward_gives_the_same_bits_on_every_level) {
+    const long N = 3 * 16384 + 1237;
+    float *x = tu_uniform(N, -9, 9, 501), *base = tu_zeros(N), *got = tu_zeros(N);
+    ops_isa_force(OPS_ISA_BASE);
+    gelu_forward(base, x, N);
+    for (int level = OPS_ISA_AVX2; level < OPS_ISA_COUNT; level++) {
+        if (!ops_isa_force((ops_isa)level)) continue;
+        gelu_forward(got, x, N);
+        long first = -1;
+        for (long i = 0; i < N && first < 0; i++)
+            if (memcmp(&base[i], &got[i], sizeof(float)) != 0) first = i;
+        cr_expect(first < 0, "%s: gelu(%.9g) = %.9g, the baseline gives %.9g (bit for bit expected: an FMA contracted?)",
+                  ops_isa_name((ops_isa)level), first < 0 ? 0 : x[first], first < 0 ? 0 : got[first],
+                  first < 0 ? 0 : base[first]);
+    }
+    free(x), free(base), free(got);
+}
+
+/* Rows several 2048-float blocks long: the running max rises block after block (an upward ramp), sits in
+ * the first block, or in the ragged last one; one row is shifted by 1e4 (exp of unshifted logits would
+ * overflow). On every level: lse and loss against double. */
+Test(ops_isa, crossentropy_forward_online_max_matches_double_on_every_level) {
+    enum { N = 5, V = 3 * 2048 + 301, VP = V + 11 };
+    const int targets[N] = {0, V - 1, 4097, -1, 2048};
+    float *logits = tu_uniform((long)N * VP, -4, 4, 502);
+    for (int v = 0; v < V; v++) logits[0 * VP + v] += 12.0f * v / V; /* ramp: max in the last block */
+    logits[1 * VP + 3] = 40.0f;                                        /* max in the first block */
+    logits[2 * VP + V - 5] = 25.0f;                                    /* max in the ragged last block */
+    for (int v = 0; v < V; v++) logits[4 * VP + v] += 1e4f;            /* large logits */
+    for (int n = 0; n < N; n++)
+        for (int v = V; v < VP; v++) logits[(long)n * VP + v] = 1e30f; /* padding: outside the softmax */
+    for (int level = OPS_ISA_BASE; level < OPS_ISA_COUNT; level++) {
+        if (!ops_isa_force((ops_isa)level)) continue;
+        float losses[N], lse[N];
+        crossentropy_forward(losses, lse, logits, targets, N, V, VP);
+        for (int n = 0; n < N; n++) {
+            const float *z = logits + (long)n * VP;
+            double max = -INFINITY, sum = 0;
+            for (int v = 0; v < V; v++) max = fmax(max, z[v]);
+            for (int v = 0; v < V; v++) sum += exp((double)z[v] - max);
+            const double want_lse = max + log(sum), want_loss = targets[n] < 0 ? 0 : want_lse - z[targets[n]];
+            cr_expect(fabs(lse[n] - want_lse) <= 2e-6 * fmax(1, fabs(want_lse)),
+                      "%s, row %d: lse expected %.9g, got %.9g (likely: the sum not rescaled when a block raises the max)",
+                      ops_isa_name((ops_isa)level), n, want_lse, lse[n]);
+            cr_expect(fabs(losses[n] - want_loss) <= 2e-6 * fmax(1, fabs(want_lse)),
+                      "%s, row %d: loss expected %.9g, got %.9g", ops_isa_name((ops_isa)level), n, want_loss, losses[n]);
+        }
+    }
+    free(logits);
+}
+
+/* Attention's tiles are 16, 32 or 64 floats wide by level; shapes whose T and HS are no multiple of any
+ * tile, grouped heads. Every score and output is summed in the same order on every level, so the outputs
+ * agree to the softmax denominator's rounding; the gradients likewise. */
+Test(ops_isa, attention_agrees_across_levels_on_ragged_shapes) {
+    const int cases[][5] = {{2, 37, 4, 2, 24}, {1, 70, 3, 3, 72}, {2, 5, 2, 1, 3}, {1, 64, 2, 2, 64}};
+    for (int c = 0; c < 4; c++) {
+        const int B = cases[c][0], T = cases[c][1], NH = cases[c][2], KVH = cases[c][3], HS = cases[c][4];
+        const long nqkv = (long)B * T * (NH + 2 * KVH) * HS, nout = (long)B * T * NH * HS, natt = (long)B * NH * T * T;
+        float *qkv = tu_uniform(nqkv, -2, 2, 600 + c), *dout = tu_uniform(nout, -1, 1, 610 + c);
+        float *out[OPS_ISA_COUNT], *att[OPS_ISA_COUNT], *dqkv[OPS_ISA_COUNT];
+        for (int level = OPS_ISA_BASE; level < OPS_ISA_COUNT; level++) {
+            out[level] = tu_zeros(nout), att[level] = tu_zeros(natt), dqkv[level] = tu_zeros(nqkv);
+            if (!ops_isa_force((ops_isa)level)) continue;
+            attention_forward(out[level], att[level], qkv, B, T, NH, KVH, HS);
+            attention_backward(dqkv[level], dout, qkv, att[level], B, T, NH, KVH, HS);
+            if (level == OPS_ISA_BASE) continue;
+            char what[96];
+            snprintf(what, sizeof what, "case %d, %s vs base: attention out", c, ops_isa_name((ops_isa)level));
+            cr_expect(ops_compare(what, out[0], out[level], nout, 1e-6), "%s", what);
+            snprintf(what, sizeof what, "case %d, %s vs base: probabilities", c, ops_isa_name((ops_isa)level));
+            cr_expect(ops_compare(what, att[0], att[level], natt, 1e-6), "%s", what);
+            snprintf(what, sizeof what, "case %d, %s vs base: dqkv", c, ops_isa_name((ops_isa)level));
+            cr_expect(ops_compare(what, dqkv[0], dqkv[level], nqkv, 1e-5), "%s", what);
+        }
+        for (int level = OPS_ISA_BASE; level < OPS_ISA_COUNT; level++)
+            free(out[level]), free(att[level]), free(dqkv[level]);
+        free(qkv), free(dout);
+    }
+}
