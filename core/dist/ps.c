@@ -204,19 +204,19 @@ void ps_serve(comm_t *c, ps_server *s, uint64_t pushes_per_worker, const int *sc
 
 /* ---------------------------------------------------------------- the worker's loop */
 
-void ps_worker_run(comm_t *c, float *weights, float *grad, size_t n, uint64_t pushes, uint64_t bound,
-                   ps_gradient_fn gradient, void *ctx, ps_worker_stats *stats) {
+void ps_worker_run(comm_t *c, float *weights, float *grad, size_t n, const ps_worker_task *task,
+                   ps_worker_stats *stats) {
     MP_ASSERT(c != NULL && comm_rank(c) > 0, "ps_worker_run runs on a worker rank (1 .. ranks - 1)");
-    MP_ASSERT(gradient != NULL && stats != NULL && ((weights != NULL && grad != NULL) || n == 0),
-              "ps_worker_run needs a gradient function, stats and the two buffers");
+    MP_ASSERT(task != NULL && task->gradient != NULL && stats != NULL && ((weights != NULL && grad != NULL) || n == 0),
+              "ps_worker_run needs a task with a gradient function, stats and the two buffers");
     memset(stats, 0, sizeof *stats);
     /* LAB 11 BEGIN the worker loop: pull, compute, offer; commit within the staleness bound, else withdraw and pull again */
-    while (stats->pushes < pushes) {
+    while (stats->pushes < task->pushes) {
         const uint64_t pulled = ps_pull(c, weights, n);
         stats->pulls++;
-        gradient(ctx, weights, stats->pushes, grad);
+        task->gradient(task->ctx, weights, stats->pushes, grad);
         const uint64_t now = ps_offer(c, pulled);
-        if (now - pulled > bound) {
+        if (now - pulled > task->bound) {
             ps_withdraw(c);
             stats->withdrawn++;
             continue;

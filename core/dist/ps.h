@@ -87,19 +87,28 @@ void ps_withdraw(comm_t *c);
 /* grad (n fp32) = the worker's t-th gradient (t = 0 .. pushes-1: which rows of its shard), at weights (n). */
 typedef void (*ps_gradient_fn)(void *ctx, const float *weights, uint64_t t, float *grad);
 
+/* What a worker is asked to do: commit `pushes` gradients, none more than `bound` versions stale, each
+ * computed by gradient(ctx, ...). */
+typedef struct {
+    uint64_t pushes;
+    uint64_t bound;     /* K, or PS_UNBOUNDED */
+    ps_gradient_fn gradient;
+    void *ctx;
+} ps_worker_task;
+
 typedef struct {
     uint64_t pulls;     /* weights pulled */
     uint64_t pushes;    /* gradients committed */
     uint64_t withdrawn; /* offers withdrawn as more than `bound` versions stale */
 } ps_worker_stats;
 
-/* A worker's loop, until it has committed `pushes` gradients: pull the weights and their version, compute
- * gradient number t (t counts committed gradients) on them, offer it; commit it when it is at most `bound`
+/* A worker's loop, until it has committed task->pushes gradients: pull the weights and their version, compute
+ * gradient number t (t counts committed gradients) on them, offer it; commit it when it is at most task->bound
  * versions stale (server's version now - version pulled <= bound), else withdraw it and pull again
  * (stale-synchronous parallel's bound; PS_UNBOUNDED commits every offer; bound 0 commits only gradients of
  * the current weights, which makes the run plain sequential SGD). weights and grad are the worker's buffers
  * (n fp32 each). stats (not NULL) is zeroed, then counts what the loop did. */
-void ps_worker_run(comm_t *c, float *weights, float *grad, size_t n, uint64_t pushes, uint64_t bound,
-                   ps_gradient_fn gradient, void *ctx, ps_worker_stats *stats);
+void ps_worker_run(comm_t *c, float *weights, float *grad, size_t n, const ps_worker_task *task,
+                   ps_worker_stats *stats);
 
 #endif

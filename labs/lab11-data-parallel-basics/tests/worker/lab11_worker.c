@@ -154,7 +154,8 @@ static int run_async(comm_t *c, int argc, char **argv) {
     } else {
         worker_ctx ctx = {rank, b, slow_us};
         ps_worker_stats st;
-        ps_worker_run(c, p, grad, LAB11_P, (uint64_t)pushes, bound, worker_gradient, &ctx, &st);
+        const ps_worker_task task = {(uint64_t)pushes, bound, worker_gradient, &ctx};
+        ps_worker_run(c, p, grad, LAB11_P, &task, &st);
         FILE *out = open_report(argv[2], rank);
         fprintf(out, "pulls=%llu pushes=%llu withdrawn=%llu\n", (unsigned long long)st.pulls,
                 (unsigned long long)st.pushes, (unsigned long long)st.withdrawn);
