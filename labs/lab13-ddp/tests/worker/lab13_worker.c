@@ -20,10 +20,10 @@
  *     in order, under a lock: each reduction's start 's' and end 'e', backward's end 'B', ddp_finish's return
  *     'F'. With OVERLAP 1 it also makes the overlap and the wait observable without timing:
  *       - after backward hands over the first bucket it waits until that bucket's reduction has started
- *         (a bucket handed to a thread that never takes it fails here, after GATE_S);
+ *         (a bucket handed to a thread that never takes it fails here, after GATE_MS);
  *       - the first reduction does not go on before backward has ended (so the later buckets queue up behind
  *         it, and the order the thread takes them in shows);
- *       - the last reduction, before it returns, gives ddp_finish FINISH_GATE_S to return: a finish that
+ *       - the last reduction, before it returns, gives ddp_finish FINISH_GATE_MS to return: a finish that
  *         does not wait for it returns in that time, and the reduction sees it ('finish_early').
  *     A reduction on the main thread (DDP not overlapping) skips the waits and is counted (on_main).
  *     Rank R writes DIR/rank<R>.txt: one line per step:
@@ -177,7 +177,7 @@ static int check(comm_t *c, int argc, char **argv) {
 
 /* ------------------------------------------------------------------ overlap: what happened, in order */
 
-enum { GATE_S = 5, FINISH_GATE_S = 1, MAX_EVENTS = 256, MAX_SPANS = 64 };
+enum { GATE_MS = 5000, FINISH_GATE_MS = 500, MAX_EVENTS = 256, MAX_SPANS = 64 };
 
 typedef struct {
     pthread_mutex_t mu;
@@ -197,11 +197,19 @@ static void log_event(overlap_log *g, char e) {
     g->order[g->events] = '\0';
 }
 
-/* Waits on g->cv (g->mu held) until *flag or `seconds` pass; returns *flag. */
-static bool wait_flag(overlap_log *g, const bool *flag, int seconds) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += seconds;
+/* The absolute time ms milliseconds from now, for pthread_cond_timedwait. */
+static struct timespec deadline_in(long ms) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+    return t;
+}
+
+/* Waits on g->cv (g->mu held) until *flag or ms milliseconds pass; returns *flag. */
+static bool wait_flag(overlap_log *g, const bool *flag, long ms) {
+    const struct timespec until = deadline_in(ms);
     while (!*flag)
         if (pthread_cond_timedwait(&g->cv, &g->mu, &until) != 0) break;
     return *flag;
@@ -223,7 +231,7 @@ static void logged_reduce(void *ctx, comm_t *c, float *grads, size_t lo, size_t 
     g->on_main += on_main;
     log_event(g, 's');
     pthread_cond_broadcast(&g->cv);
-    if (k == 0 && gated && !wait_flag(g, &g->backward_ended, GATE_S))
+    if (k == 0 && gated && !wait_flag(g, &g->backward_ended, GATE_MS))
         overlap_fail("the first bucket's reduction waited 5 s for backward to go on and end: backward was blocked "
                      "while a bucket was reduced (is the queue's lock held during the reduction? does launch wait "
                      "for the thread?)");
@@ -234,7 +242,7 @@ static void logged_reduce(void *ctx, comm_t *c, float *grads, size_t lo, size_t 
     for (size_t i = lo; i < hi; i++) grads[i] /= ranks;
 
     pthread_mutex_lock(&g->mu);
-    if (gated && g->backward_ended && g->ended + 1 == g->total && wait_flag(g, &g->finish_returned, FINISH_GATE_S))
+    if (gated && g->backward_ended && g->ended + 1 == g->total && wait_flag(g, &g->finish_returned, FINISH_GATE_MS))
         g->finish_early = true; /* ddp_finish returned while this, the last bucket, was still being reduced */
     g->ended++;
     log_event(g, 'e');
@@ -261,9 +269,7 @@ static void logged_backward(model *m, ddp *d, overlap_log *g, int step, int row0
             pthread_mutex_lock(&g->mu);
             bool started = g->started > 0;
             if (!started) {
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += GATE_S;
+                const struct timespec until = deadline_in(GATE_MS);
                 while (g->started == 0)
                     if (pthread_cond_timedwait(&g->cv, &g->mu, &until) != 0) break;
                 started = g->started > 0;
@@ -317,7 +323,7 @@ static int overlap(comm_t *c, int argc, char **argv) {
         g.started = g.ended = g.total = g.on_main = g.events = 0;
         g.backward_ended = g.finish_returned = g.finish_early = false;
         g.order[0] = '\0';
-        g.gates = overlap_on && s == 0; /* the gates cost FINISH_GATE_S: the first step shows what they show */
+        g.gates = overlap_on && s == 0; /* the gates cost FINISH_GATE_MS: the first step shows what they show */
         pthread_mutex_unlock(&g.mu);
         model_zero_grad(m);
         logged_backward(m, d, &g, s, rank * b, b);
