@@ -172,7 +172,8 @@ void ps_serve(comm_t *c, ps_server *s, uint64_t pushes_per_worker, const int *sc
         }
         for (int w = 1; w < size; w++)
             if (state[w].committed != pushes_per_worker)
-                MP_FAIL_HINT("every worker's gradients committed when the schedule ends", "a worker withdraws only an "
+                MP_FAIL_HINT("every worker's gradients committed when the schedule ends", "the schedule names a worker "
+                             "twice per gradient (pull, offer) and twice more per withdrawal; a worker withdraws only an "
                              "offer more than the bound stale (staleness > K)",
                              "worker %d committed %llu of its %llu gradients", w,
                              (unsigned long long)state[w].committed, (unsigned long long)pushes_per_worker);
