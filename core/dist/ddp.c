@@ -45,7 +45,9 @@ struct ddp {
 
 /* ------------------------------------------------------------------ reducing one bucket */
 
-static void reduce_bucket(ddp *d, const bucket_job *job) {
+/* Averages one launched bucket (or fusion buffer) over the ranks, through the hook or options.reduce_bucket,
+ * and records its time and bytes: what the communication thread runs for each job it takes. */
+static void reduce_job(ddp *d, const bucket_job *job) {
     double t0 = mp_elapsed();
     if (job->index == 0) d->stats.first_comm_start = t0;
     comm_set_event_bucket(d->c, job->index, job->queued);
@@ -61,8 +63,14 @@ static void reduce_bucket(ddp *d, const bucket_job *job) {
     d->stats.comm_end = mp_elapsed();
 }
 
+/* The communication thread: reduces the queued buckets one at a time, in the order they were queued, while
+ * the main thread goes on with backward; stops when asked (d->stop) once the queue is empty. Protocol with
+ * launch and ddp_wait_pending: jobs queue[head..tail) wait (head and tail under mu); busy says a job taken off
+ * the queue is being reduced; work is signalled when a job is queued (or stop set), idle after each reduction. */
 static void *comm_thread(void *arg) {
     ddp *d = arg;
+    MP_ASSERT(d != NULL && d->threaded, "the communication thread runs for a threaded DDP");
+    /* LAB 13 BEGIN the communication thread: take queued buckets in launch order, reduce each outside the lock, signal when idle */
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (d->head == d->tail && !d->stop) pthread_cond_wait(&d->work, &d->mu);
@@ -70,12 +78,13 @@ static void *comm_thread(void *arg) {
         bucket_job job = d->queue[d->head++];
         d->busy = true;
         pthread_mutex_unlock(&d->mu);
-        reduce_bucket(d, &job);
+        reduce_job(d, &job);
         pthread_mutex_lock(&d->mu);
         d->busy = false;
         pthread_cond_broadcast(&d->idle);
     }
     pthread_mutex_unlock(&d->mu);
+    /* LAB 13 END */
     return NULL;
 }
 
@@ -89,14 +98,16 @@ static void launch(ddp *d, size_t lo, size_t hi, int fused) {
     d->launched++;
     d->stats.buckets = d->launched;
     if (!d->threaded) {
-        reduce_bucket(d, &job);
+        reduce_job(d, &job);
         return;
     }
-    pthread_mutex_lock(&d->mu);
     MP_ASSERT(d->tail < MAX_BUCKETS, "bucket queue overflow");
+    /* LAB 13 BEGIN hand the bucket to the communication thread: queue it at the tail and wake the thread */
+    pthread_mutex_lock(&d->mu);
     d->queue[d->tail++] = job;
     pthread_cond_signal(&d->work);
     pthread_mutex_unlock(&d->mu);
+    /* LAB 13 END */
 }
 
 /* ------------------------------------------------------------------ the model's hooks */
@@ -210,19 +221,19 @@ void ddp_set_sync(ddp *d, bool sync) { d->sync = sync; }
 void ddp_before_backward(ddp *d, int layer) { on_before_backward(d, layer); }
 void ddp_grads_ready(ddp *d, int layer) { on_grads_ready(d, layer); }
 
-void ddp_finish(ddp *d) {
-    if (!d->threaded) return;
-    pthread_mutex_lock(&d->mu);
-    while (d->head != d->tail || d->busy) pthread_cond_wait(&d->idle, &d->mu);
-    pthread_mutex_unlock(&d->mu);
-}
+void ddp_finish(ddp *d) { ddp_wait_pending(d, 0); }
 
 void ddp_wait_pending(ddp *d, int at_most) {
     if (!d->threaded) return;
+    MP_ASSERT(at_most >= 0, "ddp_wait_pending: at most %d buckets pending is not a count", at_most);
+    /* LAB 13 BEGIN wait until at most at_most buckets are queued or being reduced (0: all of them done) */
     pthread_mutex_lock(&d->mu);
     while ((d->tail - d->head) + (d->busy ? 1 : 0) > at_most) pthread_cond_wait(&d->idle, &d->mu);
     pthread_mutex_unlock(&d->mu);
+    /* LAB 13 END */
 }
+
+int ddp_buckets_launched(const ddp *d) { return d->launched; }
 
 void ddp_get_stats(const ddp *d, ddp_stats *out) { *out = d->stats; }
 

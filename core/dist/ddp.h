@@ -67,11 +67,13 @@ void ddp_check_replicas_agree(comm_t *c, uint64_t hash);
 /* Whether the coming backward reduces (true) or only accumulates locally (false: gradient accumulation's
  * no_sync micro-steps). Default true. */
 void ddp_set_sync(ddp *d, bool sync);
-/* Waits until every bucket of the last backward has been reduced. */
+/* Waits until every bucket of the last backward has been reduced (ddp_wait_pending(d, 0)). */
 void ddp_finish(ddp *d);
 /* Waits until at most at_most launched buckets are still queued or being reduced (ZeRO-2 waits for the
  * previous bucket before it gives memory to the next: dist/zero.h). */
 void ddp_wait_pending(ddp *d, int at_most);
+/* Buckets launched so far in the current backward (main thread only: the count launch keeps). */
+int ddp_buckets_launched(const ddp *d);
 /* The two model hooks DDP installs, for a backward pass that is not model_backward (a hand-written loss, as
  * lab 13's tests use): call ddp_before_backward(d, layer) before computing a layer's gradients and
  * ddp_grads_ready(d, layer) once they are final, for layer = L, L-1, ..., -1, the order model_backward uses. */

@@ -1,5 +1,7 @@
 /* test_ddp.c: lab 13 visible tests: the broadcast, bucket boundaries (1, 2 and 3 buckets), averaged gradients
- * equal to one model's on the concatenated batch, bit-identical replicas, on 2 and 3 real ranks. */
+ * equal to one model's on the concatenated batch, bit-identical replicas, and the overlap on the communication
+ * thread (the same gradients as reducing in backward, buckets reduced in launch order on the thread, the first
+ * one started before backward ends, ddp_finish waiting for all), on 2 and 3 real ranks. */
 #include "lab13_run.h"
 
 /* Bucket sizes for the test model (embeddings 640, blocks 3280 each, final norm and head 544 floats). */
@@ -42,4 +44,26 @@ MPT_TEST(replicas_bit_identical_after_steps) {
     lab13_run(&res, 2, TWO_BUCKETS, true, true, 5, 2);
     lab13_check_broadcast(&res);
     lab13_check_replicas(&res);
+}
+
+MPT_TEST(overlap_gradients_bit_identical_to_reducing_in_backward) {
+    lab13_check_overlap_bit_identical(2, THREE_BUCKETS, 2);
+}
+
+MPT_TEST(buckets_reduced_on_the_comm_thread_in_launch_order) {
+    static lab13_overlap_result res;
+    lab13_run_overlap(&res, 3, THREE_BUCKETS, true, 1);
+    lab13_check_reduce_order(&res);
+}
+
+MPT_TEST(first_reduction_starts_before_backward_ends) {
+    static lab13_overlap_result res;
+    lab13_run_overlap(&res, 2, TWO_BUCKETS, true, 1);
+    lab13_check_overlap_happens(&res);
+}
+
+MPT_TEST(finish_waits_for_every_bucket) {
+    static lab13_overlap_result res;
+    lab13_run_overlap(&res, 2, THREE_BUCKETS, true, 1);
+    lab13_check_finish_waits(&res);
 }

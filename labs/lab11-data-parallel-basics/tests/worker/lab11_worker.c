@@ -9,16 +9,20 @@
  *       step=s loss=X            (loss on the evaluation set after step s; rank 0 only)
  *       weights=W0,W1,...        (the final parameters, %.9g: exact for floats)
  *
- *   lab11_worker async DIR PUSHES B LR SCHEDULE [SLOW_US]
- *     rank 0 is the parameter server (zero weights, SGD with LR); ranks 1..N-1 are workers that each
- *     PUSHES times pull the weights, compute the gradient of B rows of their own and push it. SCHEDULE is
- *     "-" (serve requests as they arrive) or a comma-separated list of worker ranks: the order the server
- *     serves their requests in (each worker alternates pull, push). SLOW_US > 0 makes worker 1 a straggler
- *     that sleeps that long per gradient. Rank 0 writes DIR/rank0.txt:
- *       update=u worker=w pulled=v staleness=s loss=X      (one line per applied push, in order)
- *       pushes=P version=V staleness_sum=S staleness_max=M
+ *   lab11_worker async DIR PUSHES B LR SCHEDULE BOUND [SLOW_US]
+ *     rank 0 is the parameter server (zero weights, SGD with LR); ranks 1..N-1 are workers running
+ *     ps_worker_run until each has committed PUSHES gradients, gradient t of worker w on B rows of its own
+ *     (lab11_async_rows(w, t, B)). BOUND is "-" (no bound: every offer committed) or K: a worker withdraws an
+ *     offer more than K versions stale and pulls again. SCHEDULE is "-" (serve requests as they arrive) or a
+ *     comma-separated list of worker ranks: the order the server serves their requests in (each worker
+ *     alternates pull, offer). SLOW_US > 0 makes worker 1 a straggler that sleeps that long per gradient.
+ *     Rank 0 writes DIR/rank0.txt (each line flushed as it happens, so a run the server stops leaves its log):
+ *       update=u worker=w pulled=v staleness=s loss=X      (a committed offer, applied as update u)
+ *       withdrawn worker=w pulled=v staleness=s            (a withdrawn offer)
+ *       pushes=P version=V staleness_sum=S staleness_max=M withdrawn=D
  *       hist=h0,...,h15
- *       weights=W0,W1,... */
+ *       weights=W0,W1,...
+ *     and worker w writes DIR/rank<w>.txt: pulls=P pushes=Q withdrawn=D */
 #include "../lab11_model.h"
 
 #include "comm/comm.h"
@@ -34,7 +38,7 @@ enum { MAX_SCHEDULE = 1 << 16 };
 
 static _Noreturn void usage(const char *why) {
     fprintf(stderr, "lab11_worker: %s\nusage: lab11_worker sync DIR STEPS B LR\n"
-                    "       lab11_worker async DIR PUSHES B LR SCHEDULE|- [SLOW_US]\n", why);
+                    "       lab11_worker async DIR PUSHES B LR SCHEDULE|- BOUND|- [SLOW_US]\n", why);
     exit(2);
 }
 
@@ -90,18 +94,36 @@ static int run_sync(comm_t *c, int argc, char **argv) {
     return 0;
 }
 
-static void log_update(const ps_server *s, int worker, uint64_t staleness, void *ctx) {
-    const uint64_t pulled = s->version - 1 - staleness; /* version is already the one after this update */
-    fprintf((FILE *)ctx, "update=%llu worker=%d pulled=%llu staleness=%llu loss=%.9g\n",
-            (unsigned long long)s->version, worker, (unsigned long long)pulled, (unsigned long long)staleness,
-            lab11_eval_loss(s->weights));
+static void log_offer(const ps_server *s, const ps_offer_event *e, void *ctx) {
+    FILE *f = ctx;
+    if (e->applied)
+        fprintf(f, "update=%llu worker=%d pulled=%llu staleness=%llu loss=%.9g\n", (unsigned long long)s->version,
+                e->worker, (unsigned long long)e->pulled, (unsigned long long)e->staleness, lab11_eval_loss(s->weights));
+    else
+        fprintf(f, "withdrawn worker=%d pulled=%llu staleness=%llu\n", e->worker, (unsigned long long)e->pulled,
+                (unsigned long long)e->staleness);
+    fflush(f);
+}
+
+/* A worker's gradient t: B rows of its own; worker 1 sleeps slow_us first when it is the straggler. */
+typedef struct {
+    int rank, b;
+    long slow_us;
+} worker_ctx;
+
+static void worker_gradient(void *ctx, const float *weights, uint64_t t, float *grad) {
+    const worker_ctx *w = ctx;
+    lab11_gradient(weights, lab11_async_rows(w->rank, (int)t, w->b), w->b, grad);
+    if (w->rank == 1 && w->slow_us > 0)
+        nanosleep(&(struct timespec){w->slow_us / 1000000, (w->slow_us % 1000000) * 1000}, NULL);
 }
 
 static int run_async(comm_t *c, int argc, char **argv) {
-    if (argc != 7 && argc != 8) usage("async takes 5 or 6 arguments");
+    if (argc != 8 && argc != 9) usage("async takes 6 or 7 arguments");
     const int pushes = (int)arg_long(argv[3], 0), b = (int)arg_long(argv[4], 1);
     const float lr = arg_float(argv[5]);
-    const long slow_us = argc == 8 ? arg_long(argv[7], 0) : 0;
+    const uint64_t bound = strcmp(argv[7], "-") == 0 ? PS_UNBOUNDED : (uint64_t)arg_long(argv[7], 0);
+    const long slow_us = argc == 9 ? arg_long(argv[8], 0) : 0;
     const int rank = comm_rank(c);
     if (comm_size(c) < 2) usage("async needs at least 2 ranks: a server and a worker");
     float p[LAB11_P] = {0}, grad[LAB11_P];
@@ -118,10 +140,11 @@ static int run_async(comm_t *c, int argc, char **argv) {
             }
         FILE *out = open_report(argv[2], 0);
         ps_server *server = ps_server_create(p, LAB11_P, lr);
-        ps_serve(c, server, (uint64_t)pushes, len ? schedule : NULL, len, log_update, out);
-        fprintf(out, "pushes=%llu version=%llu staleness_sum=%llu staleness_max=%llu\nhist=",
+        ps_serve(c, server, (uint64_t)pushes, len ? schedule : NULL, len, log_offer, out);
+        fprintf(out, "pushes=%llu version=%llu staleness_sum=%llu staleness_max=%llu withdrawn=%llu\nhist=",
                 (unsigned long long)server->pushes, (unsigned long long)server->version,
-                (unsigned long long)server->staleness_sum, (unsigned long long)server->staleness_max);
+                (unsigned long long)server->staleness_sum, (unsigned long long)server->staleness_max,
+                (unsigned long long)server->withdrawn);
         for (int k = 0; k < PS_STALENESS_BINS; k++)
             fprintf(out, "%s%llu", k ? "," : "", (unsigned long long)server->staleness_hist[k]);
         fprintf(out, "\n");
@@ -129,12 +152,14 @@ static int run_async(comm_t *c, int argc, char **argv) {
         fclose(out);
         ps_server_free(server);
     } else {
-        for (int t = 0; t < pushes; t++) {
-            const uint64_t version = ps_pull(c, p, LAB11_P);
-            lab11_gradient(p, lab11_async_rows(rank, t, b), b, grad);
-            if (rank == 1 && slow_us > 0) nanosleep(&(struct timespec){slow_us / 1000000, (slow_us % 1000000) * 1000}, NULL);
-            ps_push(c, grad, LAB11_P, version);
-        }
+        worker_ctx ctx = {rank, b, slow_us};
+        ps_worker_stats st;
+        const ps_worker_task task = {(uint64_t)pushes, bound, worker_gradient, &ctx};
+        ps_worker_run(c, p, grad, LAB11_P, &task, &st);
+        FILE *out = open_report(argv[2], rank);
+        fprintf(out, "pulls=%llu pushes=%llu withdrawn=%llu\n", (unsigned long long)st.pulls,
+                (unsigned long long)st.pushes, (unsigned long long)st.withdrawn);
+        fclose(out);
     }
     return 0;
 }

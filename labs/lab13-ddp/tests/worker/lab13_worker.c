@@ -14,6 +14,21 @@
  *       step=S buckets=K spans=LO:HI,LO:HI,... grad=HASH maxdiff=X gscale=Y params=HASH
  *     maxdiff: max |DDP gradient - whole-batch gradient|; gscale: max |whole-batch gradient|.
  *
+ *   lab13_worker overlap DIR BUCKET_ELEMS OVERLAP STEPS MICRO_B
+ *     (under mpirun) the quadratic loss as in check, equal seeds, with DDP's buckets reduced by this program's
+ *     own reduction (ddp_options.reduce_bucket: an fp32 allreduce, then / world) that records what happened,
+ *     in order, under a lock: each reduction's start 's' and end 'e', backward's end 'B', ddp_finish's return
+ *     'F'. With OVERLAP 1 it also makes the overlap and the wait observable without timing:
+ *       - after backward hands over the first bucket it waits until that bucket's reduction has started
+ *         (a bucket handed to a thread that never takes it fails here, after GATE_MS);
+ *       - the first reduction does not go on before backward has ended (so the later buckets queue up behind
+ *         it, and the order the thread takes them in shows);
+ *       - the last reduction, before it returns, gives ddp_finish FINISH_GATE_MS to return: a finish that
+ *         does not wait for it returns in that time, and the reduction sees it ('finish_early').
+ *     A reduction on the main thread (DDP not overlapping) skips the waits and is counted (on_main).
+ *     Rank R writes DIR/rank<R>.txt: one line per step:
+ *       step=S launched=LO:HI,... reduced=LO:HI,... order=sBse..F on_main=N ended_at_finish=E finish_early=0|1 grad=HASH
+ *
  *   lab13_worker ddp-bench STEPS MICRO_B BUCKET_ELEMS   (under mpirun: DDP on the bench model)
  *   lab13_worker dp-bench K STEPS MICRO_B               (one process: DataParallel with K replicas)
  *     print one line of mean per-step times (ms) and bytes moved per step, for the lab's table. */
@@ -26,6 +41,9 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +53,7 @@ static const float LR = 0.05f;
 
 static _Noreturn void usage(const char *why) {
     fprintf(stderr, "lab13_worker: %s\nusage: lab13_worker check DIR BUCKET_ELEMS OVERLAP same|differ STEPS MICRO_B [model]\n"
+                    "       lab13_worker overlap DIR BUCKET_ELEMS OVERLAP STEPS MICRO_B\n"
                     "       lab13_worker ddp-bench STEPS MICRO_B BUCKET_ELEMS\n"
                     "       lab13_worker dp-bench K STEPS MICRO_B\n", why);
     exit(2);
@@ -156,6 +175,187 @@ static int check(comm_t *c, int argc, char **argv) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ overlap: what happened, in order */
+
+enum { GATE_MS = 5000, FINISH_GATE_MS = 500, MAX_EVENTS = 256, MAX_SPANS = 64 };
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t main_thread;
+    bool gates;                     /* overlap on: make the overlap and the wait observable */
+    int started, ended, total;      /* reductions started and ended this step; buckets launched (set at backward's end) */
+    bool backward_ended, finish_returned, finish_early;
+    int on_main;                    /* reductions that ran on the main thread */
+    size_t lo[MAX_SPANS], hi[MAX_SPANS]; /* the spans reduced, in the order their reductions started */
+    char order[MAX_EVENTS];
+    int events;
+} overlap_log;
+
+static void log_event(overlap_log *g, char e) {
+    if (g->events < MAX_EVENTS - 1) g->order[g->events++] = e;
+    g->order[g->events] = '\0';
+}
+
+/* The absolute time ms milliseconds from now, for pthread_cond_timedwait. */
+static struct timespec deadline_in(long ms) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+    return t;
+}
+
+/* Waits on g->cv (g->mu held) until *flag or ms milliseconds pass; returns *flag. */
+static bool wait_flag(overlap_log *g, const bool *flag, long ms) {
+    const struct timespec until = deadline_in(ms);
+    while (!*flag)
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &until) != 0) break;
+    return *flag;
+}
+
+static _Noreturn void overlap_fail(const char *msg) {
+    fprintf(stderr, "lab13_worker: %s\n", msg);
+    fflush(stderr);
+    _exit(3);
+}
+
+/* ddp_options.reduce_bucket: the average over the ranks of grads[lo, hi), with the log and the gates. */
+static void logged_reduce(void *ctx, comm_t *c, float *grads, size_t lo, size_t hi, comm_algo algo) {
+    overlap_log *g = ctx;
+    pthread_mutex_lock(&g->mu);
+    const int k = g->started++;
+    const bool on_main = pthread_equal(pthread_self(), g->main_thread), gated = g->gates && !on_main;
+    if (k < MAX_SPANS) g->lo[k] = lo, g->hi[k] = hi;
+    g->on_main += on_main;
+    log_event(g, 's');
+    pthread_cond_broadcast(&g->cv);
+    if (k == 0 && gated && !wait_flag(g, &g->backward_ended, GATE_MS))
+        overlap_fail("the first bucket's reduction waited 5 s for backward to go on and end: backward was blocked "
+                     "while a bucket was reduced (is the queue's lock held during the reduction? does launch wait "
+                     "for the thread?)");
+    pthread_mutex_unlock(&g->mu);
+
+    comm_allreduce(c, grads + lo, grads + lo, hi - lo, COMM_FP32, COMM_SUM, algo);
+    const float ranks = (float)comm_size(c);
+    for (size_t i = lo; i < hi; i++) grads[i] /= ranks;
+
+    pthread_mutex_lock(&g->mu);
+    if (gated && g->backward_ended && g->ended + 1 == g->total && wait_flag(g, &g->finish_returned, FINISH_GATE_MS))
+        g->finish_early = true; /* ddp_finish returned while this, the last bucket, was still being reduced */
+    g->ended++;
+    log_event(g, 'e');
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* quadratic_backward with DDP, the gates on the main thread's side, and the log's 'B'. */
+static void logged_backward(model *m, ddp *d, overlap_log *g, int step, int row0, int rows) {
+    const float *p = model_params(m);
+    float *grad = model_grads(m);
+    for (int layer = model_get_config(m)->L; layer >= -1; layer--) {
+        ddp_before_backward(d, layer);
+        size_t off, n;
+        model_layer_span(m, layer, &off, &n);
+        for (size_t i = off; i < off + n; i++) {
+            float mean = 0;
+            for (int j = row0; j < row0 + rows; j++) mean += target(step, j, i);
+            grad[i] += p[i] - mean / (float)rows;
+        }
+        const int before = ddp_buckets_launched(d);
+        ddp_grads_ready(d, layer);
+        if (g->gates && layer > -1 && before == 0 && ddp_buckets_launched(d) > 0) {
+            pthread_mutex_lock(&g->mu);
+            bool started = g->started > 0;
+            if (!started) {
+                const struct timespec until = deadline_in(GATE_MS);
+                while (g->started == 0)
+                    if (pthread_cond_timedwait(&g->cv, &g->mu, &until) != 0) break;
+                started = g->started > 0;
+            }
+            pthread_mutex_unlock(&g->mu);
+            if (!started)
+                overlap_fail("the first bucket was handed over but its reduction had not started 5 s later: does "
+                             "launch wake the communication thread (signal the work condition), and does the "
+                             "thread take every queued bucket?");
+        }
+    }
+    pthread_mutex_lock(&g->mu);
+    g->backward_ended = true;
+    g->total = ddp_buckets_launched(d);
+    log_event(g, 'B');
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void write_spans(FILE *out, const char *name, int count, const size_t *lo, const size_t *hi) {
+    fprintf(out, " %s=", name);
+    for (int k = 0; k < count && k < MAX_SPANS; k++) fprintf(out, "%s%zu:%zu", k ? "," : "", lo[k], hi[k]);
+    if (count == 0) fprintf(out, "none");
+}
+
+static int overlap(comm_t *c, int argc, char **argv) {
+    if (argc != 7) usage("overlap takes 5 arguments");
+    const size_t bucket_elems = (size_t)arg_long(argv[3], 0);
+    const bool overlap_on = arg_long(argv[4], 0) != 0;
+    const int steps = (int)arg_long(argv[5], 0), b = (int)arg_long(argv[6], 1);
+    const int rank = comm_rank(c);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank%d.txt", argv[2], rank);
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        fprintf(stderr, "lab13_worker: cannot write %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    static overlap_log g;
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    g.main_thread = pthread_self();
+    model_config cfg = lab13_test_config();
+    model *m = model_create(&cfg);
+    model_init(m, SEED);
+    ddp_options opt = {.bucket_elems = bucket_elems, .algo = COMM_ALGO_NATIVE, .overlap = overlap_on,
+                       .reduce_bucket = logged_reduce, .reduce_ctx = &g};
+    ddp *d = ddp_create(m, c, &opt, 0x13);
+    for (int s = 0; s < steps; s++) {
+        pthread_mutex_lock(&g.mu);
+        g.started = g.ended = g.total = g.on_main = g.events = 0;
+        g.backward_ended = g.finish_returned = g.finish_early = false;
+        g.order[0] = '\0';
+        g.gates = overlap_on && s == 0; /* the gates cost FINISH_GATE_MS: the first step shows what they show */
+        pthread_mutex_unlock(&g.mu);
+        model_zero_grad(m);
+        logged_backward(m, d, &g, s, rank * b, b);
+        ddp_finish(d);
+        pthread_mutex_lock(&g.mu);
+        g.finish_returned = true;
+        const int ended_at_finish = g.ended;
+        log_event(&g, 'F');
+        pthread_cond_broadcast(&g.cv);
+        pthread_mutex_unlock(&g.mu);
+        /* The reductions are over (or the run is failing): read the log. */
+        pthread_mutex_lock(&g.mu);
+        ddp_stats st;
+        ddp_get_stats(d, &st);
+        fprintf(out, "step=%d", s);
+        write_spans(out, "launched", st.buckets, st.bucket_lo, st.bucket_hi);
+        write_spans(out, "reduced", g.started, g.lo, g.hi);
+        fprintf(out, " order=%s on_main=%d ended_at_finish=%d finish_early=%d grad=%016llx\n", g.order, g.on_main,
+                ended_at_finish, g.finish_early ? 1 : 0,
+                (unsigned long long)lab13_hash(model_grads(m), model_num_params(m)));
+        fflush(out);
+        pthread_mutex_unlock(&g.mu);
+        sgd(m);
+    }
+    ddp_free(d);
+    model_free(m);
+    fclose(out);
+    pthread_cond_destroy(&g.cv);
+    pthread_mutex_destroy(&g.mu);
+    return 0;
+}
+
 /* DDP on the bench model: mean forward, backward, wait-for-the-last-bucket and update times per step. */
 static int ddp_bench(comm_t *c, int argc, char **argv) {
     if (argc != 5) usage("ddp-bench takes 3 arguments");
@@ -247,6 +447,7 @@ int main(int argc, char **argv) {
     comm_t *c = comm_init(&argc, &argv);
     if (argc < 2) usage("no mode");
     int rc = strcmp(argv[1], "check") == 0 ? check(c, argc, argv)
+           : strcmp(argv[1], "overlap") == 0 ? overlap(c, argc, argv)
            : strcmp(argv[1], "ddp-bench") == 0 ? ddp_bench(c, argc, argv)
                                                : (usage("unknown mode"), 2);
     comm_finalize(c);
