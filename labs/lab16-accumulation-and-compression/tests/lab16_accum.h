@@ -158,4 +158,44 @@ static inline void lab16_explain(const float *got, const float *partial, size_t 
              "fit %.4g times): does micro-batch k read inputs + k*B*T?", accum, ratio);
 }
 
+/* ---------------------------------------------------------------- on real ranks */
+
+enum { LAB16_MPI_STEPS = 4 };
+typedef struct {
+    double loss[3][LAB16_MPI_STEPS];
+    unsigned long long bytes[3][LAB16_MPI_STEPS], params[3][LAB16_MPI_STEPS];
+} lab16_mpi_run;
+
+/* The worker's accum mode on `ranks` (2 or 3) ranks: LAB16_MPI_STEPS steps of `accum` micro-batches of b rows. */
+static inline void lab16_mpi_accum(int ranks, int accum, int b, lab16_mpi_run *out) {
+    char dir[64], a_steps[8], a_accum[8], a_b[8];
+    snprintf(a_steps, sizeof a_steps, "%d", LAB16_MPI_STEPS);
+    snprintf(a_accum, sizeof a_accum, "%d", accum);
+    snprintf(a_b, sizeof a_b, "%d", b);
+    char *args[] = {"accum", "DIR", a_steps, a_accum, a_b, NULL};
+    char what[80];
+    snprintf(what, sizeof what, "DDP training, %d micro-batch(es) of %d rows", accum, b);
+    MPT_REQUIRE(ranks >= 2 && ranks <= 3, "test data: 2 or 3 ranks");
+    lab16_launch(ranks, args, dir, sizeof dir, what);
+    for (int k = 0; k < ranks; k++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/rank%d.txt", dir, k);
+        FILE *f = fopen(path, "r");
+        int world = 0, got = 0;
+        long a = 0, bb = 0;
+        if (f && fscanf(f, " world=%d accum=%ld b=%ld", &world, &a, &bb) == 3)
+            for (int s = 0; s < LAB16_MPI_STEPS; s++) {
+                int step;
+                if (fscanf(f, " step=%d loss=%lf bytes=%llu params=%llx", &step, &out->loss[k][s], &out->bytes[k][s],
+                           &out->params[k][s]) != 4)
+                    break;
+                got++;
+            }
+        if (f) fclose(f);
+        unlink(path);
+        MPT_REQUIRE(got == LAB16_MPI_STEPS, "%s: rank %d reported %d of %d steps", what, k, got, LAB16_MPI_STEPS);
+    }
+    rmdir(dir);
+}
+
 #endif
