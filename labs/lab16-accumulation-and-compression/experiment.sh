@@ -46,8 +46,9 @@ for spec in "${runs[@]}"; do
   if ! MIXPAR_PARAM_HASH=1 "$mixpar" run -n 2 -- "$mixpar" train "${base[@]}" "${sets[@]}" --set train.run_dir="$dir" \
       > "$out/$name.log" 2>&1; then
     waits=$(grep -m1 -o 'lab [0-9]* not done: [^ ]* [a-z_0-9]*' "$out/$name.log" || true)
-    printf '%-18s %s\n' "$name" "did not run: ${waits:+$waits (its region is still a stub); }see $out/$name.log" |
-      tee -a "$out/hooks.txt"
+    [ -z "$waits" ] || waits="$waits (its region is still a stub)"
+    [ -n "$waits" ] || waits=$(grep -m1 'found:' "$out/$name.log" | sed 's/^ *//' || true)
+    printf '%-18s %s\n' "$name" "did not run: ${waits:+$waits; }see $out/$name.log" | tee -a "$out/hooks.txt"
     continue
   fi
   ev0=$dir/events.rank0.jsonl ev1=$dir/events.rank1.jsonl
@@ -63,6 +64,10 @@ for spec in "${runs[@]}"; do
   echo "$name $bytes $final" >> "$out/hooks.dat"
 done
 
+if [ ! -s "$out/hooks.dat" ]; then
+  echo "lab16: no run finished (each row above names the region it waits for): no figure" >&2
+  exit 0
+fi
 if ! command -v gnuplot > /dev/null; then
   echo "lab16: gnuplot is not installed (make deps installs it); the table above is the figure's data" >&2
   exit 0
