@@ -5,6 +5,7 @@
 #include "base/lab.h"
 #include "base/mem.h"
 #include "base/rng.h"
+#include "dist/amp_reduce.h"
 #include "fp/convert.h"
 
 #include <math.h>
@@ -104,25 +105,16 @@ const float *ddp_hook_residual(const ddp_hook *h) { return h->residual; }
 
 /* ------------------------------------------------------------------ 16-bit compression */
 
-static void narrow16(uint16_t *dst, const float *src, size_t n, comm_dtype dt) {
-    if (dt == COMM_FP16) fp_f32_to_f16(dst, src, n);
-    else fp_f32_to_bf16(dst, src, n);
-}
-static void widen16(float *dst, const uint16_t *src, size_t n, comm_dtype dt) {
-    if (dt == COMM_FP16) fp_f16_to_f32(dst, src, n);
-    else fp_bf16_to_f32(dst, src, n);
-}
-
 static void lowp_reduce(comm_t *c, float *x, size_t n, comm_dtype dt, void *buf) {
     size_t p = (size_t)comm_size(c), me = (size_t)comm_rank(c);
     size_t chunk = (n + p - 1) / p, total = chunk * p;
-    /* buf: mine (total) | received (total) | acc (chunk floats) */
+    /* buf: mine (total) | received (total) | acc (chunk floats) | wide (chunk floats) */
     uint16_t *mine = buf, *got = mine + total;
     float *acc = (float *)(got + total);
-    narrow16(mine, x, n, dt);
+    amp_reduce_narrow16(mine, x, n, dt);
     memset(mine + n, 0, (total - n) * sizeof *mine);
     if (p == 1) {
-        widen16(x, mine, n, dt);
+        amp_reduce_widen16(x, mine, n, dt);
         return;
     }
     /* Reduce-scatter by point-to-point: rank j owns chunk j; everyone sends it their 16-bit piece. */
@@ -137,17 +129,10 @@ static void lowp_reduce(comm_t *c, float *x, size_t n, comm_dtype dt, void *buf)
     for (size_t i = 0; i < nreq; i++) comm_wait(&reqs[i]);
     free(reqs);
     memcpy(got + me * chunk, mine + me * chunk, chunk * sizeof *got);
-    /* Sum in fp32 in rank order (the same order on every rank that owns a chunk), round once. */
-    memset(acc, 0, chunk * sizeof *acc);
-    float *wide = (float *)(acc + chunk);
-    for (size_t j = 0; j < p; j++) {
-        widen16(wide, got + j * chunk, chunk, dt);
-        for (size_t i = 0; i < chunk; i++) acc[i] += wide[i];
-    }
-    for (size_t i = 0; i < chunk; i++) acc[i] /= (float)p;
-    narrow16(mine + me * chunk, acc, chunk, dt);
+    /* The average of chunk `me` in fp32, rounded once (lab 17's region), then every chunk to every rank. */
+    amp_reduce_mean16(mine + me * chunk, got, p, chunk, dt, acc, acc + chunk);
     comm_allgather(c, mine + me * chunk, mine, chunk, dt, COMM_ALGO_DEFAULT);
-    widen16(x, mine, n, dt);
+    amp_reduce_widen16(x, mine, n, dt);
 }
 
 static size_t lowp_scratch_bytes(comm_t *c, size_t n) {

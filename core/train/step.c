@@ -359,6 +359,61 @@ static void add_in_order(train_step *s, int k, bool last) {
     if (last) memcpy(g, acc, n * sizeof(float));
 }
 
+/* One micro-batch of (B, T) tokens: forward, then backward of its loss times loss_scale. Backward adds the
+ * micro-batch's gradients to the model's gradient buffer (nothing is zeroed here), and under DDP it reduces the
+ * buckets as they fill, unless DDP was told not to sync (ddp_set_sync). Returns its mean loss; timed into r. */
+static float micro_batch(train_step *s, const int *inputs, const int *targets, int B, int T, float loss_scale,
+                         train_step_result *r) {
+    double t0 = mp_now();
+    PROF_BEGIN("forward");
+    float loss = model_forward(s->m, inputs, targets, B, T);
+    PROF_END("forward");
+    double t1 = mp_now();
+    PROF_BEGIN("backward");
+    model_backward(s->m, loss_scale);
+    PROF_END("backward");
+    r->t_forward += t1 - t0;
+    r->t_backward += mp_now() - t1;
+    return loss;
+}
+
+/* Gradient accumulation under data parallel (lab 16): `accum` micro-batches of (B, T) tokens, micro-batch k at
+ * inputs + k*B*T (targets likewise), make one optimizer step. Each one's loss is multiplied by scale/accum, so the
+ * gradients that backward adds up in the buffer are S times the mean over all the micro-batches, as one batch of
+ * accum*B rows would give. DDP must reduce once per step, after the sum is complete: ddp_set_sync(s->ddp, false)
+ * before every backward but the last (PyTorch's no_sync), true before the last, whose backward launches the
+ * buckets. Returns the mean of the micro-batches' losses. */
+static double accumulate_no_sync(train_step *s, const int *inputs, const int *targets, int B, int T, int accum,
+                                 float scale, train_step_result *r) {
+    const size_t per_micro = (size_t)B * T; /* tokens in one micro-batch */
+    double loss_sum = 0;
+    /* LAB 16 BEGIN gradient accumulation: each micro-batch's loss times S/accum, gradients added up, DDP reduces in the last backward only */
+    for (int k = 0; k < accum; k++) {
+        ddp_set_sync(s->ddp, k == accum - 1); /* no_sync on the micro-batches before the last */
+        loss_sum += micro_batch(s, inputs + k * per_micro, targets + k * per_micro, B, T, scale / (float)accum, r);
+    }
+    /* LAB 16 END */
+    return loss_sum / accum;
+}
+
+/* The micro-batches of one rank, of FSDP (which reduces in fsdp_finish) or of a step with one micro-batch: the
+ * same sum, with nothing to hold back. Ordered accumulation (step.h) zeroes the buffer before each micro-batch and
+ * adds it to a running sum by hand; MIXPAR_DEBUG_ACCUM_NO_DIVIDE (lab 24's zoo) leaves out the 1/accum. */
+static double accumulate_locally(train_step *s, const int *inputs, const int *targets, int B, int T, int accum,
+                                 float scale, train_step_result *r) {
+    const size_t per_micro = (size_t)B * T;
+    const bool ordered = s->ordered_accumulation && accum > 1 && !s->ddp && !s->zero && !s->fsdp;
+    const float loss_scale = scale / (float)(s->accum_no_divide ? 1 : accum);
+    if (s->ddp) ddp_set_sync(s->ddp, true);
+    double loss_sum = 0;
+    for (int k = 0; k < accum; k++) {
+        if (ordered && k > 0) model_zero_grad(s->m);
+        loss_sum += micro_batch(s, inputs + k * per_micro, targets + k * per_micro, B, T, loss_scale, r);
+        if (ordered) add_in_order(s, k, k == accum - 1);
+    }
+    return loss_sum / accum;
+}
+
 train_step_result train_step_run(train_step *s, const int *inputs, const int *targets, int B, int T, int accum,
                                  double lr) {
     MP_ASSERT(accum >= 1, "accumulation steps %d", accum);
@@ -366,29 +421,13 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
     float scale = s->amp ? amp_scaler_scale(&s->scaler) : 1.0f;
     model_zero_grad(s->m);
     if (s->fsdp) fsdp_zero_grad(s->fsdp);
-    bool ordered = s->ordered_accumulation && accum > 1 && !s->ddp && !s->zero && !s->fsdp;
-    double loss_sum = 0;
-    size_t per_micro = (size_t)B * T;
-    for (int k = 0; k < accum; k++) {
-        double t0 = mp_now();
-        PROF_BEGIN("forward");
-        loss_sum += model_forward(s->m, inputs + k * per_micro, targets + k * per_micro, B, T);
-        PROF_END("forward");
-        double t1 = mp_now();
-        if (s->ddp) ddp_set_sync(s->ddp, k == accum - 1); /* no_sync on the micro-batches before the last */
-        if (ordered && k > 0) model_zero_grad(s->m);
-        PROF_BEGIN("backward");
-        model_backward(s->m, scale / (float)(s->accum_no_divide ? 1 : accum));
-        PROF_END("backward");
-        if (ordered) add_in_order(s, k, k == accum - 1);
-        r.t_forward += t1 - t0;
-        r.t_backward += mp_now() - t1;
-    }
+    double mean_loss = s->ddp && accum > 1 ? accumulate_no_sync(s, inputs, targets, B, T, accum, scale, &r)
+                                           : accumulate_locally(s, inputs, targets, B, T, accum, scale, &r);
     PROF_BEGIN("grad_sync_wait"); /* the gradients' communication that backward did not hide */
     if (s->ddp) ddp_finish(s->ddp);
     if (s->fsdp) fsdp_finish(s->fsdp);
     PROF_END("grad_sync_wait");
-    r.loss = (float)(loss_sum / accum);
+    r.loss = (float)mean_loss;
     double t0 = mp_now();
     PROF_BEGIN("optimizer");
     if (s->amp) {

@@ -45,7 +45,8 @@ typedef struct {
      * place during backward). [false] */
     bool ordered_accumulation;
     bool accum_no_divide;      /* MIXPAR_DEBUG_ACCUM_NO_DIVIDE=1: a bug on purpose (lab 24's zoo): the micro-batches'
-                                * gradients are summed, not averaged, so the step is `accum` times too large */
+                                * gradients are summed, not averaged, so the step is `accum` times too large (on the
+                                * path without DDP; under DDP the accumulation is lab 16's region) */
     float *accum_grads;  /* its running sum, allocated at the first step that needs it */
     /* ZeRO-Offload (train_step_init_offload): the optimizer state (s->state) and these live in host memory
      * (MEM_HOST), and the update runs there; host_spans == NULL: no offload. */
@@ -118,7 +119,7 @@ void train_step_sync_working_weights(train_step *s);
 
 /* One step: zero the gradients; for each of `accum` micro-batches (inputs + k*B*T, targets likewise) run
  * forward and backward with the loss scaled by 1/accum, so the gradients are the mean over all of them
- * (with DDP: averaged over the ranks too, reduced during the last micro-batch's backward only);
+ * (with DDP: averaged over the ranks too, reduced during the last micro-batch's backward only: lab 16);
  * clip to grad_clip; update with learning rate lr. A non-finite gradient norm skips the update (and says
  * so in the result), leaving the weights and the optimizer state untouched. Under mixed precision the
  * order is the AMP step (lab 07): scaled backward, unscale, agree on found_inf, clip, step or skip, update

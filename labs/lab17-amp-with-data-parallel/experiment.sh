@@ -7,7 +7,8 @@
 #      same AMP step) with found_inf_comm = NULL, so each rank trusts its own flag: the hashes part at step 5 and
 #      never meet again. The driver with the agreement, for contrast, stays identical.
 #   3. The gradients are reduced while still scaled; the DDP communication hooks fp16 and bf16 send them in 16
-#      bits: bytes each rank sends per step and the final loss, fp32 allreduce vs fp16 vs bf16 (plus an fp32 run).
+#      bits and average them with your part A (amp_reduce_mean16): bytes each rank sends per step and the final
+#      loss, fp32 allreduce vs fp16 vs bf16 (plus an fp32 run). Until part A is written those two rows say so.
 #   4. Why the unscale comes after the reduction: what fp16 on the wire would flush if the gradients were unscaled
 #      first (`mixpar amp underflow` on the fp16-hook run's gradient histograms, at scale 1 and at the run's scale).
 # Under two minutes on 2 cores.

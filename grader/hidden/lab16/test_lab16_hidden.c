@@ -94,3 +94,62 @@ MPT_TEST(powersgd_hook_error_feedback_and_warm_start) {
     ddp_hook_free(h);
     comm_finalize(c);
 }
+
+/* ---------------------------------------------------------------- C. gradient accumulation */
+
+#include "../../../labs/lab16-accumulation-and-compression/tests/lab16_accum.h"
+
+/* 8 micro-batches of one row, 3 buckets per backward, two steps in a row and then a step of one micro-batch: every
+ * accumulated step reduces each bucket once, with the complete sum; the plain step after them still reduces. */
+MPT_TEST(accumulation_of_8_with_three_buckets_then_a_plain_step) {
+    enum { B = 1, ACCUM = 8 };
+    int inputs[LAB16_ROWS_MAX * LAB16_T], targets[LAB16_ROWS_MAX * LAB16_T];
+    lab16_batch(2600 + mpt_seed() % 1000, B * ACCUM, inputs, targets);
+    model *probe = lab16_model();
+    size_t n = model_num_params(probe);
+    model_free(probe);
+    lab16_ddp_run run;
+    lab16_ddp_open(&run, n / 3 + 1);
+    float *partial = malloc((size_t)ACCUM * n * sizeof(float));
+    MPT_REQUIRE(partial, "out of memory");
+    lab16_reference(inputs, targets, B, ACCUM, partial);
+    const float *full = partial + (size_t)(ACCUM - 1) * n;
+    for (int step = 1; step <= 2; step++) {
+        lab16_ddp_step(&run, inputs, targets, B, ACCUM);
+        MPT_OBSERVE(run.watch.calls);
+        MPT_CHECK_EQ_U64(3, (uint64_t)run.watch.calls, "reductions in a step of 8 micro-batches with 3 buckets");
+        double largest, diff;
+        lab16_compare(model_grads(run.m), full, n, &largest, &diff);
+        MPT_OBSERVE_NEAR_F32(model_grads(run.m), full, (long)n, 1e-5, 1e-7);
+        if (!(diff <= 1e-6 * largest)) {
+            char why[400];
+            lab16_explain(model_grads(run.m), partial, n, ACCUM, why, sizeof why);
+            mpt_fail(__FILE__, __LINE__, "step %d of 8 micro-batches of 1 row: gradients off by up to %.3g (largest "
+                     "%.3g)\n      likely mistake: %s", step, diff, largest, why);
+            break;
+        }
+    }
+    lab16_ddp_step(&run, inputs, targets, B * ACCUM, 1);
+    MPT_OBSERVE(run.watch.calls);
+    MPT_CHECK_EQ_U64(3, (uint64_t)run.watch.calls, "reductions in a plain step (one micro-batch) after accumulated "
+                     "ones: DDP must be left syncing after the last micro-batch");
+    free(partial);
+    lab16_ddp_close(&run);
+}
+
+/* Three real ranks, 3 micro-batches of 1 row against 1 micro-batch of 3 rows: the same losses, the same bytes, and
+ * replicas identical. */
+MPT_TEST(three_ranks_accumulate_3_micro_batches_of_one_row) {
+    lab16_mpi_run acc, one;
+    lab16_mpi_accum(3, 3, 1, &acc);
+    lab16_mpi_accum(3, 1, 3, &one);
+    for (int s = 0; s < LAB16_MPI_STEPS; s++)
+        for (int k = 0; k < 3; k++) {
+            MPT_OBSERVE_NEAR(acc.loss[k][s], 1e-5, 0);
+            MPT_CHECK(acc.params[k][s] == acc.params[0][s], "step %d: rank %d's weights differ from rank 0's", s + 1, k);
+            MPT_CHECK(acc.bytes[k][s] == one.bytes[k][s], "step %d, rank %d: %llu bytes sent with 3 micro-batches, %llu "
+                      "with 1", s + 1, k, acc.bytes[k][s], one.bytes[k][s]);
+            MPT_CHECK(fabs(acc.loss[k][s] - one.loss[k][s]) <= 1e-5 * fabs(one.loss[k][s]), "step %d, rank %d: loss "
+                      "%.7g accumulated, %.7g in one batch", s + 1, k, acc.loss[k][s], one.loss[k][s]);
+        }
+}

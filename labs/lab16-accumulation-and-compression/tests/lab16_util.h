@@ -144,4 +144,36 @@ static inline void lab16_powersgd(float *M, size_t m, size_t n, size_t r, uint64
     comm_finalize(c);
 }
 
+/* Starts build/labs/lab16_worker with args (after the program's name: MODE DIR ...; DIR is made here and written into
+ * args[1]'s place) on `ranks` ranks through mpirun; stops the test with the likely cause when a rank fails. */
+static inline void lab16_launch(int ranks, char **args, char *dir, size_t dir_len, const char *what) {
+    const char *worker = "./build/labs/lab16_worker";
+    MPT_REQUIRE(access(worker, X_OK) == 0, "%s is missing: 'make labtests LAB=16' (or make grade LAB=16) builds it",
+                worker);
+    MPT_REQUIRE(comm_launch_mpirun() != NULL, "mpirun is not on PATH: 'make deps' installs OpenMPI");
+    snprintf(dir, dir_len, "/tmp/mixpar-lab16-XXXXXX");
+    MPT_REQUIRE(mkdtemp(dir) != NULL, "cannot make a temporary folder in /tmp");
+    char *argv[10] = {(char *)worker};
+    int argc = 1;
+    for (; args[argc - 1] && argc < 9; argc++) argv[argc] = argc == 2 ? dir : args[argc - 1];
+    argv[argc] = NULL;
+    setenv("MIXPAR_COMM_TIMEOUT", "10", 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    comm_launch_opts o = {.ranks = ranks, .timeout_s = 25, .quiet = true};
+    char *output = NULL;
+    int rc = comm_launch_run(&o, argv, &output);
+    if (rc != 0) {
+        const char *out = output ? output : "";
+        size_t len = strlen(out);
+        char copy[1600];
+        snprintf(copy, sizeof copy, "%s", len > 1500 ? out + len - 1500 : out);
+        free(output);
+        mpt_fail_stop(__FILE__, __LINE__, "%s on %d ranks: mpirun exited with %d: %s\n      ranks' output (end):\n%s",
+                      what, ranks, rc, strstr(copy, "not done") ? "a region is still a LAB_TODO stub"
+                      : rc == 124 ? "the ranks did not finish: every rank must call the same collectives" : "a rank failed",
+                      copy);
+    }
+    free(output);
+}
+
 #endif

@@ -137,35 +137,12 @@ MPT_TEST(powersgd_is_the_best_rank_r_direction_for_a_full_matrix) {
  * double from the same seeds: P = avg_k(M_k Q0), orthonormalised; Q = avg_k(M_k^T P); M = P Q^T. */
 MPT_TEST(powersgd_two_ranks_average_p_and_q) {
     enum { RANKS = 2, M = 12, N = 10, R = 2 };
-    const char *worker = "./build/labs/lab16_worker";
-    MPT_REQUIRE(access(worker, X_OK) == 0, "%s is missing: 'make labtests LAB=16' (or make grade LAB=16) builds it",
-                worker);
-    MPT_REQUIRE(comm_launch_mpirun() != NULL, "mpirun is not on PATH: 'make deps' installs OpenMPI");
-    char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/mixpar-lab16-XXXXXX");
-    MPT_REQUIRE(mkdtemp(dir) != NULL, "cannot make a temporary folder in /tmp");
-    char a_m[16], a_n[16], a_r[16];
+    char dir[64], a_m[16], a_n[16], a_r[16];
     snprintf(a_m, sizeof a_m, "%d", M);
     snprintf(a_n, sizeof a_n, "%d", N);
     snprintf(a_r, sizeof a_r, "%d", R);
-    char *argv[] = {(char *)worker, "powersgd", dir, a_m, a_n, a_r, NULL};
-    setenv("MIXPAR_COMM_TIMEOUT", "10", 1);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    comm_launch_opts o = {.ranks = RANKS, .timeout_s = 25, .quiet = true};
-    char *output = NULL;
-    int rc = comm_launch_run(&o, argv, &output);
-    if (rc != 0) {
-        const char *out = output ? output : "";
-        size_t len = strlen(out);
-        char copy[1600];
-        snprintf(copy, sizeof copy, "%s", len > 1500 ? out + len - 1500 : out);
-        free(output);
-        mpt_fail_stop(__FILE__, __LINE__, "PowerSGD on 2 ranks: mpirun exited with %d: %s\n      ranks' output "
-                      "(end):\n%s", rc, strstr(copy, "not done") ? "a region is still a LAB_TODO stub"
-                      : rc == 124 ? "the ranks did not finish: both must call the same allreduces" : "a rank failed",
-                      copy);
-    }
-    free(output);
+    char *args[] = {"powersgd", "DIR", a_m, a_n, a_r, NULL};
+    lab16_launch(RANKS, args, dir, sizeof dir, "PowerSGD");
     /* the expected result, in double */
     static float in[RANKS][M * N];
     float q0[N * R];

@@ -5,6 +5,7 @@
 #define LAB17_RUN_H
 
 #include "comm/launch.h"
+#include "worker/lab17_values.h"
 #include "mptest.h"
 
 #include <stdbool.h>
@@ -217,6 +218,53 @@ static inline int lab17_first_divergence(const lab17_result *res) {
         for (int r = 1; r < res->ranks; r++)
             if (res->rank[r].step[s - 1].params != res->rank[0].step[s - 1].params) return s;
     return 0;
+}
+
+/* The worker's reduce mode on `ranks` ranks: each averages its lab17_worker_values(n, dt, seed, rank) with the
+ * 16-bit hook; out (ranks, n): every rank's results. A failed run stops the test with the likely cause. */
+static inline void lab17_reduce_run(int ranks, size_t n, comm_dtype dt, uint64_t seed, uint16_t *out) {
+    const char *worker = "./build/labs/lab17_worker";
+    MPT_REQUIRE(access(worker, X_OK) == 0, "%s is missing: 'make labtests LAB=17' (or make grade LAB=17) builds it",
+                worker);
+    MPT_REQUIRE(comm_launch_mpirun() != NULL, "mpirun is not on PATH: 'make deps' installs OpenMPI");
+    char dir[] = "/tmp/mixpar-lab17-XXXXXX";
+    MPT_REQUIRE(mkdtemp(dir) != NULL, "cannot make a temporary folder in /tmp");
+    char a_n[24], a_seed[24];
+    snprintf(a_n, sizeof a_n, "%zu", n);
+    snprintf(a_seed, sizeof a_seed, "%llu", (unsigned long long)seed);
+    char *argv[] = {(char *)worker, "reduce", dir, dt == COMM_FP16 ? "fp16" : "bf16", a_n, a_seed, NULL};
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", LAB17_COMM_TIMEOUT_S);
+    setenv("MIXPAR_COMM_TIMEOUT", timeout, 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    comm_launch_opts o = {.ranks = ranks, .timeout_s = LAB17_WAIT_S, .quiet = true};
+    char *output = NULL;
+    int rc = comm_launch_run(&o, argv, &output);
+    bool read_all = rc == 0;
+    for (int r = 0; r < ranks; r++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/rank%d.txt", dir, r);
+        FILE *f = fopen(path, "r");
+        int world = 0;
+        size_t count = 0, got = 0;
+        if (f && fscanf(f, " world=%d n=%zu", &world, &count) == 2 && count == n)
+            for (unsigned v; got < n && fscanf(f, " %x", &v) == 1; got++) out[(size_t)r * n + got] = (uint16_t)v;
+        if (f) fclose(f);
+        if (got != n) read_all = false;
+        unlink(path);
+    }
+    rmdir(dir);
+    if (rc != 0) {
+        const char *text = output ? output : "";
+        mpt_fail_stop(__FILE__, __LINE__, "the %s hook on %d ranks: mpirun exited with %d: %s\n      ranks' output "
+                      "(end):\n%s", dt == COMM_FP16 ? "fp16" : "bf16", ranks, rc,
+                      strstr(text, "lab 17 not done") ? "the LAB 17 region in core/dist/amp_reduce.c is still a stub"
+                      : strstr(text, "not done") ? "a region of another lab is still a stub (see the ranks' output)"
+                      : rc == 124 ? "the ranks did not finish" : "a rank failed (see its output)", lab17_tail(text, 1500));
+    }
+    free(output);
+    MPT_REQUIRE(read_all, "the %s hook on %d ranks: a rank's report is missing or short", dt == COMM_FP16 ? "fp16" : "bf16",
+                ranks);
 }
 
 #endif

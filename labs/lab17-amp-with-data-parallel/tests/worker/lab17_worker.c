@@ -13,13 +13,20 @@
  *     Each rank writes DIR/rank<R>.txt:
  *       world=W params=N
  *       step=S skipped=0|1 found_inf_local=0|1 scale=X next_scale=Y loss=L params=HASH
- *     HASH: FNV-1a of the weights' bytes after the step (equal hashes: bit-identical replicas). */
+ *     HASH: FNV-1a of the weights' bytes after the step (equal hashes: bit-identical replicas).
+ *
+ *   lab17_worker reduce DIR fp16|bf16 N SEED
+ *     (under mpirun) every rank makes its N 16-bit values (lab17_values.h), averages them over the ranks with the
+ *     16-bit hook's reduction (hooks_lowp_allreduce: your amp_reduce_mean16 on the chunk this rank owns) and writes
+ *     DIR/rank<R>.txt: "world=W n=N", then the N results as 4-digit hex bit patterns, one per line. */
 #include "base/rng.h"
 #include "comm/comm.h"
 #include "dist/ddp.h"
+#include "dist/hooks.h"
 #include "model/model.h"
 #include "model/model_lowp.h"
 #include "train/step.h"
+#include "lab17_values.h"
 
 #include <errno.h>
 #include <omp.h>
@@ -31,7 +38,7 @@ enum { ROWS_PER_RANK = 2, T = 16, MAX_RANKS = 16, SEED = 17 };
 
 static _Noreturn void usage(const char *why) {
     fprintf(stderr, "lab17_worker: %s\nusage: lab17_worker run DIR STEPS none|RANK:STEP,... [local] "
-                    "[hook=allreduce|fp16|bf16] [accum=K]\n", why);
+                    "[hook=allreduce|fp16|bf16] [accum=K]\n       lab17_worker reduce DIR fp16|bf16 N SEED\n", why);
     exit(2);
 }
 
@@ -146,10 +153,41 @@ static int run(comm_t *c, int argc, char **argv) {
     return 0;
 }
 
+static int reduce(comm_t *c, int argc, char **argv) {
+    if (argc != 6) usage("reduce takes DIR fp16|bf16 N SEED");
+    comm_dtype dt = strcmp(argv[3], "fp16") == 0 ? COMM_FP16 : strcmp(argv[3], "bf16") == 0 ? COMM_BF16 : COMM_FP32;
+    if (dt == COMM_FP32) usage("the wire is fp16 or bf16");
+    const size_t n = (size_t)arg_long(argv[4], 1, 1 << 20);
+    const uint64_t seed = (uint64_t)arg_long(argv[5], 0, 1L << 40);
+    const int rank = comm_rank(c);
+    uint16_t *mine = malloc(n * sizeof *mine);
+    float *x = malloc(n * sizeof *x);
+    if (!mine || !x) usage("out of memory");
+    lab17_worker_values(mine, n, dt, seed, rank);
+    amp_reduce_widen16(x, mine, n, dt);
+    hooks_lowp_allreduce(c, x, n, dt);
+    amp_reduce_narrow16(mine, x, n, dt); /* exact: the hook's results are 16-bit values */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank%d.txt", argv[2], rank);
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        fprintf(stderr, "lab17_worker: cannot write %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    fprintf(out, "world=%d n=%zu\n", comm_size(c), n);
+    for (size_t i = 0; i < n; i++) fprintf(out, "%04x\n", mine[i]);
+    fclose(out);
+    free(mine);
+    free(x);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     comm_t *c = comm_init(&argc, &argv);
     if (argc < 2) usage("no mode");
-    int rc = strcmp(argv[1], "run") == 0 ? run(c, argc, argv) : (usage("unknown mode"), 2);
+    int rc = strcmp(argv[1], "run") == 0      ? run(c, argc, argv)
+           : strcmp(argv[1], "reduce") == 0 ? reduce(c, argc, argv)
+                                            : (usage("unknown mode"), 2);
     comm_finalize(c);
     return rc;
 }
