@@ -2,13 +2,15 @@
 # experiment.sh: lab 15's experiment (`make lab15`): which samples each of 3 ranks takes from N=10 over two
 # epochs, with padding and with drop_last (bench/sampler_show), then the prefetching loader's throughput with
 # 0, 1 and 2 worker threads when preparing a batch costs a real tokenisation of text (bench/loader_bench), then
-# `mixpar train` on 1 and 2 ranks with the sampler in the loop. About a minute on 2 cores.
+# `mixpar train` on 1 and 2 ranks with the sampler in the loop, then uneven sample lengths: every rank's tokens under
+# the sampler's strided split and the length-aware one (bench/straggler --plan), and the same two splits on 4 real
+# ranks training the tiny GPT, the slowest rank against the mean from their step events. About 80 s on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 out=runs/lab15
 mkdir -p "$out"
-make -s build/bench/sampler_show build/bench/loader_bench
+make -s build/bench/sampler_show build/bench/loader_bench build/bench/straggler
 
 section() { printf '\n==== %s\n\n' "$*"; }
 
@@ -61,5 +63,61 @@ else
     grep -m1 "not done" "$out/train2.log" || tail -n 5 "$out/train2.log"
     echo "lab15: the 2-rank run stopped (the line above says why)"
 fi
+
+# 4. Uneven lengths. A sample is now a poem of the poetry corpus (15 to 1,033 tokens); a step's global batch of 32
+#    poems is split over 4 ranks by the sampler's rule (strided: 8 poems each) or by your balance_assign (each poem,
+#    longest first, to the rank with the fewest tokens). --plan only counts tokens (your part D regions); the run
+#    trains the tiny GPT on 4 real ranks, each on its poems, and averages the gradients with an allreduce: first one
+#    epoch strided, then the same epoch balanced. Each rank's step events say how long its compute took.
+source labs/experiment_lib.sh
+mixpar=build/mixpar lab=labs/lab15-data-loading
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+straggler=(build/bench/straggler --data data/poetry/train.tokens --batch 32)
+plan_straggler() { "${straggler[@]}" --plan --world 4 > "$out/straggler_plan.txt"; }
+section "4. uneven lengths: ${straggler[*]} --plan --world 4"
+rc=0
+if [ ! -f data/poetry/train.tokens ]; then
+    echo "lab15: data/poetry/train.tokens is missing: 'build/mixpar data build poetry' makes it (make lab05 does too)"
+    rc=1
+else
+    needs_lab plan_straggler || rc=$?
+    [ "$rc" -eq 0 ] && cat "$out/straggler_plan.txt"
+fi
+if [ "$rc" -eq 0 ]; then
+    section "4 ranks train on the same epoch, strided then balanced (build/mixpar run -n 4 -- ${straggler[*]})"
+    rm -rf "$out/straggler"
+    "$mixpar" run -n 4 -- "${straggler[@]}" --steps 13 --run-dir "$out/straggler" > "$out/straggler.log" 2>&1 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        grep -m1 "not done" "$out/straggler.log" || tail -n 5 "$out/straggler.log"
+        echo "lab15: the 4-rank run stopped (the line above says why: it trains the tiny GPT, so it needs lab 02's backward passes)"
+    else
+        awk -f "$lab/straggler_summary.awk" -v tsv="$out/straggler.tsv" "$out"/straggler/events.rank*.jsonl \
+            | tee "$out/straggler.txt"
+        echo
+        echo "  max/mean: per step, the slowest rank's tokens (or compute seconds) over the mean rank's, averaged over"
+        echo "  the steps; CPU seconds do not depend on how busy the machine is, wall seconds do (4 ranks share its cores)."
+        echo "  slowest CPU s: the sum over the steps of the slowest rank's compute, what synchronous steps wait for."
+        if command -v gnuplot > /dev/null; then
+            png_terminal=png
+            if gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo; then png_terminal=pngcairo; fi
+            gnuplot <<EOF
+set terminal $png_terminal size 1100,600
+set termoption noenhanced
+set output "$out/straggler.png"
+set title "4 ranks, one epoch of poems (global batch 32): the slowest rank over the mean, step by step (bench/straggler)"
+set datafile separator "\t"
+set xlabel "step of the epoch"
+set ylabel "slowest rank / mean rank"
+set yrange [0.9:*]
+set key below horizontal
+plot "< grep strided $out/straggler.tsv" using 1:4 with linespoints lw 2 lc rgb "#d55e00" title "strided (equal counts): compute CPU s", \
+     "" using 1:3 with lines dt 2 lc rgb "#d55e00" title "strided: tokens", \
+     "< grep balanced $out/straggler.tsv" using (\$1 - 13):4 with linespoints lw 2 lc rgb "#0072b2" title "balanced (LPT): compute CPU s", \
+     "" using (\$1 - 13):3 with lines dt 2 lc rgb "#0072b2" title "balanced: tokens"
+EOF
+            echo "  figure: $out/straggler.png"
+        fi
+    fi
+fi
 echo
-echo "  tables: $out/sampler.txt, $out/loader.txt, $out/train.txt"
+echo "  tables: $out/sampler.txt, $out/loader.txt, $out/train.txt, $out/straggler_plan.txt, $out/straggler.txt"
