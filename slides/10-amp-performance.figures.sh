@@ -4,12 +4,14 @@
 #   10-act-vs-batch.png    GPT-2 124M's activations predicted for growing batches, fp32 and bf16, against the
 #                          model states and autocast's weight cache (amp_perf --act-table)
 #   10-speed.png           tokens/s and MFU per recipe on this machine (amp_perf)
+#   10-accuracy.png        the tiny GPT's training loss minus fp32's under bf16/fp16 AMP and bf16-pure with and
+#                          without stochastic rounding (mixpar train; runs/lab10/accuracy_curves.dat, part 4)
 # Usage: slides/10-amp-performance.figures.sh OUTDIR   (needs `make`). Uses runs/lab10/perf.tsv from `make lab10`
 # when it is there; otherwise runs that experiment first (about a minute on 2 free cores).
 source "$(dirname "$0")/figures_lib.sh"
 
 make -s build/bench/amp_perf
-[ -s runs/lab10/perf.tsv ] || labs/lab10-amp-performance/experiment.sh > /dev/null
+[ -s runs/lab10/perf.tsv ] && [ -s runs/lab10/accuracy_curves.dat ] || labs/lab10-amp-performance/experiment.sh > /dev/null
 [ -s runs/lab10/perf.tsv ] || { echo "$0: runs/lab10/perf.tsv is missing (make lab10 failed?)" >&2; exit 1; }
 perf=runs/lab10/perf.tsv
 
@@ -68,4 +70,15 @@ plot "$data/act.tsv" using 1:2 lw 2 pt 7 lc rgb "#d55e00" title "activations, fp
      "$data/act.tsv" using 1:3 lw 2 pt 7 lc rgb "#0072b2" title "activations, bf16", \
      $states with lines dt 2 lw 2 lc rgb "#009e73" title "model states (AdamW, 16 B/param)", \
      $cache with lines dt 3 lw 2 lc rgb "#999999" title "bf16 weight cache (MEM_OTHER, this CPU)"
+GP
+
+gnuplot <<GP
+set terminal $terminal size 1000,480 font ",12" noenhanced
+set output "$outdir/10-accuracy.png"
+set title "tiny GPT, AdamW lr 1e-4, B=8: training loss minus fp32's (mixpar train, one thread)"
+set xlabel "step"; set ylabel "loss - fp32 loss"; set key top left; set grid
+plot "runs/lab10/accuracy_curves.dat" using 1:(\$3 - \$2) with lines lw 2 lc rgb "#009e73" title "bf16 AMP", \
+     "" using 1:(\$4 - \$2) with lines lw 2 dt 2 lc rgb "#56b4e9" title "fp16 AMP + loss scaling", \
+     "" using 1:(\$5 - \$2) with lines lw 2 lc rgb "#d55e00" title "bf16-pure, round to nearest", \
+     "" using 1:(\$6 - \$2) with lines lw 2 lc rgb "#0072b2" title "bf16-pure + stochastic rounding"
 GP

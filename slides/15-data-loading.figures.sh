@@ -4,9 +4,12 @@
 #                   (bench/sampler_show); a sample taken twice shows two marks, a dropped one none
 #   15-loader.png   batches/s of the prefetching loader with 0, 1, 2 workers, for an expensive and a cheap
 #                   step (bench/loader_bench)
-# Usage: slides/15-data-loading.figures.sh OUTDIR   (builds the two bench programs with make)
+#   15-straggler.png  per step, the slowest of 4 real ranks over the mean rank (tokens and compute CPU seconds)
+#                   for the strided and the length-aware split of one epoch of poems (bench/straggler under
+#                   mixpar run -n 4; labs/lab15-data-loading/straggler_summary.awk)
+# Usage: slides/15-data-loading.figures.sh OUTDIR   (builds the three bench programs with make)
 source "$(dirname "$0")/figures_lib.sh"
-make -s build/bench/sampler_show build/bench/loader_bench
+make -s build/bench/sampler_show build/bench/loader_bench build/bench/straggler
 
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
@@ -19,6 +22,10 @@ for step in 256K 16K; do
     build/bench/loader_bench --workers 0,1,2 --batches 80 --prep-bytes 256K --step-bytes "$step" |
         awk '$1 ~ /^[0-9]+$/ { print $1, $2 }' > "$data/loader_$step.dat"
 done
+OMP_NUM_THREADS=1 "$mixpar" run -n 4 -- build/bench/straggler --data data/poetry/train.tokens --batch 32 --steps 13 \
+    --run-dir "$data/straggler" > /dev/null
+awk -f labs/lab15-data-loading/straggler_summary.awk -v tsv="$data/straggler.tsv" "$data"/straggler/events.rank*.jsonl \
+    > /dev/null
 
 terminal=png
 if gnuplot -e 'set terminal' 2>&1 | grep -q pngcairo; then terminal=pngcairo; fi
@@ -45,5 +52,15 @@ set xrange [-0.5:2.5]; set yrange [0:*]; set ytics autofreq; set grid; set xtics
 set xlabel ""; set ylabel "batches / s"; set key top left
 plot "$data/loader_256K.dat" using 1:2 with linespoints lw 2 pt 7 ps 1.5 title "step = tokenising 256 KiB", \
      "$data/loader_16K.dat" using 1:2 with linespoints lw 2 pt 5 ps 1.5 title "step = tokenising 16 KiB"
+
+set output "$outdir/15-straggler.png"
+set title "4 ranks, one epoch of poems, 32 a step: slowest rank / mean rank (mixpar bench/straggler)"
+set xrange [0.5:13.5]; set yrange [0.9:*]; set xtics 1; set grid
+set xlabel "step of the epoch"; set ylabel "slowest rank / mean rank"; set key below horizontal
+set datafile separator "\t"
+plot "< grep strided $data/straggler.tsv" using 1:4 with linespoints lw 2 pt 7 lc rgb "#d55e00" title "strided: compute CPU s", \
+     "" using 1:3 with lines dt 2 lc rgb "#d55e00" title "strided: tokens", \
+     "< grep balanced $data/straggler.tsv" using (\$1 - 13):4 with linespoints lw 2 pt 5 lc rgb "#0072b2" title "balanced (LPT): compute CPU s", \
+     "" using (\$1 - 13):3 with lines dt 2 lc rgb "#0072b2" title "balanced: tokens"
 PLOT
-echo "wrote $outdir/15-sampler.png $outdir/15-loader.png"
+echo "wrote $outdir/15-sampler.png $outdir/15-loader.png $outdir/15-straggler.png"

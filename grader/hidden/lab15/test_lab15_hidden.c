@@ -1,7 +1,11 @@
 /* test_lab15_hidden.c: lab 15 hidden tests: big datasets, padding that wraps more than once (N < world), the
- * selection following the order it is given, distinct epochs, and shuffled coverage on world 1..8. */
+ * selection following the order it is given, distinct epochs, shuffled coverage on world 1..8, and the
+ * length-aware split against the LPT rule on random batches, more ranks than samples, and the measure's edges. */
 #include "base/rng.h"
+#include "../../../labs/lab15-data-loading/tests/lab15_balance.h"
 #include "../../../labs/lab15-data-loading/tests/lab15_util.h"
+
+#include <string.h>
 
 MPT_TEST(hidden_shares_large_datasets) {
     /* 2^40 + 5 samples on 8 ranks: the arithmetic must be 64-bit; ceil must not overflow near 2^64 either. */
@@ -93,4 +97,63 @@ MPT_TEST(hidden_coverage_shuffled_world_1_to_8) {
             lab15_check_coverage(n, world, true, false, 11, n);
             lab15_check_coverage(n, world, true, true, 11, n);
         }
+}
+
+/* ---------------------------------------------------------------- D. length-aware sharding */
+MPT_TEST(hidden_balance_matches_the_lpt_rule) {
+    /* Random batches against the rule written out by selection: owners and totals, position by position. */
+    mp_rng rng;
+    mp_rng_seed(&rng, mpt_seed() ^ 0x15d);
+    for (int trial = 0; trial < 200; trial++) {
+        size_t g = 1 + (size_t)data_rng_below(&rng, 64);
+        int world = 1 + (int)data_rng_below(&rng, 9);
+        uint32_t lengths[64];
+        int got[64], want[64];
+        uint64_t got_t[9], want_t[9];
+        for (size_t p = 0; p < g; p++) lengths[p] = (uint32_t)data_rng_below(&rng, trial % 2 ? 8 : 5000); /* many ties */
+        balance_assign(lengths, g, world, got, got_t);
+        lab15_spec_lpt(lengths, g, world, want, want_t);
+        for (size_t p = 0; p < g; p++) MPT_OBSERVE(got[p]);
+        for (size_t p = 0; p < g; p++)
+            if (got[p] != want[p]) {
+                MPT_CHECK(0, "trial %d (g=%zu world=%d): position %zu (%u tokens) expected rank %d, got %d: longest "
+                          "first, equal lengths in batch order, each to the first rank with the fewest tokens",
+                          trial, g, world, p, lengths[p], want[p], got[p]);
+                return;
+            }
+        for (int r = 0; r < world; r++)
+            MPT_CHECK(got_t[r] == want_t[r], "trial %d: rank %d's tokens expected %llu, got %llu", trial, r,
+                      (unsigned long long)want_t[r], (unsigned long long)got_t[r]);
+    }
+}
+
+MPT_TEST(hidden_balance_more_ranks_than_samples) {
+    /* 3 samples on 8 ranks: the longest to rank 0, then ranks 1 and 2; five ranks idle with 0 tokens. */
+    static const uint32_t lengths[3] = {4, 11, 7};
+    int owner[3];
+    uint64_t tokens[8];
+    memset(tokens, 0xff, sizeof tokens);
+    balance_assign(lengths, 3, 8, owner, tokens);
+    for (int p = 0; p < 3; p++) MPT_OBSERVE(owner[p]);
+    MPT_CHECK(owner[1] == 0 && owner[2] == 1 && owner[0] == 2, "lengths 4 11 7 on 8 ranks: expected owners 2 0 1, got "
+              "%d %d %d", owner[0], owner[1], owner[2]);
+    for (int r = 3; r < 8; r++)
+        MPT_CHECK(tokens[r] == 0, "rank %d gets no sample: its total must be 0 (start every total at 0), got %llu", r,
+                  (unsigned long long)tokens[r]);
+    memset(tokens, 0xff, sizeof tokens);
+    balance_assign(lengths, 0, 4, owner, tokens);
+    for (int r = 0; r < 4; r++) MPT_CHECK(tokens[r] == 0, "an empty batch: rank %d's total must be 0", r);
+}
+
+MPT_TEST(hidden_imbalance_edges) {
+    uint64_t big[3] = {UINT64_MAX, UINT64_MAX, UINT64_MAX};
+    double got = balance_imbalance(big, 3);
+    MPT_OBSERVE_NEAR(got, 1e-12, 0);
+    MPT_CHECK(got > 1 - 1e-12 && got < 1 + 1e-12, "three totals of 2^64 - 1: expected 1, got %.6f (sum in double)", got);
+    uint64_t one[6] = {0, 0, 0, 0, 0, 1};
+    got = balance_imbalance(one, 6);
+    MPT_CHECK(got > 6 - 1e-12 && got < 6 + 1e-12, "0 0 0 0 0 1: expected 6, got %.6f", got);
+    uint64_t drawn[5];
+    for (int r = 0; r < 5; r++) drawn[r] = mp_hash32(mpt_seed(), (uint64_t)r);
+    MPT_OBSERVE_NEAR(balance_imbalance(drawn, 5), 1e-12, 0);
 }

@@ -51,11 +51,19 @@ MPT_TEST(policy_statistics_stay_fp32) {
                        "ops with info->statistic (exp, log, long sums) stay fp32 whatever the recipe");
 }
 
-/* Under autocast (fp16, bf16 with fp32 weights): the norm is fp32 (PyTorch's fp32 list); activation, residual and
- * embedding follow their inputs. */
+/* Rule 1: a recipe without a low format runs every op class in fp32. */
+MPT_TEST(policy_fp32_recipe_runs_everything_fp32) {
+    for (int o = 0; o < AMP_NOPS; o++)
+        CHECK_PREC(AMP_RECIPE_FP32, (amp_op)o, AMP_PREC_FP32,
+                   "rule 1: the fp32 recipe has no low format (info->low is NULL): every op class is fp32, before "
+                   "any other rule is asked");
+}
+
+/* Under autocast (fp16, bf16 with fp32 weights, and fp8, which is bf16 autocast with fp8 linear layers): the norm is
+ * fp32 (PyTorch's fp32 list); activation, residual and embedding follow their inputs. */
 MPT_TEST(policy_autocast_follows_inputs) {
-    static const amp_recipe recipes[] = {AMP_RECIPE_FP16, AMP_RECIPE_BF16};
-    for (int r = 0; r < 2; r++) {
+    static const amp_recipe recipes[] = {AMP_RECIPE_FP16, AMP_RECIPE_BF16, AMP_RECIPE_FP8};
+    for (int r = 0; r < 3; r++) {
         CHECK_PREC(recipes[r], AMP_OP_NORM, AMP_PREC_FP32, "autocast runs layer_norm in fp32 as a whole");
         CHECK_PREC(recipes[r], AMP_OP_ACTIVATION, AMP_PREC_FOLLOW,
                    "autocast does not cast ops on neither list: they follow their inputs");
