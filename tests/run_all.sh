@@ -11,6 +11,10 @@ source tests/lib.sh
 edition=${1:-instructor}
 jobs=${MIXPAR_TEST_JOBS:-2}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "MIXPAR_TEST_JOBS must be a whole number >= 1, not '$jobs'" >&2; exit 2; }
+# Waiting threads sleep instead of spinning: OpenMP's (OMP_WAIT_POLICY) and OpenMPI's ranks (yield when idle). The
+# suites share 2 cores, so a spinning wait takes CPU from another suite's work; results are the same either way.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 passed=0
 failed=0
 logs=$(mktemp -d)
