@@ -8,7 +8,6 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "cli/commands.h"
-#include "model/model.h"
 #include "train/trainer.h"
 
 bool plan_args_name_config(int argc, char **argv) {
@@ -49,13 +48,8 @@ int cmd_plan_config(int argc, char **argv) {
     }
     train_config cfg;
     data_err err;
-    if (!config_load(config, sets, nsets, (int)world, &cfg, &err) ||
-        (cfg.model.model.V == 0 && !config_load_vocab(&cfg, &err)))
-        data_err_exit(&err);
-    model_config mc = cfg.model.model;
-    model_config_complete(&mc);
     plan_result plan;
-    trainer_plan(&cfg, &mc, &plan);
+    if (!trainer_plan_config(config, sets, nsets, (int)world, &cfg, &plan, &err)) data_err_exit(&err);
     printf("plan of one rank of %s on %lld rank%s (what the run header records as \"plan\")\n", config, (long long)world,
            world == 1 ? "" : "s");
     printf("%-7s %16s %10s  %s\n", "tag", "bytes", "GB", "holds");

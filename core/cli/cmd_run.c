@@ -108,12 +108,10 @@ static void check_train_fits(int ranks, char **program) {
     }
     train_config cfg;
     data_err err; /* errors are the ranks' to report: here they only end the check */
-    if (!config || !config_load(config, sets, nsets, ranks, &cfg, &err)) return;
-    if (cfg.model.model.V == 0 && !config_load_vocab(&cfg, &err)) return;
+    plan_result plan;
+    if (!config || !trainer_plan_config(config, sets, nsets, ranks, &cfg, &plan, &err)) return;
     model_config mc = cfg.model.model;
     model_config_complete(&mc);
-    plan_result plan;
-    trainer_plan(&cfg, &mc, &plan);
     uint64_t available = available_memory(), need = plan.total_bytes * (uint64_t)ranks;
     if (!available || need <= available) return;
     /* What full sharding would need: FSDP FULL_SHARD (ZeRO-3) over the same ranks. */

@@ -301,6 +301,16 @@ void trainer_plan(const train_config *cfg, const model_config *mc, plan_result *
     add_run_terms(cfg, &pm, &pr, out);
 }
 
+bool trainer_plan_config(const char *path, const char *const *sets, int nsets, int world, train_config *cfg,
+                         plan_result *out, data_err *err) {
+    if (!config_load(path, sets, nsets, world, cfg, err)) return false;
+    if (cfg->model.model.V == 0 && !config_load_vocab(cfg, err)) return false;
+    model_config mc = cfg->model.model;
+    model_config_complete(&mc);
+    trainer_plan(cfg, &mc, out);
+    return true;
+}
+
 static void emit_plan(ev_writer *ev, const train_config *cfg, const model_config *mc) {
     plan_result r;
     trainer_plan(cfg, mc, &r);

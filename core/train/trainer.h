@@ -33,8 +33,14 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt);
 
 /* The planner's bytes per rank for this run (plan/plan.h), what the run header's "plan" records: fp32
  * weights and gradients (the trainer's, under every autocast recipe), the optimizer's states, the ZeRO
- * stage or FSDP strategy's sharding over its group, the micro-batch's activations. mc: completed. */
+ * stage or FSDP strategy's sharding over its group, the micro-batch's activations as the model stores them, the
+ * cast cache (other) and ZeRO-3/FSDP's gathered units and buffers at their worst (comm, plan/gathered.h).
+ * mc: completed. */
 void trainer_plan(const train_config *cfg, const model_config *mc, plan_result *out);
+/* Loads a config file for `world` ranks (with --set overrides) and plans one rank of it: what `mixpar run`'s memory
+ * check and `mixpar plan --config` read. False, with *err filled, when the config or its vocabulary cannot be read. */
+bool trainer_plan_config(const char *path, const char *const *sets, int nsets, int world, train_config *cfg,
+                         plan_result *out, data_err *err);
 
 /* The labs' worker programs on the ranks mpirun started: argv is PROG CONFIG RUN_DIR [key.path=value ...]; trains
  * quietly with every rank's events in RUN_DIR (train/rank_worker.c). Returns the exit code; bad input stops with
