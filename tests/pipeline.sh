@@ -104,7 +104,8 @@ one_lab() {
   failing=$(grep -E '^== Test .* == FAIL' <<<"$out" | grep -v '\[hidden\]' | awk '{print $3}' | paste -sd' ')
   tests_run=$(grep -c '^== Test ' <<<"$out")
   check "splice: lab $lab reference regions in the student edition${reqs:+ (with labs $reqs done)} pass every visible test${failing:+ (failing: $failing)}" \
-    test -z "$failing" -a "$tests_run" -gt 0
+    bash -c 'test -z "$1" -a "$2" -gt 0 || { printf "%s\n" "$3" | grep -A6 -E "^== Test .* == FAIL" | head -40; exit 1; }' _ \
+    "$failing" "$tests_run" "$out"
   # The reference answers: every one readable, and those about one's own run match it (the rest need the key,
   # which only the course's grade has: NOT CHECKED).
   if grep -q '^== Question ' <<<"$out"; then

@@ -503,8 +503,10 @@ static inline void lab11_check_bound0_is_sequential_sgd(int ranks, int pushes, i
               "committed only when no update landed since its pull; a withdrawn gradient must be recomputed on "
               "freshly pulled weights", what, worst, rep.w[worst], rep.updates, w[worst]);
     const float zero[LAB11_P] = {0};
-    MPT_CHECK(rep.loss[rep.updates - 1] < 0.05 * lab11_eval_loss(zero), "%s: the loss should fall below 5%% of the "
-              "start", what);
+    const double start = lab11_eval_loss(zero), end = rep.loss[rep.updates - 1];
+    /* Plain SGD over these 60 batches ends at 3-6.5% of the start across the seeded learning rates (0.07-0.13). */
+    MPT_CHECK(end < 0.1 * start, "%s: the loss went from %.4g (zero weights) to %.4g, expected below 10%% of the start "
+              "(lr %s)", what, start, end, lr);
 }
 
 #endif
