@@ -38,6 +38,9 @@ if [ "$edition" = instructor ]; then
   suite "unit tests (Criterion)" 600 build/tests/unit_tests -j2 --always-succeed
   for t in tests/cli/*.sh; do [ -e "$t" ] && suite "cli: $(basename "$t" .sh)" 300 "$t"; done
   suite "grader self-test" 300 tests/grader/selftest.sh
+  # Planted bugs (tests/mutants/): the labs whose tests, regions or mutants changed since the last passing run are
+  # run again (each mutant stopped at its first failing test); the others are reported from that run's record.
+  suite "planted bugs (mutants) of changed labs" 900 tests/mutants/run.sh --quick --changed
   # The grader's own per-test limits scale with MIXPAR_TIME_SCALE too.
   for lab in $labs; do
     suite "lab $lab graded (instructor edition: full marks)" 300 env MIXPAR_TIME_SCALE="$TIME_SCALE" build/mixpar-grade grade "$lab"

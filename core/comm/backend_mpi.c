@@ -3,6 +3,7 @@
 #include "comm/comm_internal.h"
 
 #include "base/error.h"
+#include "base/mem.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -17,9 +18,12 @@ typedef struct {
     bool initialized_mpi; /* the world: whether we called MPI_Init (and so must call MPI_Finalize) */
 } mpi_state;
 
+typedef struct pairwise_rs pairwise_rs;
+
 typedef struct {
     MPI_Request req;
     bool is_recv;
+    pairwise_rs *rs; /* not NULL: mixpar's own reduce-scatter (below), progressed by mpi_test */
 } mpi_request;
 
 static void check_mpi(const comm_t *c, int rc, const char *call) {
@@ -133,8 +137,11 @@ static mpi_request *new_request(bool is_recv) {
     MP_ASSERT(r, "out of memory for a request");
     r->is_recv = is_recv;
     r->req = MPI_REQUEST_NULL;
+    r->rs = NULL;
     return r;
 }
+
+static bool pairwise_rs_progress(comm_t *c, pairwise_rs *rs);
 
 static void *mpi_isend(comm_t *c, const void *buf, size_t bytes, int dst, int tag, comm_channel ch) {
     mpi_request *r = new_request(false);
@@ -150,6 +157,12 @@ static void *mpi_irecv(comm_t *c, void *buf, size_t bytes, int src, int tag, com
 
 static bool mpi_test(comm_t *c, void *req, size_t *received) {
     mpi_request *r = req;
+    if (r->rs) {
+        if (!pairwise_rs_progress(c, r->rs)) return false;
+        if (received) *received = 0;
+        free(r);
+        return true;
+    }
     int done = 0;
     MPI_Status status;
     check_mpi(c, MPI_Test(&r->req, &done, &status), r->is_recv ? "MPI_Test (receive)" : "MPI_Test");
@@ -200,9 +213,117 @@ static void *mpi_iallgather(comm_t *c, const void *send, void *recv, size_t coun
     return r;
 }
 
-static void *mpi_ireduce_scatter(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_redop op) {
+/* Reduce-scatter of a large array. OpenMPI's non-blocking MPI_Ireduce_scatter_block (libnbc) is a binomial
+ * reduce of the whole array to rank 0 followed by a scatter: rank 0 adds up p full arrays while the others wait,
+ * and on 4 ranks from 16 MB up it moves 0.07-0.1 GB/s against a ring's 1-1.5 GB/s (mixpar comm-bench --op
+ * reduce_scatter --algo ring,native). So from PAIRWISE_RS_MIN_BYTES of input the backend runs its own: a
+ * pairwise exchange in segments. Every rank sends each peer that peer's chunk of its input and receives from
+ * every peer its piece of this rank's chunk, PAIRWISE_RS_WINDOW segments at a time, and sums the pieces of a
+ * segment as soon as they are all in: (p-1)/p of the input leaves each rank, as in a ring, and every rank does
+ * its own 1/p of the additions. The sum is taken in rank order, so every rank and every run gets the same bits
+ * (the result of MPI's SUM up to the order of the additions). The segments' receive buffers, p x
+ * PAIRWISE_RS_WINDOW x PAIRWISE_RS_SEGMENT bytes (the slot of the rank itself stays unused, so that a slot's place
+ * is its peer's rank), are the communicator's (MEM_COMM) while the call runs. */
+enum { PAIRWISE_RS_MIN_BYTES = 8 << 20, PAIRWISE_RS_SEGMENT = 512 << 10, PAIRWISE_RS_WINDOW = 2, PAIRWISE_RS_TAG = 0x5253 };
+
+struct pairwise_rs {
+    const char *send; /* count * p elements: chunk j goes to rank j */
+    char *recv;       /* count elements: this rank's chunk, reduced */
+    size_t count, elem, seg, nseg, posted, reduced;
+    int p, rank;
+    comm_dtype dt;
+    comm_redop op;
+    MPI_Comm comm;
+    char *slots;        /* [window][peer][seg elements] */
+    MPI_Request *reqs;  /* [window][2 * p]: receives from and sends to each peer (MPI_REQUEST_NULL for itself) */
+};
+
+static void pairwise_rs_post(comm_t *c, pairwise_rs *rs, size_t k) {
+    const size_t w = k % PAIRWISE_RS_WINDOW, lo = k * rs->seg;
+    const size_t n = (k + 1 < rs->nseg ? rs->seg : rs->count - lo);
+    MPI_Request *req = rs->reqs + w * 2 * (size_t)rs->p;
+    for (int j = 0; j < rs->p; j++) {
+        req[j] = req[rs->p + j] = MPI_REQUEST_NULL;
+        if (j == rs->rank) continue;
+        char *slot = rs->slots + (w * (size_t)rs->p + (size_t)j) * rs->seg * rs->elem;
+        check_mpi(c, MPI_Irecv(slot, (int)n, mpi_type(rs->dt), j, PAIRWISE_RS_TAG, rs->comm, &req[j]), "MPI_Irecv");
+    }
+    for (int j = 0; j < rs->p; j++) {
+        if (j == rs->rank) continue;
+        const char *piece = rs->send + ((size_t)j * rs->count + lo) * rs->elem;
+        check_mpi(c, MPI_Isend(piece, (int)n, mpi_type(rs->dt), j, PAIRWISE_RS_TAG, rs->comm, &req[rs->p + j]),
+                  "MPI_Isend");
+    }
+}
+
+/* Tests the oldest segment in flight; once all of its pieces are in, sums them into recv in rank order and posts
+ * the next segment. True when every segment is reduced (the state is then freed). */
+static bool pairwise_rs_progress(comm_t *c, pairwise_rs *rs) {
+    while (rs->reduced < rs->nseg) {
+        const size_t k = rs->reduced, w = k % PAIRWISE_RS_WINDOW, lo = k * rs->seg;
+        const size_t n = (k + 1 < rs->nseg ? rs->seg : rs->count - lo);
+        int done = 0;
+        check_mpi(c, MPI_Testall(2 * rs->p, rs->reqs + w * 2 * (size_t)rs->p, &done, MPI_STATUSES_IGNORE),
+                  "MPI_Testall (reduce-scatter segment)");
+        if (!done) return false;
+        char *out = rs->recv + lo * rs->elem;
+        for (int j = 0; j < rs->p; j++) {
+            const char *piece = j == rs->rank ? rs->send + ((size_t)rs->rank * rs->count + lo) * rs->elem
+                                              : rs->slots + (w * (size_t)rs->p + (size_t)j) * rs->seg * rs->elem;
+            if (j == 0) memcpy(out, piece, n * rs->elem);
+            else comm_reduce_local(out, piece, n, rs->dt, rs->op);
+        }
+        rs->reduced++;
+        if (rs->posted < rs->nseg) pairwise_rs_post(c, rs, rs->posted++);
+    }
+    mem_free(rs->slots);
+    free(rs->reqs);
+    free(rs);
+    return true;
+}
+
+static void *pairwise_reduce_scatter(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt,
+                                     comm_redop op) {
+    pairwise_rs *rs = calloc(1, sizeof *rs);
+    MP_ASSERT(rs, "out of memory for a reduce-scatter");
+    rs->send = send;
+    rs->recv = recv;
+    rs->count = count;
+    rs->elem = comm_dtype_size(dt);
+    rs->seg = PAIRWISE_RS_SEGMENT / rs->elem < count ? PAIRWISE_RS_SEGMENT / rs->elem : count;
+    rs->nseg = (count + rs->seg - 1) / rs->seg;
+    rs->p = c->size;
+    rs->rank = c->rank;
+    rs->dt = dt;
+    rs->op = op;
+    rs->comm = channel_comm(c, COMM_CHANNEL_COLL);
+    rs->slots = mem_alloc(comm_mpi_reduce_scatter_scratch_bytes(count, rs->p, rs->elem), MEM_COMM,
+                          "reduce-scatter segments (MPI backend)");
+    rs->reqs = malloc(PAIRWISE_RS_WINDOW * 2 * (size_t)rs->p * sizeof *rs->reqs);
+    MP_ASSERT(rs->reqs, "out of memory for a reduce-scatter");
+    for (; rs->posted < rs->nseg && rs->posted < PAIRWISE_RS_WINDOW; rs->posted++) pairwise_rs_post(c, rs, rs->posted);
     mpi_request *r = new_request(false);
+    r->rs = rs;
+    return r;
+}
+
+static bool pairwise_rs_applies(size_t count, int p, size_t elem) {
+    return p > 1 && count * (size_t)p * elem >= PAIRWISE_RS_MIN_BYTES;
+}
+
+size_t comm_mpi_reduce_scatter_scratch_bytes(size_t count, int p, size_t elem) {
+    if (!pairwise_rs_applies(count, p, elem)) return 0;
+    size_t seg = PAIRWISE_RS_SEGMENT / elem < count ? PAIRWISE_RS_SEGMENT / elem : count;
+    return PAIRWISE_RS_WINDOW * (size_t)p * seg * elem;
+}
+
+static void *mpi_ireduce_scatter(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_redop op) {
     checked_count(c, count * (size_t)c->size);
+    const size_t elem = comm_dtype_size(dt), total = count * (size_t)c->size * elem;
+    const char *in = send, *out = recv;
+    if (pairwise_rs_applies(count, c->size, elem) && (out + count * elem <= in || in + total <= out))
+        return pairwise_reduce_scatter(c, send, recv, count, dt, op);
+    mpi_request *r = new_request(false);
     check_mpi(c, MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, (int)count, mpi_type(dt),
                                            mpi_op(op), channel_comm(c, COMM_CHANNEL_COLL), &r->req),
               "MPI_Ireduce_scatter_block");

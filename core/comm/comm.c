@@ -832,13 +832,17 @@ void comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t count, 
         if (algo == COMM_ALGO_RING) {
             algo_ring_reduce_scatter(c, work, total, wt, rop);
             result += (size_t)c->rank * count * welem;
+        } else if (!is_low_precision(dt)) {
+            /* recv lies outside the work copy, so the library reads one and writes the other (not in place). */
+            native_wait(c, c->backend->ireduce_scatter(c, work, recv, count, wt, rop));
+            result = recv;
         } else {
             native_wait(c, c->backend->ireduce_scatter(c, work, work, count, wt, rop));
         }
     }
     if (op == COMM_AVG) comm_scale_fp32((float *)result, count, (float)c->size);
     if (is_low_precision(dt)) narrow(recv, (float *)result, count, dt);
-    else if (count) memmove(recv, result, count * elem);
+    else if (count && result != (char *)recv) memmove(recv, result, count * elem);
     call_end(c, s, total * elem, (uint64_t)count * welem * (uint64_t)(c->size - 1));
 }
 

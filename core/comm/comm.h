@@ -215,6 +215,10 @@ typedef struct {
 void comm_stats(const comm_t *c, comm_stats_t *out);
 void comm_stats_reset(comm_t *c);
 
+/* Bytes the MPI backend holds while a native reduce-scatter of `count` elements of `elem` bytes per rank runs on
+ * `p` ranks (the receive segments of its pairwise exchange; 0 when MPI's own runs): for the memory planner. */
+size_t comm_mpi_reduce_scatter_scratch_bytes(size_t count, int p, size_t elem);
+
 /* ---------------------------------------------------------------- names */
 
 size_t comm_dtype_size(comm_dtype dt);

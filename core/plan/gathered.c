@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "comm/comm.h"
 
 /* The units as core/dist/fsdp.c makes them. Untied: the embeddings are unit 0 (backward of a lookup reads no
  * weights, so it is never gathered for backward), block l is unit l + 1, the final norm and head unit L + 1 (kept
@@ -107,6 +108,9 @@ static void measure(replay *r, const char *where) {
         else comm += (u->resident ? 0 : u->n) + staging; /* a gather commits the unit's spans first */
     }
     uint64_t bytes = comm * 4, other = cached * r->run->cache_bytes;
+    /* A reduce-scatter running on the MPI backend also holds its receive segments (comm/comm.h). */
+    if (r->head < r->tail && r->queue[r->head].reduce)
+        bytes += comm_mpi_reduce_scatter_scratch_bytes(r->u[r->queue[r->head].unit].k, (int)r->run->shard_group, 4);
     if (bytes + other > r->out->comm + r->out->other) {
         r->out->comm = bytes;
         r->out->other = other;

@@ -5,7 +5,7 @@
 # the tests that fail. Each lab must have at least 6 mutants, its visible tests must catch at least 80% of them and
 # visible plus hidden all of them; a run without any mutant must pass every test (the harness is sound).
 # Verdicts come from the tests' own checks only (the grader's comparison with the reference would catch more).
-#   tests/mutants/run.sh [--quick] [NN ...]   (default: every lab with a tests/mutants/labNN folder)
+#   tests/mutants/run.sh [--quick] [--changed] [NN ...]   (default: every lab with a tests/mutants/labNN folder)
 # --quick stops each mutant's run at its first failing test (visible tests first): the same verdicts, faster, but
 # the lines name only that test.
 source "$(dirname "$0")/../lib.sh"
@@ -16,10 +16,36 @@ trap 'rm -rf "$work"' EXIT
 flags=$(make -s print-mutant-flags)
 read -r cflags <<<"$(sed -n 1p <<<"$flags")"
 read -r ldlibs <<<"$(sed -n 2p <<<"$flags")"
-quick=
-if [ "${1:-}" = --quick ]; then quick=first; shift; fi
+quick= changed=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=first ;;
+    --changed) changed=1 ;;
+    *) break ;;
+  esac
+  shift
+done
 labs=("$@")
 [ ${#labs[@]} -gt 0 ] || labs=($(ls -d tests/mutants/lab[0-9][0-9] 2>/dev/null | sed 's|.*/lab||'))
+
+# The record of the last passing run of each lab's mutants (tests/mutants/verified.txt): "NN digest caught_visible
+# total", where the digest covers everything that decides the verdicts of that lab's mutants: its lab.json and
+# tests, its hidden tests, its mutants, the files holding its regions (the whole files) and the test harness.
+# --changed runs only the labs whose digest differs from the record (make test); the rest are reported from it.
+record=tests/mutants/verified.txt
+lab_digest() {
+  local lab=$1
+  { find labs/lab"$lab"-*/lab.json labs/lab"$lab"-*/tests grader/hidden/lab"$lab" tests/mutants/lab"$lab" tests/harness \
+      -type f 2>/dev/null
+    python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["files"]))' labs/lab"$lab"-*/lab.json
+  } | sort -u | xargs -r -d '\n' sha256sum 2>&1 | sha256sum | cut -c1-16
+}
+recorded() { [ -e "$record" ] && awk -v lab="$1" '$1 == lab' "$record"; }
+remember() { # remember LAB DIGEST CAUGHT_VISIBLE TOTAL
+  local tmp="$record.tmp.$$"
+  { [ -e "$record" ] && grep -v "^$1 " "$record" || echo "# lab digest caught_by_visible_tests mutants (tests/mutants/run.sh writes it)"
+    echo "$1 $2 $3 $4"; } | sort > "$tmp" && mv "$tmp" "$record"
+}
 
 # A scratch tree: every entry of this one linked in, but its own build/labs, so that a test that starts
 # ./build/labs/labNN_worker starts the mutated one.
@@ -68,12 +94,18 @@ run_tests() {
 hidden_names() { grep -ho 'MPT_TEST(\w*' grader/hidden/lab"$1"/*.c 2>/dev/null | sed 's/MPT_TEST(//'; }
 
 for lab in "${labs[@]}"; do
+  digest=$(lab_digest "$lab")
+  if [ -n "$changed" ] && read -r _ was v t < <(recorded "$lab") && [ "$was" = "$digest" ]; then
+    echo "ok - lab $lab: its $t mutants were last run on this very content: the visible tests caught $v, visible and hidden all ($record)"
+    continue
+  fi
   mutants=(tests/mutants/lab"$lab"/*.mutant)
   [ -e "${mutants[0]}" ] || { echo "not ok - lab $lab: no mutants in tests/mutants/lab$lab"; continue; }
   # The test sources, compiled once for this lab.
   cc $cflags -Itests/harness -r -nostdlib -o "$work/lab$lab-tests.o" labs/lab"$lab"-*/tests/*.c grader/hidden/lab"$lab"/*.c \
     2>"$work/err" || { echo "not ok - lab $lab: compile its tests"; sed 's/^/    /' "$work/err" | head; continue; }
   hidden=$(hidden_names "$lab")
+  failing="(the reference did not link)"
   if build "$lab" "" 2>"$work/err"; then
     failing=$(run_tests "$lab" | awk '$1 == "FAIL" {print $2}' | paste -sd' ')
     check "lab $lab: every test passes on the reference in the mutant harness${failing:+ (failing: $failing)}" test -z "$failing"
@@ -108,4 +140,6 @@ for lab in "${labs[@]}"; do
   check "lab $lab: the visible tests catch at least 80% of the mutants ($visible_caught of $total)" \
     test $((visible_caught * 5)) -ge $((total * 4))
   check "lab $lab: visible and hidden tests catch every mutant ($all_caught of $total)" test "$all_caught" -eq "$total"
+  if [ "$total" -ge 6 ] && [ $((visible_caught * 5)) -ge $((total * 4)) ] && [ "$all_caught" -eq "$total" ] &&
+     [ -z "$failing" ]; then remember "$lab" "$digest" "$visible_caught" "$total"; fi
 done
