@@ -189,6 +189,38 @@ static void reduce_scatter_check(comm_algo algo, comm_dtype dt) {
     }
 }
 
+/* From 8 MiB of input the MPI backend reduces with its own pairwise exchange in 512 KiB segments (backend_mpi.c):
+ * a count that is no multiple of a segment, sum and max, fp32 and int32, apart and in place (which goes through
+ * the front end's copy). Small integers make every order of the additions exact, so the bits must be MPI's. */
+static void reduce_scatter_large_check(void) {
+    const size_t n = (size_t)(8 << 20) / 4 / (size_t)nranks + 131075, total = n * (size_t)nranks;
+    const comm_dtype types[] = {COMM_FP32, COMM_INT32};
+    const comm_redop ops[] = {COMM_SUM, COMM_MAX};
+    for (int t = 0; t < 2; t++)
+        for (int o = 0; o < 2; o++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                comm_dtype dt = types[t];
+                char *send = xmalloc(total * 4), *got = xmalloc(total * 4), *want = xmalloc(n * 4);
+                for (size_t i = 0; i < total; i++) {
+                    float v = small_int(91 + t + 2 * o, rank, i);
+                    if (dt == COMM_FP32) ((float *)send)[i] = v;
+                    else ((int32_t *)send)[i] = (int32_t)v;
+                }
+                MPI_Reduce_scatter_block(send, want, (int)n, mpi_of(dt), ops[o] == COMM_SUM ? MPI_SUM : MPI_MAX,
+                                         MPI_COMM_WORLD);
+                if (in_place) {
+                    memcpy(got, send, total * 4);
+                    comm_reduce_scatter(world, got, got, n, dt, ops[o], COMM_ALGO_NATIVE);
+                } else {
+                    comm_reduce_scatter(world, send, got, n, dt, ops[o], COMM_ALGO_NATIVE);
+                }
+                if (memcmp(got, want, n * 4))
+                    complain("%s %s%s of %zu per rank differs from MPI_Reduce_scatter_block", comm_dtype_name(dt),
+                             comm_redop_name(ops[o]), in_place ? " in place" : "", n);
+                free(send), free(got), free(want);
+            }
+}
+
 static void allgather_check(comm_algo algo, comm_dtype dt, bool in_place) {
     for (int k = 0; k < NSIZES; k++) {
         size_t n = SIZES[k], esz = comm_dtype_size(dt), total = n * (size_t)nranks;
@@ -437,6 +469,8 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "allgather %s in place", comm_algo_name(algo));
         report(name);
     }
+    reduce_scatter_large_check();
+    report("reduce_scatter native fp32/int32 sum/max from 8 MiB (pairwise segments), apart and in place, equals MPI_Reduce_scatter_block");
     for (comm_algo algo = COMM_ALGO_TREE; algo <= COMM_ALGO_NATIVE; algo += COMM_ALGO_NATIVE - COMM_ALGO_TREE) {
         broadcast_check(algo, COMM_FP32);
         broadcast_check(algo, COMM_FP16);
