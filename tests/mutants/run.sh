@@ -38,7 +38,7 @@ lab_digest() {
   { find labs/lab"$lab"-*/lab.json labs/lab"$lab"-*/tests grader/hidden/lab"$lab" tests/mutants/lab"$lab" tests/harness \
       -type f 2>/dev/null
     python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["files"]))' labs/lab"$lab"-*/lab.json
-  } | sort -u | xargs -r -d '\n' sha256sum 2>&1 | sha256sum | cut -c1-16
+  } | LC_ALL=C sort -u | xargs -r -d '\n' sha256sum 2>&1 | sha256sum | cut -c1-16
 }
 recorded() { [ -e "$record" ] && awk -v lab="$1" '$1 == lab' "$record"; }
 remember() { # remember LAB DIGEST CAUGHT_VISIBLE TOTAL
