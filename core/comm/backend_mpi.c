@@ -238,6 +238,11 @@ struct pairwise_rs {
     MPI_Request *reqs;  /* [window][2 * p]: receives from and sends to each peer (MPI_REQUEST_NULL for itself) */
 };
 
+/* Elements in a segment: PAIRWISE_RS_SEGMENT bytes, or the whole chunk when it is smaller. */
+static size_t pairwise_rs_segment(size_t count, size_t elem) {
+    return PAIRWISE_RS_SEGMENT / elem < count ? PAIRWISE_RS_SEGMENT / elem : count;
+}
+
 static void pairwise_rs_post(comm_t *c, pairwise_rs *rs, size_t k) {
     const size_t w = k % PAIRWISE_RS_WINDOW, lo = k * rs->seg;
     const size_t n = (k + 1 < rs->nseg ? rs->seg : rs->count - lo);
@@ -290,7 +295,7 @@ static void *pairwise_reduce_scatter(comm_t *c, const void *send, void *recv, si
     rs->recv = recv;
     rs->count = count;
     rs->elem = comm_dtype_size(dt);
-    rs->seg = PAIRWISE_RS_SEGMENT / rs->elem < count ? PAIRWISE_RS_SEGMENT / rs->elem : count;
+    rs->seg = pairwise_rs_segment(count, rs->elem);
     rs->nseg = (count + rs->seg - 1) / rs->seg;
     rs->p = c->size;
     rs->rank = c->rank;
@@ -313,8 +318,7 @@ static bool pairwise_rs_applies(size_t count, int p, size_t elem) {
 
 size_t comm_mpi_reduce_scatter_scratch_bytes(size_t count, int p, size_t elem) {
     if (!pairwise_rs_applies(count, p, elem)) return 0;
-    size_t seg = PAIRWISE_RS_SEGMENT / elem < count ? PAIRWISE_RS_SEGMENT / elem : count;
-    return PAIRWISE_RS_WINDOW * (size_t)p * seg * elem;
+    return PAIRWISE_RS_WINDOW * (size_t)p * pairwise_rs_segment(count, elem) * elem;
 }
 
 static void *mpi_ireduce_scatter(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_redop op) {
