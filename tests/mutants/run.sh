@@ -33,18 +33,13 @@ labs=("$@")
 # tests, its hidden tests, its mutants, the files holding its regions (the whole files) and the test harness.
 # --changed runs only the labs whose digest differs from the record (make test); the rest are reported from it.
 record=tests/mutants/verified.txt
-lab_digest() {
-  local lab=$1
-  { find labs/lab"$lab"-*/lab.json labs/lab"$lab"-*/tests grader/hidden/lab"$lab" tests/mutants/lab"$lab" tests/harness \
-      -type f 2>/dev/null
-    python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["files"]))' labs/lab"$lab"-*/lab.json
-  } | LC_ALL=C sort -u | xargs -r -d '\n' sha256sum 2>&1 | sha256sum | cut -c1-16
-}
+digests=$(python3 tests/mutants/digest.py "${labs[@]}") # "NN digest" lines, one per lab (tests/mutants/digest.py)
+lab_digest() { awk -v lab="$1" '$1 == lab {print $2}' <<<"$digests"; }
 recorded() { [ -e "$record" ] && awk -v lab="$1" '$1 == lab' "$record"; }
 remember() { # remember LAB DIGEST CAUGHT_VISIBLE TOTAL
   local tmp="$record.tmp.$$"
   { [ -e "$record" ] && grep -v "^$1 " "$record" || echo "# lab digest caught_by_visible_tests mutants (tests/mutants/run.sh writes it)"
-    echo "$1 $2 $3 $4"; } | sort > "$tmp" && mv "$tmp" "$record"
+    echo "$1 $2 $3 $4"; } | LC_ALL=C sort > "$tmp" && mv "$tmp" "$record"
 }
 
 # A scratch tree: every entry of this one linked in, but its own build/labs, so that a test that starts
