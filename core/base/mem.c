@@ -125,6 +125,168 @@ static bool live_check(const void *user, bool remove) {
     return found;
 }
 
+/* ------------------------------------------------------------------ pages: their size, and recycling */
+
+static size_t page_size(void) {
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+/* Reservations this large start on a 2 MiB boundary and ask for transparent huge pages: sharded training
+ * commits and gives back hundreds of MB of them every step (a layer's gathered weights, their bf16 copy, its
+ * gradients), and each 4 KiB page that comes back costs a page fault (a few us, more in a virtual machine)
+ * where a 2 MiB one costs one fault for 512 pages: the zeroing is the same, the faults 512 times fewer. */
+enum { HUGE_PAGE_BYTES = 2 << 20 };
+
+/* ------------------------------------------------------------------ recycled pages
+ * A decommit followed by a commit elsewhere is sharded training's rhythm: a unit's gathered weights, their bf16
+ * copy and its gradients are given back after each use and as many pages are taken again for the next unit,
+ * many times a step. A fresh page costs a fault and the kernel's zeroing of it (in a virtual machine the host's
+ * work too), and that was half of the 1B capstone's CPU. So the whole 2 MiB pages a decommit takes out of a
+ * reserved block are parked in slots of a side mapping instead of being given back: mremap(MREMAP_DONTUNMAP)
+ * moves the page tables, not the data, and the range left behind reads as zeros, as a decommit promises. A
+ * later commit moves parked pages into its own range (zeroing them by hand unless its caller will overwrite
+ * them: mem_commit_to_overwrite).
+ *
+ * Parked pages are counted under no tag, and they are kept only while the counted bytes plus the parked ones
+ * stay within peak_total: a decommit parks what fits under the peak, and an allocation or commit that would
+ * push the sum over it gives parked pages back first. So the memory the allocator holds never exceeds the peak
+ * it reports (and the planner predicts); parking only keeps pages that the process held at that peak anyway.
+ * MIXPAR_RECYCLE_PAGES=0 turns it off (for a side-by-side measurement); so does a kernel without
+ * MREMAP_DONTUNMAP (Linux < 5.7) or any failed move, after which decommits give every page back as before. */
+enum { SLOTS_PER_AREA = 64, MAX_AREAS = 512 }; /* areas of 128 MiB of address space, at most 64 GiB of slots */
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *park_areas[MAX_AREAS];
+static int park_nareas;
+static uint32_t park_free[SLOTS_PER_AREA * MAX_AREAS], park_full[SLOTS_PER_AREA * MAX_AREAS]; /* slot stacks */
+static size_t park_nfree, park_nfull;
+static _Atomic size_t parked_bytes;
+static int park_mode;          /* under park_lock: 0 not decided yet, 1 on, -1 off */
+static size_t reserved_pieces; /* under park_lock: 2 MiB pieces of all live reservations */
+static size_t max_mappings;    /* the kernel's limit on a process's mappings (vm.max_map_count) */
+
+static char *slot_addr(uint32_t slot) {
+    return park_areas[slot / SLOTS_PER_AREA] + (size_t)(slot % SLOTS_PER_AREA) * HUGE_PAGE_BYTES;
+}
+
+/* Decides once whether pages are recycled. Called locked. */
+static bool park_on(void) {
+    if (park_mode == 0) {
+        const char *env = getenv("MIXPAR_RECYCLE_PAGES");
+        park_mode = (env && strcmp(env, "0") == 0) || HUGE_PAGE_BYTES % page_size() != 0 ? -1 : 1;
+        max_mappings = 65530;
+        FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+        unsigned long n;
+        if (f && fscanf(f, "%lu", &n) == 1) max_mappings = n;
+        if (f) fclose(f);
+    }
+    return park_mode > 0;
+}
+
+/* Gives the newest parked page back to the system. Called locked, with one parked. */
+static void unpark_to_system(void) {
+    uint32_t slot = park_full[--park_nfull];
+    if (madvise(slot_addr(slot), HUGE_PAGE_BYTES, MADV_DONTNEED) != 0) memset(slot_addr(slot), 0, HUGE_PAGE_BYTES);
+    else atomic_fetch_add(&given_back_bytes, HUGE_PAGE_BYTES);
+    park_free[park_nfree++] = slot;
+    atomic_fetch_sub(&parked_bytes, HUGE_PAGE_BYTES);
+}
+
+/* After a move failed: everything parked goes back, and pages are not recycled any more. Called locked. */
+static void park_give_up(void) {
+    while (park_nfull) unpark_to_system();
+    park_mode = -1;
+}
+
+/* Parked pages beyond what the peak allows go back to the system. */
+static void park_trim(void) {
+    if (atomic_load(&parked_bytes) == 0) return;
+    pthread_mutex_lock(&park_lock);
+    while (park_nfull && atomic_load(&current_total) + atomic_load(&parked_bytes) > atomic_load(&peak_total))
+        unpark_to_system();
+    pthread_mutex_unlock(&park_lock);
+}
+
+/* A free slot, adding an area of them when none is left; false when none can be had. Called locked. */
+static bool free_slot(uint32_t *slot) {
+    if (park_nfree == 0) {
+        if (park_nareas == MAX_AREAS) return false;
+        size_t bytes = (size_t)SLOTS_PER_AREA * HUGE_PAGE_BYTES;
+        char *raw = mmap(NULL, bytes + HUGE_PAGE_BYTES, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (raw == MAP_FAILED) return false;
+        char *area = (char *)(((uintptr_t)raw + HUGE_PAGE_BYTES - 1) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES);
+#ifdef MADV_HUGEPAGE
+        madvise(area, bytes, MADV_HUGEPAGE); /* a moved huge page keeps its mapping's flags */
+#endif
+        park_areas[park_nareas] = area;
+        for (int i = SLOTS_PER_AREA - 1; i >= 0; i--) park_free[park_nfree++] = (uint32_t)(park_nareas * SLOTS_PER_AREA + i);
+        park_nareas++;
+    }
+    *slot = park_free[--park_nfree];
+    return true;
+}
+
+/* Parks the whole 2 MiB pages of [lo, hi) (both 2 MiB aligned), from lo up, while the peak allows; returns the
+ * bytes parked. Each page moved into a reservation may become a mapping of its own, so parking stops well short
+ * of the kernel's limit on mappings. */
+static size_t park_pages(char *lo, char *hi) {
+    size_t done = 0;
+    pthread_mutex_lock(&park_lock);
+    if (park_on() && 2 * reserved_pieces + (size_t)park_nareas * SLOTS_PER_AREA < max_mappings / 2) {
+        uint32_t slot;
+        while (lo + done < hi &&
+               atomic_load(&current_total) + atomic_load(&parked_bytes) + HUGE_PAGE_BYTES <= atomic_load(&peak_total) &&
+               free_slot(&slot)) {
+            if (mremap(lo + done, HUGE_PAGE_BYTES, HUGE_PAGE_BYTES, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+                       slot_addr(slot)) == MAP_FAILED) {
+                park_free[park_nfree++] = slot;
+                park_give_up();
+                break;
+            }
+            park_full[park_nfull++] = slot;
+            atomic_fetch_add(&parked_bytes, HUGE_PAGE_BYTES);
+            done += HUGE_PAGE_BYTES;
+        }
+    }
+    pthread_mutex_unlock(&park_lock);
+    return done;
+}
+
+/* Moves parked pages into the whole 2 MiB pages of [lo, hi) (both aligned), from lo up; returns the bytes filled.
+ * With `zero`, they are zeroed (they hold what another range left in them). */
+static size_t unpark_pages(char *lo, char *hi, bool zero) {
+    size_t done = 0;
+    if (atomic_load(&parked_bytes) == 0) return 0;
+    pthread_mutex_lock(&park_lock);
+    while (lo + done < hi && park_nfull) {
+        uint32_t slot = park_full[park_nfull - 1];
+        if (mremap(slot_addr(slot), HUGE_PAGE_BYTES, HUGE_PAGE_BYTES, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+                   lo + done) == MAP_FAILED) {
+            park_give_up();
+            break;
+        }
+        park_nfull--;
+        park_free[park_nfree++] = slot;
+        atomic_fetch_sub(&parked_bytes, HUGE_PAGE_BYTES);
+        done += HUGE_PAGE_BYTES;
+    }
+    pthread_mutex_unlock(&park_lock);
+    if (zero) memset(lo, 0, done);
+    return done;
+}
+
+size_t mem_parked_bytes(void) { return atomic_load(&parked_bytes); }
+
+/* The 2 MiB-aligned part [*hlo, *hhi) of [lo, hi); empty (*hlo == *hhi) when there is none. */
+static void huge_part(char *lo, char *hi, char **hlo, char **hhi) {
+    *hlo = (char *)(((uintptr_t)lo + HUGE_PAGE_BYTES - 1) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES);
+    *hhi = (char *)((uintptr_t)hi / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES);
+    if (*hhi <= *hlo) *hlo = *hhi = hi;
+}
+
+/* ------------------------------------------------------------------ allocated blocks */
+
 void *mem_alloc(size_t bytes, mem_tag tag, const char *what) {
     MP_ASSERT((unsigned)tag < MEM_NTAGS, "memory tag %d out of range", (int)tag);
     void *raw = NULL;
@@ -139,6 +301,7 @@ void *mem_alloc(size_t bytes, mem_tag tag, const char *what) {
     h->tag = (uint32_t)tag;
     h->bytes = bytes;
     count(tag, bytes, 1);
+    park_trim();
     live_add((char *)raw + HEADER_BYTES);
     return (char *)raw + HEADER_BYTES;
 }
@@ -154,6 +317,9 @@ void mem_free(void *p) {
     block_header *h = (block_header *)((char *)p - HEADER_BYTES);
     if (h->magic == RESERVED_MAGIC) {
         count((mem_tag)h->tag, atomic_load(&h->committed), 0);
+        pthread_mutex_lock(&park_lock);
+        reserved_pieces -= h->bytes / HUGE_PAGE_BYTES;
+        pthread_mutex_unlock(&park_lock);
         munmap(h->map_start, h->mapped);
         return;
     }
@@ -162,17 +328,6 @@ void mem_free(void *p) {
 }
 
 /* ------------------------------------------------------------------ reserved blocks */
-
-static size_t page_size(void) {
-    long p = sysconf(_SC_PAGESIZE);
-    return p > 0 ? (size_t)p : 4096;
-}
-
-/* Reservations this large start on a 2 MiB boundary and ask for transparent huge pages: sharded training
- * commits and gives back hundreds of MB of them every step (a layer's gathered weights, their bf16 copy, its
- * gradients), and each 4 KiB page that comes back costs a page fault (a few us, more in a virtual machine)
- * where a 2 MiB one costs one fault for 512 pages: the zeroing is the same, the faults 512 times fewer. */
-enum { HUGE_PAGE_BYTES = 2 << 20 };
 
 void *mem_reserve(size_t bytes, mem_tag tag, const char *what) {
     MP_ASSERT((unsigned)tag < MEM_NTAGS, "memory tag %d out of range", (int)tag);
@@ -196,6 +351,9 @@ void *mem_reserve(size_t bytes, mem_tag tag, const char *what) {
     atomic_store(&h->committed, 0);
     h->mapped = mapped;
     h->map_start = raw;
+    pthread_mutex_lock(&park_lock);
+    reserved_pieces += bytes / HUGE_PAGE_BYTES;
+    pthread_mutex_unlock(&park_lock);
     live_add(user);
     return user;
 }
@@ -210,34 +368,54 @@ static block_header *reserved_header(const void *base, size_t offset, size_t byt
     return h;
 }
 
-void mem_commit(void *base, size_t offset, size_t bytes) {
+/* Takes parked pages for the range's whole 2 MiB pages first (the commit raises the count by what it takes from
+ * the parked bytes, so their sum does not move), then counts; the rest of the range faults in on first use. */
+static void commit_range(void *base, size_t offset, size_t bytes, bool zero) {
     block_header *h = reserved_header(base, offset, bytes);
     atomic_fetch_add(&h->committed, bytes);
+    if (h->tag != MEM_HOST) {
+        char *hlo, *hhi;
+        huge_part((char *)base + offset, (char *)base + offset + bytes, &hlo, &hhi);
+        unpark_pages(hlo, hhi, zero);
+    }
     count((mem_tag)h->tag, bytes, 1);
+    park_trim();
+}
+
+void mem_commit(void *base, size_t offset, size_t bytes) { commit_range(base, offset, bytes, true); }
+void mem_commit_to_overwrite(void *base, size_t offset, size_t bytes) { commit_range(base, offset, bytes, false); }
+
+/* Whole pages in [lo, hi) go back to the system; should madvise fail, they are zeroed by hand. */
+static void give_back(char *lo, char *hi) {
+    if (lo >= hi) return;
+    /* A private anonymous mapping reads as zeros after MADV_DONTNEED. */
+    if (madvise(lo, (size_t)(hi - lo), MADV_DONTNEED) == 0) atomic_fetch_add(&given_back_bytes, (size_t)(hi - lo));
+    else memset(lo, 0, (size_t)(hi - lo));
 }
 
 void mem_decommit(void *base, size_t offset, size_t bytes) {
     block_header *h = reserved_header(base, offset, bytes);
     MP_ASSERT(atomic_load(&h->committed) >= bytes, "decommitting %zu bytes of a block with %zu committed", bytes,
               atomic_load(&h->committed));
+    atomic_fetch_sub(&h->committed, bytes);
+    count((mem_tag)h->tag, bytes, 0);
     char *lo = (char *)base + offset, *hi = lo + bytes;
     size_t page = page_size();
-    /* Whole pages inside the range go back to the system (and read as zeros again); the partial pages at its
-     * ends may hold a neighbouring range that is still in use, so those bytes are zeroed by hand. */
+    /* Whole pages inside the range are parked (see recycled pages) or go back to the system, and read as zeros
+     * again; the partial pages at its ends may hold a neighbouring range that is still in use, so those bytes are
+     * zeroed by hand. */
     char *first = (char *)(((uintptr_t)lo + page - 1) / page * page), *last = (char *)((uintptr_t)hi / page * page);
     if (first < last) {
         memset(lo, 0, (size_t)(first - lo));
         memset(last, 0, (size_t)(hi - last));
-        /* A private anonymous mapping reads as zeros after MADV_DONTNEED; should it fail, zero by hand. */
-        if (madvise(first, (size_t)(last - first), MADV_DONTNEED) == 0)
-            atomic_fetch_add(&given_back_bytes, (size_t)(last - first));
-        else
-            memset(first, 0, (size_t)(last - first));
+        char *hlo, *hhi;
+        huge_part(first, last, &hlo, &hhi);
+        size_t parked = h->tag == MEM_HOST ? 0 : park_pages(hlo, hhi);
+        give_back(first, hlo);
+        give_back(hlo + parked, last);
     } else {
         memset(lo, 0, bytes);
     }
-    atomic_fetch_sub(&h->committed, bytes);
-    count((mem_tag)h->tag, bytes, 0);
 }
 
 size_t mem_given_back_bytes(void) { return atomic_load(&given_back_bytes); }
@@ -271,4 +449,5 @@ void mem_reset_peaks(void) {
     for (int t = 0; t < MEM_NTAGS; t++) atomic_store(&peak_bytes[t], atomic_load(&current_bytes[t]));
     atomic_store(&peak_total, atomic_load(&current_total));
     note_peak_mix();
+    park_trim(); /* nothing may stay parked above the new peak */
 }

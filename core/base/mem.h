@@ -41,17 +41,24 @@ void mem_reset_peaks(void);                     /* peaks := current values */
  * FSDP keep the model's full parameter and gradient buffers this way: every layer keeps its address, so
  * all the code that indexes the flat buffers works unchanged, while only the layers gathered right now
  * occupy memory. A block starts all uncommitted and reads as zeros there. Commit and decommit count
- * bytes under the block's tag; decommit zeroes the range and gives its whole pages back to the operating
- * system (madvise), so the process's resident memory falls with the count. Ranges must not overlap a
- * range committed and not yet decommitted (the caller's bookkeeping; no check). mem_free works on a
- * reserved block too and releases what is still committed. */
+ * bytes under the block's tag. Decommit zeroes the range and takes its whole pages out of it: they go back
+ * to the operating system (madvise), or, whole 2 MiB pages, are parked for the next commit to reuse while
+ * the counted bytes plus the parked ones stay within mem_peak_total (mem.c, recycled pages), so the memory
+ * the allocator holds never exceeds the peak it reports. A commit reads as zeros;
+ * mem_commit_to_overwrite is for a caller that writes every byte of the range before reading any, and
+ * skips zeroing the pages it reuses. Ranges must not overlap a range committed and not yet decommitted
+ * (the caller's bookkeeping; no check). mem_free works on a reserved block too and releases what is still
+ * committed. */
 void *mem_reserve(size_t bytes, mem_tag tag, const char *what);
 void mem_commit(void *base, size_t offset, size_t bytes);
+void mem_commit_to_overwrite(void *base, size_t offset, size_t bytes);
 void mem_decommit(void *base, size_t offset, size_t bytes);
 int mem_is_reserved(const void *p);
 /* Bytes that decommits have given back to the operating system so far (whole pages, madvise succeeded):
  * what the allocator itself did, so tests need not read the kernel's resident-set accounting. */
 size_t mem_given_back_bytes(void);
+/* Bytes of whole 2 MiB pages parked now for reuse (counted under no tag; MIXPAR_RECYCLE_PAGES=0: none). */
+size_t mem_parked_bytes(void);
 
 /* Bytes of memory the system can give without swapping: what MIXPAR_AVAILABLE_MEMORY says ("24GB": a check for
  * another machine, and tests) or else /proc/meminfo's MemAvailable; 0 when unknown. A MIXPAR_AVAILABLE_MEMORY

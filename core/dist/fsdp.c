@@ -58,6 +58,10 @@ struct fsdp {
     float *param_shard, *grad_shard;            /* (sum of k) each: MEM_PARAM, MEM_GRAD */
     size_t shard_total;                         /* sum of k */
     size_t owned;                               /* elements this rank really owns (no padding) */
+    /* reserved (MEM_COMM), committed for one job at a time: a unit's spans packed and padded to G shards (the
+     * units that are not direct), and the reduced shard of a reduce-scatter. Reserved once, so the pages of one
+     * job are recycled by the next (base/mem.h) instead of being allocated and zeroed every time. */
+    float *staging, *reduced;
     ev_writer *ev;
     fsdp_stats stats;
     /* the communication thread */
@@ -139,9 +143,10 @@ static void make_units(fsdp *f) {
 
 /* ------------------------------------------------------------------ the collectives of one unit */
 
-static void commit_spans(fsdp *f, const unit *u, float *base) {
-    (void)f;
-    for (int s = 0; s < u->nspans; s++) mem_commit(base, u->off[s] * sizeof(float), u->len[s] * sizeof(float));
+/* With `overwrite`, the caller writes every element before reading any (mem_commit_to_overwrite). */
+static void commit_spans(const unit *u, float *base, bool overwrite) {
+    for (int s = 0; s < u->nspans; s++)
+        (overwrite ? mem_commit_to_overwrite : mem_commit)(base, u->off[s] * sizeof(float), u->len[s] * sizeof(float));
 }
 
 static void decommit_spans(const unit *u, float *base) {
@@ -164,9 +169,13 @@ static bool direct(const fsdp *f, const unit *u) { return u->nspans == 1 && u->n
 /* The unit's weights from every rank's shard into its spans of the model's parameter buffer. */
 static void gather_unit(fsdp *f, unit *u) {
     float *params = model_params(f->m);
-    commit_spans(f, u, params);
-    float *recv = direct(f, u) ? params + u->off[0]
-                               : mem_alloc(u->k * (size_t)f->G * sizeof(float), MEM_COMM, "fsdp all-gather staging");
+    size_t padded = u->k * (size_t)f->G * sizeof(float);
+    commit_spans(u, params, true); /* the all-gather writes all of them */
+    float *recv = params + u->off[0];
+    if (!direct(f, u)) {
+        mem_commit_to_overwrite(f->staging, 0, padded);
+        recv = f->staging;
+    }
     uint64_t before = bytes_sent(f->shard_comm);
     /* LAB 20 BEGIN gather a unit: every rank's shard of it, into the unit's spans of the flat buffer */
     comm_allgather(f->shard_comm, f->param_shard + u->shard_at, recv, u->k, COMM_FP32, COMM_ALGO_DEFAULT);
@@ -181,7 +190,7 @@ static void gather_unit(fsdp *f, unit *u) {
     u->resident = true;
     f->stats.gather_bytes += bytes_sent(f->shard_comm) - before;
     f->stats.gathers++;
-    if (!direct(f, u)) mem_free(recv);
+    if (!direct(f, u)) mem_decommit(f->staging, 0, padded);
 }
 
 /* The unit's gathered copy goes: the low-precision cache first, then the fp32 spans. */
@@ -205,15 +214,19 @@ static void drop_unit(fsdp *f, unit *u) {
 static void reduce_unit(fsdp *f, unit *u) {
     float *grads = model_grads(f->m);
     float *staging = grads + u->off[0];
+    size_t padded = u->k * (size_t)f->G;
     if (!direct(f, u)) { /* the spans, concatenated and padded with zeros to G shards */
-        staging = mem_alloc(u->k * (size_t)f->G * sizeof(float), MEM_COMM, "fsdp reduce-scatter staging");
+        mem_commit_to_overwrite(f->staging, 0, padded * sizeof(float));
+        staging = f->staging;
         size_t at = 0;
         for (int s = 0; s < u->nspans; s++) {
             memcpy(staging + at, grads + u->off[s], u->len[s] * sizeof(float));
             at += u->len[s];
         }
+        memset(staging + at, 0, (padded - at) * sizeof(float));
     }
-    float *mine = mem_alloc((u->k ? u->k : 1) * sizeof(float), MEM_COMM, "fsdp reduced shard");
+    mem_commit_to_overwrite(f->reduced, 0, u->k * sizeof(float)); /* the reduce-scatter writes all of it */
+    float *mine = f->reduced;
     uint64_t before = bytes_sent(f->shard_comm) + (f->replica_comm ? bytes_sent(f->replica_comm) : 0);
     /* LAB 20 BEGIN reduce a unit: average its gradients over every rank, keep this rank's shard */
     /* Inside the shard group: each rank gets the group's average of its own shard. */
@@ -227,8 +240,8 @@ static void reduce_unit(fsdp *f, unit *u) {
     /* LAB 20 END */
     f->stats.reduce_bytes += bytes_sent(f->shard_comm) + (f->replica_comm ? bytes_sent(f->replica_comm) : 0) - before;
     f->stats.reduces++;
-    if (!direct(f, u)) mem_free(staging);
-    mem_free(mine);
+    if (!direct(f, u)) mem_decommit(f->staging, 0, padded * sizeof(float));
+    mem_decommit(f->reduced, 0, u->k * sizeof(float));
     decommit_spans(u, grads);
     u->grads_live = false;
 }
@@ -359,7 +372,7 @@ static void on_before_backward(void *ctx, int layer) {
     if (layer == f->L) f->stats.first_reduce_start = 0;
     if (!u->lookup) ensure(f, i);
     if (!u->grads_live) {
-        commit_spans(f, u, model_grads(f->m));
+        commit_spans(u, model_grads(f->m), false); /* backward adds into them */
         u->grads_live = true;
     }
     /* Backward goes from block L-1 down to block 0 (units L .. 1) after the head. */
@@ -452,6 +465,14 @@ fsdp *fsdp_create(model *m, comm_t *world, const fsdp_options *opt, uint64_t con
     }
     f->shard_rank = comm_rank(f->shard_comm);
     make_units(f);
+    size_t staging = 1, reduced = 1;
+    for (int i = 0; i < f->nunits; i++) {
+        const unit *u = &f->units[i];
+        if (!direct(f, u) && u->k * (size_t)f->G > staging) staging = u->k * (size_t)f->G;
+        if (u->k > reduced) reduced = u->k;
+    }
+    f->staging = mem_reserve(staging * sizeof(float), MEM_COMM, "fsdp staging: a unit's spans padded to the shards");
+    f->reduced = mem_reserve(reduced * sizeof(float), MEM_COMM, "fsdp reduced shard");
     f->param_shard = mem_alloc((f->shard_total ? f->shard_total : 1) * sizeof(float), MEM_PARAM, "fsdp parameter shard");
     f->grad_shard = mem_alloc((f->shard_total ? f->shard_total : 1) * sizeof(float), MEM_GRAD, "fsdp gradient shard");
     model_init_layerwise(m, seed, init_before, init_after, f);
@@ -491,6 +512,8 @@ void fsdp_free(fsdp *f) {
     if (f->replica_comm) comm_free(f->replica_comm);
     mem_free(f->param_shard);
     mem_free(f->grad_shard);
+    mem_free(f->staging);
+    mem_free(f->reduced);
     free(f->units);
     free(f);
 }

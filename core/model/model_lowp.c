@@ -341,8 +341,9 @@ void model_lowp_cast_range(model *m, size_t offset, size_t n) {
         }
         return;
     }
-    if (lp->w16) mem_commit(lp->w16, offset * 2, n * 2);
-    else mem_commit(lp->w32, offset * 4, n * 4);
+    /* cast_range writes every element of the range */
+    if (lp->w16) mem_commit_to_overwrite(lp->w16, offset * 2, n * 2);
+    else mem_commit_to_overwrite(lp->w32, offset * 4, n * 4);
     cast_range(lp, m->params, offset, n);
 }
 
