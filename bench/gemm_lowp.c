@@ -177,9 +177,18 @@ int main(int argc, char **argv) {
     int reps = 5, rows = 256;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--small") == 0) rows = 64;
-        else if (atoi(argv[i]) > 0) reps = atoi(argv[i]);
+        else if (strcmp(argv[i], "--peak") == 0) { /* the machine's sgemm peak alone, all threads: for scripts */
+            double best = 0;
+            for (int r = 0; r < 3; r++) {
+                double p = bench_sgemm_peak_gflops();
+                if (p > best) best = p;
+            }
+            printf("%.1f\n", best);
+            return 0;
+        } else if (atoi(argv[i]) > 0) reps = atoi(argv[i]);
         else {
-            fprintf(stderr, "usage: gemm_lowp [repetitions] [--small]\n");
+            fprintf(stderr, "usage: gemm_lowp [repetitions] [--small] | gemm_lowp --peak (the sgemm peak in GFLOP/s, "
+                            "all threads, best of 3)\n");
             return 2;
         }
     }
