@@ -221,5 +221,6 @@ void ev_mem(ev_writer *w, long long step) {
     ev_object_begin(w, "at_peak");
     for (int t = 0; t < MEM_NTAGS; t++) ev_int(w, mem_tag_name(t), (long long)mem_at_peak(t));
     ev_object_end(w);
+    ev_int(w, "recycled", (long long)mem_recycled_bytes());
     ev_end(w);
 }

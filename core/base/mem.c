@@ -161,6 +161,7 @@ static int park_nareas;
 static uint32_t park_free[SLOTS_PER_AREA * MAX_AREAS], park_full[SLOTS_PER_AREA * MAX_AREAS]; /* slot stacks */
 static size_t park_nfree, park_nfull;
 static _Atomic size_t parked_bytes;
+static _Atomic size_t recycled_bytes; /* moved into committed ranges so far */
 static int park_mode;          /* under park_lock: 0 not decided yet, 1 on, -1 off */
 static size_t reserved_pieces; /* under park_lock: 2 MiB pieces of all live reservations */
 static size_t max_mappings;    /* the kernel's limit on a process's mappings (vm.max_map_count) */
@@ -269,6 +270,7 @@ static size_t unpark_pages(char *lo, char *hi, bool zero) {
         park_nfull--;
         park_free[park_nfree++] = slot;
         atomic_fetch_sub(&parked_bytes, HUGE_PAGE_BYTES);
+        atomic_fetch_add(&recycled_bytes, HUGE_PAGE_BYTES);
         done += HUGE_PAGE_BYTES;
     }
     pthread_mutex_unlock(&park_lock);
@@ -277,6 +279,7 @@ static size_t unpark_pages(char *lo, char *hi, bool zero) {
 }
 
 size_t mem_parked_bytes(void) { return atomic_load(&parked_bytes); }
+size_t mem_recycled_bytes(void) { return atomic_load(&recycled_bytes); }
 
 /* The 2 MiB-aligned part [*hlo, *hhi) of [lo, hi); empty (*hlo == *hhi) when there is none. */
 static void huge_part(char *lo, char *hi, char **hlo, char **hhi) {

@@ -59,6 +59,8 @@ int mem_is_reserved(const void *p);
 size_t mem_given_back_bytes(void);
 /* Bytes of whole 2 MiB pages parked now for reuse (counted under no tag; MIXPAR_RECYCLE_PAGES=0: none). */
 size_t mem_parked_bytes(void);
+/* Bytes of parked pages that commits have reused so far (each a fault and a kernel zeroing saved). */
+size_t mem_recycled_bytes(void);
 
 /* Bytes of memory the system can give without swapping: what MIXPAR_AVAILABLE_MEMORY says ("24GB": a check for
  * another machine, and tests) or else /proc/meminfo's MemAvailable; 0 when unknown. A MIXPAR_AVAILABLE_MEMORY

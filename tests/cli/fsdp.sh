@@ -46,6 +46,32 @@ run lz3 2 "${lbase[@]}" --set zero_optimization.stage=3
 d=$(max_diff "$work/lddp/events.rank0.jsonl" "$work/lz3/events.rank0.jsonl")
 check "fsdp: LLaMA bf16 under ZeRO-3 has DDP's losses (max |diff| $d <= 1e-5)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'
 check_output "fsdp: the run header says stage 3, FULL_SHARD" 0 '"zero_stage":3,"fsdp":"FULL_SHARD","shard_size":2' header z3
+# Recycled pages (base/mem.h): with blocks of 11 MB, the pages a unit gives back are reused by the next one, and
+# the losses are those of a run that gives every page back to the system.
+wide=("${lbase[@]}" --set model.layers=2 --set model.channels=512 --set model.heads=8 --set model.kv_heads=4
+      --set model.ffn=1344 --set train.steps=4 --set train.eval_interval=0 --set zero_optimization.stage=3)
+run wide 2 "${wide[@]}"
+MIXPAR_RECYCLE_PAGES=0 run wide_given_back 2 "${wide[@]}"
+recycled() { grep '"kind":"mem"' "$work/$1/events.rank$2.jsonl" | tail -n 1 | grep -o '"recycled":[0-9]*' | cut -d: -f2; }
+d=$(max_diff "$work/wide/events.rank0.jsonl" "$work/wide_given_back/events.rank0.jsonl")
+check "fsdp: recycled pages change no loss (max |diff| $d against MIXPAR_RECYCLE_PAGES=0)" test "$d" = 0
+check "fsdp: MIXPAR_RECYCLE_PAGES=0 reuses no page ($(recycled wide_given_back 1) bytes)" test "$(recycled wide_given_back 1)" = 0
+# Whether this kernel moves pages with mremap(MREMAP_DONTUNMAP) (Linux 5.7 and later), tried on a mapping of our own.
+kernel_moves_pages() {
+  python3 - <<'PY'
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype, libc.mremap.restype = ctypes.c_void_p, ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+a = libc.mmap(None, 8192, 3, 0x22, -1, 0)  # PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS
+moved = libc.mremap(a, 4096, 4096, 1 | 2 | 4, a + 4096)  # MREMAP_MAYMOVE|MREMAP_FIXED|MREMAP_DONTUNMAP
+sys.exit(0 if moved not in (None, ctypes.c_void_p(-1).value) else 1)
+PY
+}
+if kernel_moves_pages; then
+  check "fsdp: ZeRO-3 on 2 ranks reuses decommitted pages ($(recycled wide 1) bytes on rank 1)" test "$(recycled wide 1)" -gt 0
+fi
 
 # ---- 4 ranks: every strategy against DDP; memory against the planner; communication against the paper
 q=(--set train_micro_batch_size_per_gpu=8)

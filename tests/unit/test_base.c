@@ -131,7 +131,9 @@ Test(mem, decommitted_pages_are_recycled_within_the_peak) {
     /* Another range, not 2 MiB aligned: its 7 whole huge pages take parked ones; the count rises by 16 MiB, so
      * the eighth parked page would take counted plus parked over the peak, and goes back to the system. */
     given_back = mem_given_back_bytes();
+    size_t recycled = mem_recycled_bytes();
     mem_commit(p, 32 * mib + 4096, n);
+    if (recycling) cr_expect_eq(mem_recycled_bytes() - recycled, 7 * 2 * mib, "the commit reused 7 pages of 2 MiB");
     cr_expect_eq(mem_parked_bytes(), parked, "nothing stays parked at the peak");
     if (recycling)
         cr_expect_eq(mem_given_back_bytes() - given_back, 2 * mib, "7 parked pages taken, 1 given back (%zu bytes)",
