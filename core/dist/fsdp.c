@@ -169,11 +169,11 @@ static bool direct(const fsdp *f, const unit *u) { return u->nspans == 1 && u->n
 /* The unit's weights from every rank's shard into its spans of the model's parameter buffer. */
 static void gather_unit(fsdp *f, unit *u) {
     float *params = model_params(f->m);
-    size_t padded = u->k * (size_t)f->G * sizeof(float);
+    size_t padded_bytes = u->k * (size_t)f->G * sizeof(float);
     commit_spans(u, params, true); /* the all-gather writes all of them */
     float *recv = params + u->off[0];
     if (!direct(f, u)) {
-        mem_commit_to_overwrite(f->staging, 0, padded);
+        mem_commit_to_overwrite(f->staging, 0, padded_bytes);
         recv = f->staging;
     }
     uint64_t before = bytes_sent(f->shard_comm);
@@ -190,7 +190,7 @@ static void gather_unit(fsdp *f, unit *u) {
     u->resident = true;
     f->stats.gather_bytes += bytes_sent(f->shard_comm) - before;
     f->stats.gathers++;
-    if (!direct(f, u)) mem_decommit(f->staging, 0, padded);
+    if (!direct(f, u)) mem_decommit(f->staging, 0, padded_bytes);
 }
 
 /* The unit's gathered copy goes: the low-precision cache first, then the fp32 spans. */
