@@ -5,8 +5,8 @@
 # peak bytes (what they are made of, by tag) against the planner's, the step time, tokens/s and the communication per step against
 # 3 Psi; then where each rank's step went (compute, waiting for gathers, waiting for reduce-scatters, optimizer,
 # other; the profiler's spans, train.profile) and the achieved GFLOP/s over all ranks against the machine's sgemm
-# peak (all cores), measured just before and just after the ranks run. Needs about 20 GB of free memory and a few minutes (the first minute draws 1.1B
-# weights per rank).
+# peak (all cores), measured just before and just after the ranks run. Needs about 20 GB of free memory and a few
+# minutes (the first minute draws 1.1B weights per rank).
 # Usage: bench/capstone_1b.sh [STEPS] [RUN_DIR] [--set key=value ...]
 #   extra --set overrides go to both runs, e.g. a scaled-down capstone on the same code path (< 1 GB a rank):
 #   bench/capstone_1b.sh 3 runs/capstone-small --set model.layers=4 --set model.channels=512 --set model.heads=8 \
