@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -543,6 +544,42 @@ static const char *const GRADING_SKIP[] = {".git", "build", "dist", "runs", "dat
 /* Of this tree's compiled objects, the grading copy takes the core's (so only spliced files recompile). */
 static const char *const GRADING_OBJ_SKIP[] = {"grader", "tests/unit", "tests/cli", NULL};
 
+/* Grades running at once in one tree (an instructor grading a deadline's archives with xargs -P, or make test's
+ * suites) share no grading folder, log or half-built object:
+ * - each grade takes the first of build/grading/labNN, labNN.2, labNN.3, ... whose lock (NAME.lock, flock) it can
+ *   hold, and holds it until it exits, when the kernel lets it go;
+ * - what a grade builds or copies in this tree itself (objects, the reference, the hidden tests' objects) it does
+ *   under build/grading/.tree.lock, so another grade never reads an object while make rewrites it. */
+static bool claim_grading_folder(const char *base, char *root, size_t rootlen) {
+    mkdir("build", 0755);
+    mkdir("build/grading", 0755);
+    for (int k = 1; k <= 64; k++) {
+        if (k == 1) snprintf(root, rootlen, "%s", base);
+        else snprintf(root, rootlen, "%s.%d", base, k);
+        char lock[PATH_MAX];
+        snprintf(lock, sizeof lock, "%s.lock", root);
+        int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) return false;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true; /* fd stays open: the folder is this grade's */
+        close(fd);
+    }
+    return false;
+}
+
+static int lock_this_tree(void) {
+    mkdir("build", 0755);
+    mkdir("build/grading", 0755);
+    int fd = open("build/grading/.tree.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    while (fd >= 0 && flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+    return fd;
+}
+
+static void unlock_this_tree(int *fd) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
 /* Builds a grading folder build/grading/labNN: a copy of this tree with the submission's lab regions
  * spliced in. Only region bodies are taken from the archive; nothing from it is written elsewhere.
  * `mixpar-grade splice` makes build/grading/spliced-labNN (or spliced-labNN+MM, with several labs: lab k's
@@ -560,11 +597,17 @@ static bool prepare_submissions(const char *prefix, int nlabs, const int *labs, 
             while (k--) tar_free(&archives[k]);
             return false;
         }
-    size_t used = (size_t)snprintf(root, rootlen, "build/grading/%slab%02d", prefix, labs[0]);
-    for (int k = 1; k < nlabs && used < rootlen; k++) used += (size_t)snprintf(root + used, rootlen - used, "+%02d", labs[k]);
+    char base[128];
+    size_t used = (size_t)snprintf(base, sizeof base, "build/grading/%slab%02d", prefix, labs[0]);
+    for (int k = 1; k < nlabs && used < sizeof base; k++)
+        used += (size_t)snprintf(base + used, sizeof base - used, "+%02d", labs[k]);
+    if (!claim_grading_folder(base, root, rootlen)) {
+        snprintf(err, errlen, "cannot claim a grading folder %s[.N] (64 grades of it at once, or build/grading is not "
+                 "writable)", base);
+        for (int k = 0; k < nlabs; k++) tar_free(&archives[k]);
+        return false;
+    }
     tree_remove(root, "build/grading/");
-    mkdir("build", 0755);
-    mkdir("build/grading", 0755);
     if (!tree_copy(".", root, GRADING_SKIP, err, errlen)) {
         for (int k = 0; k < nlabs; k++) tar_free(&archives[k]);
         return false;
@@ -900,13 +943,16 @@ static int cmd_splice(int argc, char **argv) {
     }
     if (nsubs != nlabs) die("one --submission per lab (%d labs, %d archives)", nlabs, nsubs);
     char root[256], err[1024];
-    if (!prepare_submissions("spliced-", nlabs, labs, subs, root, sizeof root, err, sizeof err)) {
+    int tree = lock_this_tree();
+    bool prepared = prepare_submissions("spliced-", nlabs, labs, subs, root, sizeof root, err, sizeof err);
+    unlock_this_tree(&tree);
+    if (!prepared) {
         fprintf(stderr, "mixpar-grade: submission rejected: %s\n", err);
         return EXIT_BAD;
     }
     char command[256], abs_log[4096], cwd[2048];
     if (!getcwd(cwd, sizeof cwd)) die("cannot read the current folder");
-    snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-lab%02d.log", cwd, labs[0]);
+    snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-%s.log", cwd, root + strlen("build/grading/"));
     snprintf(command, sizeof command, "mkdir -p build && make -s labtests LAB=%02d", labs[0]);
     const char *what = nlabs > 1 ? "labs" : "lab";
     if (run_logged(root, command, abs_log) != 0) {
@@ -954,7 +1000,7 @@ static bool build_hidden(int lab, const char *abs_root, const char *abs_log, cha
                                  (int)(n - 2), e->d_name);
     }
     closedir(d);
-    snprintf(dir, cap, "%s/build/grading/lab%02d-hidden/build/labs", here, lab);
+    snprintf(dir, cap, "%s-hidden/build/labs", abs_root); /* beside the grading copy, e.g. build/grading/lab05-hidden */
     snprintf(command, sizeof command, "mkdir -p '%s' && make -s hidden-tests LAB=%02d HIDDEN_OBJS='%s' HIDDEN_OUT='%s/lab%02d_tests'",
              dir, lab, objs, dir, lab);
     if (run_logged(abs_root, command, abs_log) != 0) return false;
@@ -1298,6 +1344,7 @@ static int cmd_grade(int argc, char **argv) {
     printf("Grading lab %02d: %s%s%s%s\n", lab, info.title, info.title_zh[0] ? " (" : "", info.title_zh,
            info.title_zh[0] ? ")" : "");
     char root[256] = ".";
+    int tree = lock_this_tree(); /* released once what is built or copied in this tree is done */
     if (submission) {
         if (!prepare_submission(lab, submission, root, sizeof root, err, sizeof err)) {
             double total = 0;
@@ -1327,13 +1374,17 @@ static int cmd_grade(int argc, char **argv) {
     if (!getcwd(cwd, sizeof cwd)) die("cannot read the current folder");
     if (!realpath(root, abs_root)) die("cannot resolve %s", root);
     bool self = strcmp(abs_root, cwd) == 0; /* grading this very tree */
-    snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-lab%02d.log", cwd, lab);
+    /* the log of a grading copy is named after it (grades at once in this tree keep their own) */
+    if (self) snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-lab%02d.log", cwd, lab);
+    else snprintf(abs_log, sizeof abs_log, "%s/build/grade-build-%s.log", cwd, root + strlen("build/grading/"));
     snprintf(command, sizeof command, "mkdir -p build && make -s labtests LAB=%02d", lab);
     char violation[1024];
     check_rules(root, &info, violation, sizeof violation);
     if (violation[0]) printf("== Rules == FAIL\n    %s\n    every test scores 0 until the region keeps to the rule\n", violation);
     double t0 = now_s();
+    if (!self) unlock_this_tree(&tree); /* the grading copy is this grade's own */
     int built = run_logged(root, command, abs_log) == 0;
+    if (tree < 0) tree = lock_this_tree();
     char hidden_labs[PATH_MAX + 64] = "";
     bool has_hidden = false;
     for (int i = 0; i < info.ntests; i++) has_hidden |= info.tests[i].hidden;
@@ -1348,6 +1399,7 @@ static int cmd_grade(int argc, char **argv) {
     char reference_log[PATH_MAX + 80];
     snprintf(reference_log, sizeof reference_log, "%s.reference", abs_log);
     bool reference_built = official && (self ? built : run_logged(".", command, reference_log) == 0);
+    unlock_this_tree(&tree);
     printf("== Build == %s (%.1fs)\n", built ? "OK" : "FAIL", now_s() - t0);
     if (built && reference_built && !self && !violation[0]) {
         check_object_rules(abs_root, &info, violation, sizeof violation);

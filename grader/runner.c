@@ -39,7 +39,14 @@ enum {
     OBSERVATIONS_CAP = 32 << 20,
     OBSERVATION_FD = 3,
     STATUS_FD = 4,
-    NOBODY = 65534,
+    /* As root, each sandbox runs as a user id of its own: SANDBOX_UID_BASE + the relay's pid (unique while the
+     * test runs; pids stay below 2^22). RLIMIT_NPROC counts every task of a real user id on the machine, so a
+     * shared id such as nobody's would let one test's processes, or another grade's running beside it, make a
+     * correct test's fork fail. The base is in the range systemd and container tools leave unused. */
+    SANDBOX_UID_BASE = 0x70000000,
+    /* RLIMIT_NPROC counts threads too (an MPI rank has several): the process count itself is checked in the
+     * namespace by init. */
+    TASKS_PER_PROCESS = 8,
 };
 
 static double now_s(void) {
@@ -97,7 +104,7 @@ const char *runner_protections(void) {
     else sandbox_level = 0;
     if (sandbox_level == 1)
         snprintf(protections, sizeof protections,
-                 "user nobody, PID/mount/network/IPC namespaces, read-only view, private /tmp, memory of the whole "
+                 "a user id of its own, PID/mount/network/IPC namespaces, read-only view, private /tmp, memory of the whole "
                  "process tree, time, CPU, processes, output");
     else if (sandbox_level == 2)
         snprintf(protections, sizeof protections,
@@ -237,10 +244,11 @@ static void build_root(const char *newroot, const run_spec *spec) {
     mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
 }
 
-static void drop_privileges(int level) {
+static void drop_privileges(int level, uid_t sandbox_id) {
     if (level == 1) {
-        if (setgroups(0, NULL) != 0 || setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0)
-            init_fail("become nobody");
+        if (setgroups(0, NULL) != 0 || setresgid(sandbox_id, sandbox_id, sandbox_id) != 0 ||
+            setresuid(sandbox_id, sandbox_id, sandbox_id) != 0)
+            init_fail("become the sandbox's own user");
     } else if (level == 2) {
         /* A nested user namespace with no mapping: no capability over the mounts made above, so the read-only
          * binds stay read-only; outside it is still the grader's (unprivileged) user. */
@@ -261,7 +269,8 @@ static void apply_limits(const run_spec *spec, bool nproc) {
     struct rlimit cpul = {cpu, cpu + 1};
     setrlimit(RLIMIT_CPU, &cpul);
     set_limit(RLIMIT_FSIZE, 64 << 20);
-    if (nproc && spec->max_processes > 0) set_limit(RLIMIT_NPROC, (rlim_t)spec->max_processes);
+    if (nproc && spec->max_processes > 0)
+        set_limit(RLIMIT_NPROC, (rlim_t)spec->max_processes * TASKS_PER_PROCESS);
 }
 
 /* Resident bytes and the number of processes in this PID namespace (init included), from its /proc. */
@@ -303,12 +312,12 @@ static _Noreturn void exec_test(const char *binary, const char *name, const char
 
 /* pid 1 of the sandbox: start the test, watch its memory, report how it ended. Exiting kills the rest. */
 static _Noreturn void sandbox_init(const char *binary, const char *name, const char *seed, const run_spec *spec,
-                                   const char *newroot, int level) {
+                                   const char *newroot, int level, uid_t sandbox_id) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     build_root(newroot, spec);
     loopback_up();
     sethostname("sandbox", 7);
-    drop_privileges(level);
+    drop_privileges(level, sandbox_id);
     apply_limits(spec, level == 1);
     pid_t test = fork();
     if (test < 0) init_fail("fork the test");
@@ -367,6 +376,7 @@ static _Noreturn void relay(const char *binary, const char *name, const char *se
         else status_report("exit %d\n", WEXITSTATUS(status));
         _exit(0);
     }
+    uid_t sandbox_id = (uid_t)SANDBOX_UID_BASE + (uid_t)getpid(); /* before the new PID namespace */
     if (unshare(unshare_flags(level == 2)) != 0) {
         status_report("setup namespaces: %s\n", strerror(errno));
         _exit(126);
@@ -376,7 +386,7 @@ static _Noreturn void relay(const char *binary, const char *name, const char *se
         _exit(126);
     }
     pid_t init = fork();
-    if (init == 0) sandbox_init(binary, name, seed, spec, newroot, level);
+    if (init == 0) sandbox_init(binary, name, seed, spec, newroot, level, sandbox_id);
     close(STATUS_FD);
     close(OBSERVATION_FD);
     close(1);

@@ -143,6 +143,30 @@ out=$(attack children '    for (int i = 0; i < 8; i++) if (fork() == 0) { char *
     sleep(3);
     return a + b;')
 check_output "attack: memory spread over child processes hits the tree's limit" 0 "memory limit of 256 MB exceeded.*|Score: 0/10" echo "$out"
+out=$(attack forks '    for (int i = 0; i < 200; i++) if (fork() == 0) { sleep(5); _exit(0); }
+    sleep(2);
+    return a + b;')
+check_output "attack: a fork loop is stopped at the process limit" 0 "too many processes at once" echo "$out"
+# The process limit is each test's own. As root, RLIMIT_NPROC counts a user id's tasks machine-wide, so with one
+# shared sandbox user (nobody) a grade running beside another that holds many processes saw its own forks fail.
+# Grade A holds 50 sleeping children for 8 s (under its own limit); grade B, started meanwhile, forks 20 and must pass.
+out=$(MIXPAR_TIME_SCALE=8 attack holder '    for (int i = 0; i < 50; i++) if (fork() == 0) { sleep(8); _exit(0); }
+    sleep(8);
+    return a + b;' > "$work/holder.out" 2>&1 &
+  for i in $(seq 1 100); do [ "$(pgrep -c -f '[l]ab99_tests --observe')" -ge 40 ] && break; sleep 0.1; done
+  pgrep -c -f '[l]ab99_tests --observe'
+  attack forker '    int started = 0;
+    for (int i = 0; i < 20; i++) { pid_t p = fork(); if (p == 0) { sleep(1); _exit(0); } started += p > 0; }
+    if (started != 20) return 0;
+    return a + b;'
+  wait)
+check_output "sandbox: a grade beside one holding 50 processes forks freely" 0 "^Score: 10/10$" echo "$out"
+check_output "sandbox: the grade holding them passes too" 0 "^Score: 10/10$" cat "$work/holder.out"
+check "sandbox: both ran at once (the holder's processes were up)" bash -c "[ \"\$(printf '%s\n' \"\$1\" | head -1)\" -ge 40 ]" _ "$out"
+# Two grades of one lab at once in one tree (an instructor's xargs -P at the deadline) each take a grading folder,
+# and a build log, of their own: lab99 and lab99.2 here.
+check "grades at once: each in a folder of its own" bash -c \
+  "a=\$(grep -o 'clean copy in build/grading/lab99[.0-9]*' '$work/holder.out'); b=\$(printf '%s\n' \"\$1\" | grep -o 'clean copy in build/grading/lab99[.0-9]*'); [ -n \"\$a\" ] && [ -n \"\$b\" ] && [ \"\$a\" != \"\$b\" ]" _ "$out"
 out=$(attack loop '    for (;;) { }
     return a + b;')
 check_output "attack: a looping submission is cut at the submission's cap" 1 "used up" \
