@@ -43,7 +43,8 @@ static void usage(FILE *out) {
             "\n"
             "  -n, --ranks N      number of ranks (processes), >= 1\n"
             "  --hostfile FILE    machines to use, in mpirun's hostfile format (\"node1 slots=8\" per line)\n"
-            "  --dry-run          print the mpirun command instead of running it\n"
+            "  --dry-run          print the mpirun command, after the settings a one-machine job starts with, instead of\n"
+            "                     running it\n"
             "  --enable-recovery  a rank that dies does not end the job; the others go on (and time out\n"
             "                     after MIXPAR_COMM_TIMEOUT). For failure drills: mpirun then exits 0\n"
             "\n"
@@ -183,7 +184,10 @@ int cmd_run(int argc, char **argv) {
     if (!o.hostfile) check_train_fits(o.ranks, program); /* one machine: every rank is here */
     if (dry_run) {
         char *cmd[512];
+        const char *env[8];
+        comm_launch_local_env(&o, env, (int)(sizeof env / sizeof env[0]));
         comm_launch_argv(&o, program, cmd, (int)(sizeof cmd / sizeof cmd[0]));
+        for (int k = 0; env[k]; k++) printf("%s ", env[k]);
         for (int k = 0; cmd[k]; k++) printf("%s%s", k ? " " : "", cmd[k]);
         printf("\n");
         return 0;

@@ -147,6 +147,18 @@ fi
 if [ "$(id -u)" = 0 ]; then
   check_output "run: --allow-run-as-root as root" 0 "--allow-run-as-root" "$MIXPAR" run -n 1 --dry-run -- "$MIXPAR"
 fi
+check_output "run: a one-machine job starts with OpenMPI's own messaging, PMIx's hash store and no PCI discovery" 0 \
+  "^OMPI_MCA_pml=ob1 PMIX_MCA_gds=hash HWLOC_COMPONENTS=-pci,-linuxio .*mpirun -n 2 " \
+  env -u OMPI_MCA_pml -u PMIX_MCA_gds -u HWLOC_COMPONENTS "$MIXPAR" run -n 2 --dry-run -- "$MIXPAR"
+check "run: a setting the environment already has stands (OMPI_MCA_pml=ucx is not overridden)" bash -c \
+  "out=\$(OMPI_MCA_pml=ucx '$MIXPAR' run -n 2 --dry-run -- '$MIXPAR') && ! grep -q OMPI_MCA_pml <<<\"\$out\" && grep -q PMIX_MCA_gds=hash <<<\"\$out\""
+check_output "run: the ranks of a one-machine job run under those settings" 0 "^pml=ob1 gds=hash$" \
+  env -u OMPI_MCA_pml -u PMIX_MCA_gds "$MIXPAR" run -n 2 -- sh -c 'echo "pml=$OMPI_MCA_pml gds=$PMIX_MCA_gds"'
+hosts=$(mktemp)
+echo "localhost slots=2" > "$hosts"
+check "run: a job with a hostfile gets none of the one-machine settings" bash -c \
+  "out=\$('$MIXPAR' run -n 2 --hostfile '$hosts' --dry-run -- '$MIXPAR') && grep -q '^[^ ]*mpirun ' <<<\"\$out\""
+rm -f "$hosts"
 check_output "run: MIXPAR_* variables are exported with -x" 0 "-x MIXPAR_ALLREDUCE" \
   env MIXPAR_ALLREDUCE=ring "$MIXPAR" run -n 2 --dry-run -- "$MIXPAR"
 check_output "run: the program's exit code comes back" 3 "" "$MIXPAR" run -n 2 -- sh -c 'exit 3'
