@@ -137,12 +137,14 @@ bool amp_scaler_unscale(amp_scaler *s, const clip_span *grads, int nspans) {
      * unscaling restores the gradients bit for bit (unless they are subnormal). The check looks at each value
      * before it is multiplied, in the same pass, so the gradients are read from memory once: on a large model
      * this loop is bandwidth-bound and a second pass would double its cost. A large span is split over the
-     * threads (each value is still read and written once; the order of the products does not matter). */
+     * threads (each value is still read and written once; the order of the products does not matter), and
+     * each thread works on several values per instruction (simd): the flag is an int OR-ed together, which the
+     * compiler can keep in a vector register, where a bool || would keep the loop one value at a time. */
     float inv_scale = (float)(1.0 / (double)s->scale);
     for (int k = 0; k < nspans; k++) {
         float *g = grads[k].data;
-        bool bad = false;
-#pragma omp parallel for schedule(static) reduction(|| : bad) if (grads[k].n >= (1u << 18))
+        int bad = 0;
+#pragma omp parallel for simd schedule(static) reduction(| : bad) if (grads[k].n >= (1u << 18))
         for (size_t i = 0; i < grads[k].n; i++) {
             bad |= !isfinite(g[i]); /* +inf, -inf and NaN; NaN * inv_scale stays NaN */
             g[i] *= inv_scale;
