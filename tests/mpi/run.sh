@@ -151,7 +151,7 @@ check_output "run: a one-machine job starts with OpenMPI's own messaging, PMIx's
   "^OMPI_MCA_pml=ob1 PMIX_MCA_gds=hash HWLOC_COMPONENTS=-pci,-linuxio .*mpirun -n 2 " \
   env -u OMPI_MCA_pml -u PMIX_MCA_gds -u HWLOC_COMPONENTS "$MIXPAR" run -n 2 --dry-run -- "$MIXPAR"
 check "run: a setting the environment already has stands (OMPI_MCA_pml=ucx is not overridden)" bash -c \
-  "out=\$(OMPI_MCA_pml=ucx '$MIXPAR' run -n 2 --dry-run -- '$MIXPAR') && ! grep -q OMPI_MCA_pml <<<\"\$out\" && grep -q PMIX_MCA_gds=hash <<<\"\$out\""
+  "out=\$(env -u PMIX_MCA_gds OMPI_MCA_pml=ucx '$MIXPAR' run -n 2 --dry-run -- '$MIXPAR') && ! grep -q OMPI_MCA_pml <<<\"\$out\" && grep -q PMIX_MCA_gds=hash <<<\"\$out\""
 check_output "run: the ranks of a one-machine job run under those settings" 0 "^pml=ob1 gds=hash$" \
   env -u OMPI_MCA_pml -u PMIX_MCA_gds "$MIXPAR" run -n 2 -- sh -c 'echo "pml=$OMPI_MCA_pml gds=$PMIX_MCA_gds"'
 hosts=$(mktemp)
