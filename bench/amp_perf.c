@@ -210,6 +210,7 @@ int main(int argc, char **argv) {
     double peak = peak_before > peak_after ? peak_before : peak_after;
     printf("sgemm peak: %.1f GFLOP/s (before the runs %.1f, after %.1f; the best is the machine's practical peak)\n",
            peak, peak_before, peak_after);
+    bench_print_gemm_kernels();
 
     printf("\nmemory by allocator tag: peak MiB during the run, and model-state bytes per parameter\n");
     printf("recipe      param    grad  master   optim     act   other   total   states B/param\n");

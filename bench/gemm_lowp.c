@@ -198,7 +198,9 @@ int main(int argc, char **argv) {
            rows, omp_get_max_threads(), reps);
     report_instruction_rates();
     double peak = bench_sgemm_peak_gflops();
-    printf("sgemm peak (1536^3, this run): %.1f GFLOP/s\n\nGFLOP/s (and speed against fp32 sgemm)\n", peak);
+    printf("sgemm peak (1536^3, this run): %.1f GFLOP/s\n", peak);
+    bench_print_gemm_kernels();
+    printf("\nGFLOP/s (and speed against fp32 sgemm)\n");
     printf("%-10s %-19s", "layer", "product");
     for (int path = 0; path < paths; path++) printf(" %20s", path_names[path]);
     printf("\n");

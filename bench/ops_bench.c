@@ -264,6 +264,7 @@ int main(int argc, char **argv) {
            "it)\n", ops_isa_name(ops_isa_current()), ops_isa_name((ops_isa)widest));
     printf("sgemm peak (1536^3, NoTrans x Trans, split over the threads): %.1f GFLOP/s (measured again at the end)\n",
            peak_before);
+    bench_print_gemm_kernels();
     const double triad = prof_measure_triad_bandwidth(1L << 24) / 1e9;
     printf("triad bandwidth (a = b + s c, 3 x 64 MB, the same threads): %.1f GB/s\n", triad);
     printf("time = best of %d calls after one warm-up, each kernel alone (caches warm); matmuls: GFLOP/s; the other\n"

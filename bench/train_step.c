@@ -70,6 +70,7 @@ int main(int argc, char **argv) {
            100 * upd / (fwd + bwd + upd));
     printf("tokens/s %.0f; %.1f GFLOP/s achieved; sgemm peak %.1f GFLOP/s (before %.1f, after %.1f): %.0f%% of peak\n",
            tokens / median, gflops, peak, peak_before, peak_after, 100 * gflops / peak);
+    bench_print_gemm_kernels();
     printf("goal: at most 2.5 s per step (llm.c's CPU trainer ~9.8 s, PyTorch 1.13 ~5.6 s on a 2-core machine)\n");
 
     /* Memory: the allocator's peaks against the planner for the same run (fp32, AdamW, no dropout). */

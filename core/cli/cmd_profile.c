@@ -40,6 +40,7 @@ typedef struct {
     double peak_flops, bandwidth, tokens_per_step, steps;
     int world, layers, channels, heads, kv_heads, ffn, vocab, context, tied, seq_len;
     char arch[16];
+    char gemm_kernels[320]; /* which OpenBLAS kernels reached the peak (prof/gemm_kernels.h) */
     table_row rows[MAX_ROWS];
     int nrows;
 } profile_table;
@@ -73,6 +74,8 @@ static int read_table(const char *dir, int rank, profile_table *t) {
                 {"vocab", NULL, &t->vocab}, {"context", NULL, &t->context}, {"tied", NULL, &t->tied},
                 {"seq_len", NULL, &t->seq_len}};
             if (strcmp(key, "arch") == 0) snprintf(t->arch, sizeof t->arch, "%s", value);
+            if (strcmp(key, "gemm_kernels") == 0) /* a sentence: the rest of the line */
+                snprintf(t->gemm_kernels, sizeof t->gemm_kernels, "%.*s", (int)strcspn(line + 15, "\n"), line + 15);
             for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
                 if (strcmp(key, fields[i].key) != 0) continue;
                 double v;
@@ -284,6 +287,7 @@ int cmd_profile(int argc, char **argv) {
            t.world, t.world > 1 ? "s" : "", steps, steps > 1 ? "s" : "");
     printf("roof measured in the run: sgemm peak %.1f GFLOP/s, triad bandwidth %.1f GB/s, ridge point %.2f FLOP/byte\n",
            roof.peak_flops / 1e9, roof.bandwidth / 1e9, prof_ridge_point(&roof));
+    if (t.gemm_kernels[0]) printf("%s\n", t.gemm_kernels);
     const char *phases[] = {"forward", "backward", "grad_sync_wait", "optimizer"};
     printf("step %.2f ms:", step_s * 1e3);
     for (int i = 0; i < 4; i++) {

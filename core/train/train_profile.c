@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "prof/prof.h"
+#include "prof/gemm_kernels.h"
 #include "prof/roofline.h"
 
 #include <errno.h>
@@ -29,12 +30,14 @@ train_profile *train_profile_start(const char *run_dir, int rank, int world, con
     snprintf(path, sizeof path, "%s/trace.rank%d.json", run_dir, rank);
     prof_open_trace(tp->p, path);
     snprintf(tp->table_path, sizeof tp->table_path, "%s/profile.rank%d.tsv", run_dir, rank);
+    char kernels[400]; /* the sgemm peak is only read right beside the kernels that reached it */
     snprintf(tp->header, sizeof tp->header,
              "# rank %d\n# world %d\n# arch %s\n# layers %d\n# channels %d\n"
              "# heads %d\n# kv_heads %d\n# ffn %d\n# vocab %d\n# context %d\n# tied %d\n# seq_len %d\n"
-             "# tokens_per_step %lld\n",
+             "# tokens_per_step %lld\n# gemm_kernels %s\n",
              rank, world, model_arch_name(mc->arch), mc->L, mc->C, mc->NH,
-             mc->KVH, mc->F, mc->V, mc->maxT, mc->tied ? 1 : 0, T, (long long)B * T * accum);
+             mc->KVH, mc->F, mc->V, mc->maxT, mc->tied ? 1 : 0, T, (long long)B * T * accum,
+             prof_describe_gemm_kernels(kernels, sizeof kernels));
     prof_name_thread(tp->p, "compute");
     prof_activate(tp->p);
     return tp;

@@ -1,10 +1,13 @@
 /* test_prof.c: Criterion tests of the profiler (prof/): exposed time of overlapping intervals, the model's ops
  * recorded as kernels with their shapes' FLOPs, the same loss with the profiler on and off, and misuse stopping. */
 #include <criterion/criterion.h>
+#include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
+#include "prof/gemm_kernels.h"
 #include "prof/kernel_costs.h"
 #include "prof/prof.h"
 #include "prof/roofline.h"
@@ -69,4 +72,34 @@ Test(prof, roof_measurements_are_positive) {
     double bw = prof_measure_triad_bandwidth(1 << 16), flops = prof_measure_gemm_flops(64);
     cr_expect(bw > 0 && isfinite(bw), "triad bandwidth %g", bw);
     cr_expect(flops > 0 && isfinite(flops), "gemm FLOP/s %g", flops);
+}
+
+/* The line beside every sgemm peak names the kernel set OpenBLAS runs and how it was chosen; a pin of a 256-bit set
+ * is called out only on a CPU with AVX-512, whatever the environment of the machine running the test. */
+Test(prof, gemm_kernels_line_names_the_set_and_how_it_was_chosen) {
+    char line[400], expect[128];
+    const char *saved = getenv("OPENBLAS_CORETYPE");
+    char *saved_copy = saved ? strdup(saved) : NULL;
+    snprintf(expect, sizeof expect, "OpenBLAS kernels: %s", openblas_get_corename());
+
+    unsetenv("OPENBLAS_CORETYPE");
+    prof_describe_gemm_kernels(line, sizeof line);
+    cr_expect(strncmp(line, expect, strlen(expect)) == 0, "names the running set: %s", line);
+    cr_expect(strstr(line, "OpenBLAS's choice") != NULL, "no pin: OpenBLAS chose: %s", line);
+    cr_expect(!prof_gemm_kernels_pinned_narrow(), "nothing is pinned");
+
+    setenv("OPENBLAS_CORETYPE", "SomeSet", 1);
+    prof_describe_gemm_kernels(line, sizeof line);
+    cr_expect(strstr(line, "OPENBLAS_CORETYPE=SomeSet") != NULL, "the pin is named: %s", line);
+    const bool pinned_narrow = prof_gemm_kernels_pinned_narrow();
+    cr_expect(pinned_narrow == (strstr(line, "unset OPENBLAS_CORETYPE") != NULL), "the advice matches: %s", line);
+    if (pinned_narrow) cr_expect(__builtin_cpu_supports("avx512f"), "a narrow pin is only called out with AVX-512");
+
+    char tiny[8]; /* a short buffer is cut, and terminated */
+    prof_describe_gemm_kernels(tiny, sizeof tiny);
+    cr_expect(strlen(tiny) == sizeof tiny - 1);
+
+    if (saved_copy) setenv("OPENBLAS_CORETYPE", saved_copy, 1);
+    else unsetenv("OPENBLAS_CORETYPE");
+    free(saved_copy);
 }
