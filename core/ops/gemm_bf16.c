@@ -17,17 +17,18 @@
  * bf16 numbers along k (the summed index), the first in the low half:
  *
  *   VDPBF16PS (AVX512_BF16), a vector instruction: acc[i] += a[2i] * b[2i] + a[2i+1] * b[2i+1] for 16
- *     fp32 lanes, 32 multiply-adds. On this machine's cores (Sapphire Rapids class; bench/gemm_lowp
- *     measures it) one issues every 2 cycles and occupies both FMA ports, while fp32 FMAs issue two per
- *     cycle: 16 multiply-adds per cycle against fp32's 32. So it can only reach HALF of fp32 sgemm's
- *     peak here, whatever the blocking (the tile below runs at ~95% of that instruction rate).
- *   TDPBF16PS (AMX_BF16), a matrix instruction on tile registers (16 rows x 64 bytes): C (16 x 16 fp32)
- *     += A (16 rows x 16 pairs) @ B (16 pairs x 16 columns), 8192 multiply-adds per instruction, one per
- *     16 cycles: ~3.1 TFLOP/s per core here, ~15 times fp32 FMA. This is the CPU's counterpart of a GPU's
- *     tensor core, and the engine used when the CPU and the kernel (Linux >= 5.16 grants the 8 KiB tile
- *     state on request) allow it. At that rate GPT-2's products (N = 256 rows) are bound by memory, not
- *     arithmetic: reading the weight and writing the output take about as long as the tiles (the tile
- *     loop alone, on operands in L1, reaches ~90% of the peak; whole products reach 25-35%).
+ *     fp32 lanes, 32 multiply-adds. Its rate depends on the core, and bench/gemm_lowp measures it against
+ *     fp32 FMA's on the machine at hand: on Intel Sapphire Rapids one issues every 2 cycles and occupies
+ *     both FMA ports, 16 multiply-adds per cycle against fp32's 32, so it can only reach HALF of fp32's
+ *     peak there (the tile below ran at ~95% of that instruction rate); on AMD Zen 5 (EPYC, family 26) two
+ *     issue per cycle, TWICE fp32 FMA's rate (438 against 218 GFLOP/s per core, bench/README.md).
+ *   TDPBF16PS (AMX_BF16, Intel only), a matrix instruction on tile registers (16 rows x 64 bytes): C (16 x 16
+ *     fp32) += A (16 rows x 16 pairs) @ B (16 pairs x 16 columns), 8192 multiply-adds per instruction, one
+ *     per 16 cycles: ~3.1 TFLOP/s per core on Sapphire Rapids, ~15 times fp32 FMA. This is the CPU's
+ *     counterpart of a GPU's tensor core, and the engine used when the CPU and the kernel (Linux >= 5.16
+ *     grants the 8 KiB tile state on request) allow it. At that rate GPT-2's products (N = 256 rows) are
+ *     bound by memory, not arithmetic: reading the weight and writing the output take about as long as the
+ *     tiles (the tile loop alone, on operands in L1, reaches ~90% of the peak; whole products reach 25-35%).
  *
  * Both flush subnormal inputs and outputs to zero and round to nearest even, whatever MXCSR says.
  *
