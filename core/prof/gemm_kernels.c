@@ -1,7 +1,6 @@
 /* gemm_kernels.c: which OpenBLAS kernel set the fp32 matmuls run, and whether the environment narrowed it. */
 #include "prof/gemm_kernels.h"
 
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -12,6 +11,8 @@
  * OpenBLAS's AVX-512 ones (bench/README.md, "OpenBLAS's kernel set": 181-186 against 333-355 GFLOP/s on 2
  * cores). mixpar leaves the variable as it finds it, since whoever set it may want the same bits on every
  * machine; the benchmarks and the profiler say which set ran, so a figure is never read against the wrong roof. */
+
+char *openblas_get_corename(void); /* OpenBLAS's own API (not part of CBLAS, so not in every cblas.h) */
 
 /* OpenBLAS's x86-64 kernel sets that use no 512-bit vectors (its SkylakeX and Cooperlake sets do). */
 static const char *const narrow_sets[] = {"Haswell",    "Zen",       "Sandybridge", "Excavator", "Steamroller",

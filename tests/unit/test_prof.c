@@ -1,8 +1,8 @@
 /* test_prof.c: Criterion tests of the profiler (prof/): exposed time of overlapping intervals, the model's ops
  * recorded as kernels with their shapes' FLOPs, the same loss with the profiler on and off, and misuse stopping. */
 #include <criterion/criterion.h>
-#include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +73,8 @@ Test(prof, roof_measurements_are_positive) {
     cr_expect(bw > 0 && isfinite(bw), "triad bandwidth %g", bw);
     cr_expect(flops > 0 && isfinite(flops), "gemm FLOP/s %g", flops);
 }
+
+char *openblas_get_corename(void); /* OpenBLAS's own API */
 
 /* The line beside every sgemm peak names the kernel set OpenBLAS runs and how it was chosen; a pin of a 256-bit set
  * is called out only on a CPU with AVX-512, whatever the environment of the machine running the test. */
