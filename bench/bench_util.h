@@ -1,4 +1,4 @@
-/* bench_util.h: helpers the benchmarks share: seeded buffers and the machine's measured sgemm peak. */
+/* bench_util.h: helpers the benchmarks share: seeded buffers, the machine's measured sgemm peak and the kernels that reached it. */
 #ifndef MIXPAR_BENCH_UTIL_H
 #define MIXPAR_BENCH_UTIL_H
 

@@ -8,7 +8,7 @@
 /* OpenBLAS picks its kernels when it loads: the set OPENBLAS_CORETYPE names when that is set, else one that
  * fits the CPU. Some machines pin a set for a whole fleet (this course's build machines set
  * OPENBLAS_CORETYPE=Haswell). On a CPU with AVX-512 that means 256-bit kernels at about half the sgemm rate of
- * OpenBLAS's AVX-512 ones (bench/README.md, "OpenBLAS's kernel set": 181-186 against 333-355 GFLOP/s on 2
+ * OpenBLAS's AVX-512 ones (bench/README.md, "OpenBLAS's kernel set": 181-186 against 333-351 GFLOP/s on 2
  * cores). mixpar leaves the variable as it finds it, since whoever set it may want the same bits on every
  * machine; the benchmarks and the profiler say which set ran, so a figure is never read against the wrong roof. */
 

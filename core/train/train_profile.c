@@ -2,8 +2,8 @@
 #include "train/train_profile.h"
 
 #include "base/error.h"
-#include "prof/prof.h"
 #include "prof/gemm_kernels.h"
+#include "prof/prof.h"
 #include "prof/roofline.h"
 
 #include <errno.h>
