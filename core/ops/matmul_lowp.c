@@ -5,6 +5,7 @@
 #include "base/mem.h"
 #include "fp/convert.h"
 #include "ops/gemm_bf16.h"
+#include "ops/isa.h"
 #include "ops/matmul.h"
 #include "ops/parallel.h"
 
@@ -69,7 +70,7 @@ static void check_dims(int N, int C, int OC) {
     MP_ASSERT(N >= 0 && C >= 0 && OC >= 0, "matmul_lowp dims must be >= 0: N=%d C=%d OC=%d", N, C, OC);
 }
 
-static inline float bf16_value(uint16_t bits) { /* exact: the 16 bits are the top half of an fp32 */
+OPS_ISA_INLINE float bf16_value(uint16_t bits) { /* exact: the 16 bits are the top half of an fp32 */
     uint32_t u = (uint32_t)bits << 16;
     float f;
     memcpy(&f, &u, sizeof f);
@@ -78,23 +79,33 @@ static inline float bf16_value(uint16_t bits) { /* exact: the 16 bits are the to
 
 /* dbias (OC) += column sums of dout (N,OC), bf16, summed in fp32. Each thread owns a range of columns and
  * walks down the rows, 256 columns at a time in a local fp32 row (row-major reads, vectorizable); every
- * column is summed in row order, then added to dbias, as matmul_backward does, whatever the thread count. */
-static void bf16_column_sums(float *dbias, const uint16_t *dout, int N, int OC) {
+ * column is summed in row order, then added to dbias, as matmul_backward does, whatever the thread count.
+ * The lanes of a vector are different columns, so every level of ops/isa.h gives the same floats; the widest
+ * the CPU runs sums 16 columns per instruction instead of the baseline's 4. */
+OPS_ISA_INLINE void bf16_column_sums_range(float *dbias, const uint16_t *dout, int N, int OC, int lo, int hi) {
     enum { CHUNK = 256 };
+    float sum[CHUNK];
+    for (int o0 = lo; o0 < hi; o0 += CHUNK) {
+        const int width = hi - o0 < CHUNK ? hi - o0 : CHUNK;
+        for (int j = 0; j < width; j++) sum[j] = 0.0f;
+        for (int n = 0; n < N; n++) {
+            const uint16_t *row = dout + (size_t)n * OC + o0;
+#pragma omp simd
+            for (int j = 0; j < width; j++) sum[j] += bf16_value(row[j]);
+        }
+        for (int j = 0; j < width; j++) dbias[o0 + j] += sum[j];
+    }
+}
+OPS_ISA_CLONES(bf16_column_sums_range, (float *dbias, const uint16_t *dout, int N, int OC, int lo, int hi),
+               (dbias, dout, N, OC, lo, hi));
+
+static void bf16_column_sums(float *dbias, const uint16_t *dout, int N, int OC) {
+    const ops_isa level = ops_isa_current();
 #pragma omp parallel if (ops_worth_threads((long)N * OC))
     {
         int lo, hi;
         ops_thread_range(OC, OPS_SIMD_FLOATS, &lo, &hi);
-        float sum[CHUNK];
-        for (int o0 = lo; o0 < hi; o0 += CHUNK) {
-            const int width = hi - o0 < CHUNK ? hi - o0 : CHUNK;
-            for (int j = 0; j < width; j++) sum[j] = 0.0f;
-            for (int n = 0; n < N; n++) {
-                const uint16_t *row = dout + (size_t)n * OC + o0;
-                for (int j = 0; j < width; j++) sum[j] += bf16_value(row[j]);
-            }
-            for (int j = 0; j < width; j++) dbias[o0 + j] += sum[j];
-        }
+        bf16_column_sums_range_isa[level](dbias, dout, N, OC, lo, hi);
     }
 }
 

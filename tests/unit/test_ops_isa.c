@@ -4,9 +4,11 @@
 #include "ops/gelu.h"
 #include "ops/gradcheck.h"
 #include "ops/isa.h"
+#include "ops/matmul_lowp.h"
 #include "ops_testutil.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -109,5 +111,48 @@ Test(ops_isa, attention_agrees_across_levels_on_ragged_shapes) {
         for (int level = OPS_ISA_BASE; level < OPS_ISA_COUNT; level++)
             free(out[level]), free(att[level]), free(dqkv[level]);
         free(qkv), free(dout);
+    }
+}
+
+/* The bias gradient of a bf16 linear layer sums each column of dout down the rows; the lanes of a vector are
+ * different columns, so every level must give the same bits, and the sums must be those of a double loop
+ * (the inputs are small integers times powers of two: every partial sum is exact in fp32). Ragged widths:
+ * no multiple of 16, and more columns than one 256-column chunk. */
+Test(ops_isa, bf16_bias_sums_are_the_same_bits_on_every_level) {
+    const int shapes[][2] = {{5, 37}, {64, 300}, {33, 1000}, {256, 2304}};
+    for (int c = 0; c < 4; c++) {
+        const int N = shapes[c][0], OC = shapes[c][1];
+        uint16_t *dout = malloc((size_t)N * OC * sizeof *dout);
+        double *want = calloc((size_t)OC, sizeof *want);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                const int k = (n * 7 + o * 3) % 17 - 8;          /* -8 .. 8 */
+                const float v = (float)k * 0.125f;               /* exact in bf16 */
+                uint32_t bits;
+                memcpy(&bits, &v, sizeof bits);
+                dout[(size_t)n * OC + o] = (uint16_t)(bits >> 16);
+                want[o] += v;
+            }
+        float *first = NULL;
+        for (int level = OPS_ISA_BASE; level < OPS_ISA_COUNT; level++) {
+            if (!ops_isa_force((ops_isa)level)) continue;
+            float *dbias = malloc((size_t)OC * sizeof *dbias);
+            for (int o = 0; o < OC; o++) dbias[o] = 0.5f; /* accumulated into */
+            matmul_lowp_backward(NULL, NULL, dbias, dout, NULL, NULL, N, 16, OC, LOWP_BF16);
+            int wrong = -1;
+            for (int o = 0; o < OC && wrong < 0; o++)
+                if (dbias[o] != (float)(want[o] + 0.5)) wrong = o;
+            cr_expect(wrong < 0, "%s, N=%d OC=%d: column %d sums to %g, expected %g", ops_isa_name((ops_isa)level), N,
+                      OC, wrong, wrong < 0 ? 0.0 : dbias[wrong], wrong < 0 ? 0.0 : want[wrong] + 0.5);
+            if (!first) first = dbias;
+            else {
+                cr_expect(memcmp(first, dbias, (size_t)OC * sizeof *dbias) == 0, "%s differs from the baseline, N=%d OC=%d",
+                          ops_isa_name((ops_isa)level), N, OC);
+                free(dbias);
+            }
+        }
+        free(first);
+        free(dout);
+        free(want);
     }
 }
