@@ -141,13 +141,21 @@ bool amp_scaler_unscale(amp_scaler *s, const clip_span *grads, int nspans) {
      * each thread works on several values per instruction (simd): the flag is an int OR-ed together, which the
      * compiler can keep in a vector register, where a bool || would keep the loop one value at a time. */
     float inv_scale = (float)(1.0 / (double)s->scale);
+    /* With S = 1 (no loss scaling: the bf16 recipe) g * 1 is g, bit for bit: the pass only looks, and writes
+     * nothing back (half the memory traffic of a pass that reads and writes). */
+    const bool only_check = inv_scale == 1.0f;
     for (int k = 0; k < nspans; k++) {
         float *g = grads[k].data;
         int bad = 0;
-#pragma omp parallel for simd schedule(static) reduction(| : bad) if (grads[k].n >= (1u << 18))
-        for (size_t i = 0; i < grads[k].n; i++) {
-            bad |= !isfinite(g[i]); /* +inf, -inf and NaN; NaN * inv_scale stays NaN */
-            g[i] *= inv_scale;
+        if (only_check) {
+#pragma omp parallel for simd schedule(static) reduction(| : bad) if (parallel: grads[k].n >= (1u << 18))
+            for (size_t i = 0; i < grads[k].n; i++) bad |= !isfinite(g[i]);
+        } else {
+#pragma omp parallel for simd schedule(static) reduction(| : bad) if (parallel: grads[k].n >= (1u << 18))
+            for (size_t i = 0; i < grads[k].n; i++) {
+                bad |= !isfinite(g[i]); /* +inf, -inf and NaN; NaN * inv_scale stays NaN */
+                g[i] *= inv_scale;
+            }
         }
         found_inf |= bad;
     }

@@ -40,7 +40,7 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, long N) {
     /* gelu(x) = 0.5 x (1 + tanh u):
      *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'(x),  u'(x) = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
      * (tanh' = 1 - tanh^2 = sech^2). ops_tanhf is tanhf written so this loop vectorises. */
-#pragma omp parallel for simd schedule(static) if (ops_worth_threads(N))
+#pragma omp parallel for simd schedule(static) if (parallel: ops_worth_threads(N))
     for (long i = 0; i < N; i++) {
         float x = inp[i];
         float u = GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);

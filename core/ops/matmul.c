@@ -94,12 +94,20 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
         matmul_sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias) {
         /* Each thread owns a range of output channels and walks down the rows: no two threads write the
-         * same dbias[o], and the sum order per channel does not depend on the thread count. */
+         * same dbias[o], and the sum order per channel does not depend on the thread count. It takes 64
+         * channels at a time, side by side: a row's 64 values are contiguous, so the inner loop is one
+         * vector add per 4 to 16 channels, where one channel at a time would wait for each addition and
+         * read one value per cache line. Every channel still adds its rows in order, from 0. */
 #pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * OC))
-        for (int o = 0; o < OC; o++) {
-            float sum = 0.0f;
-            for (int n = 0; n < N; n++) sum += dout[(size_t)n * OC + o];
-            dbias[o] += sum;
+        for (int o0 = 0; o0 < OC; o0 += 64) {
+            const int width = OC - o0 < 64 ? OC - o0 : 64;
+            float sum[64] = {0};
+            for (int n = 0; n < N; n++) {
+                const float *row = dout + (size_t)n * OC + o0;
+#pragma omp simd
+                for (int j = 0; j < width; j++) sum[j] += row[j];
+            }
+            for (int j = 0; j < width; j++) dbias[o0 + j] += sum[j];
         }
     }
     /* LAB 02 END */

@@ -1,6 +1,8 @@
 /* clip.c: sums of squares in double with a fixed summation order, the global norm, and clipping. */
 #include "optim/clip.h"
 
+#include "ops/isa.h"
+
 #include <math.h>
 
 /* The span is cut into CLIP_CHUNKS equal chunks (the cut depends on n only), each chunk is summed on its own,
@@ -8,32 +10,76 @@
  * bits of the result, do not depend on how many threads there are. */
 #define CLIP_CHUNKS 64
 #define CLIP_PARALLEL_MIN 65536
-/* Within a chunk, eight running sums: element i goes to sum i % 8. One running sum would make every addition
- * wait for the previous one (about 4 cycles); eight independent sums overlap, sit in SIMD registers (they are
- * separate variables so that the compiler keeps them in registers), and leave the pass bound by memory. */
+/* Within a chunk, eight running sums: element i goes to sum i % 8, and the eight are added in the fixed tree
+ * of chunk_total. One running sum would make every addition wait for the previous one (about 4 cycles). */
+typedef double clip_v8d __attribute__((vector_size(8 * sizeof(double))));
+typedef float clip_v8f __attribute__((vector_size(8 * sizeof(float)), aligned(sizeof(float))));
+
+static double chunk_total(const double s[8], double tail) {
+    return (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail;
+}
+
 static double chunk_sum_squares(const float *x, size_t n) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    double s[8] = {0};
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        s0 += (double)x[i + 0] * x[i + 0], s1 += (double)x[i + 1] * x[i + 1];
-        s2 += (double)x[i + 2] * x[i + 2], s3 += (double)x[i + 3] * x[i + 3];
-        s4 += (double)x[i + 4] * x[i + 4], s5 += (double)x[i + 5] * x[i + 5];
-        s6 += (double)x[i + 6] * x[i + 6], s7 += (double)x[i + 7] * x[i + 7];
-    }
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += (double)x[i + j] * x[i + j];
     double tail = 0;
     for (; i < n; i++) tail += (double)x[i] * x[i];
-    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail;
+    return chunk_total(s, tail);
 }
+
+/* CLIP_GROUP whole chunks of n values, `stride` apart, summed side by side: the eight sums of one chunk form
+ * one vector (one AVX-512 register), and the chunks' vectors are independent, so their additions overlap
+ * where one chunk alone would wait for each addition. Each lane still adds its own elements in the order of
+ * chunk_sum_squares, and the totals are formed the same way: the same bits, on every ops/isa.h level. */
+#define CLIP_GROUP 4
+/* (a macro, not a function: a function returning a 512-bit vector would change the baseline build's ABI) */
+#define CLIP_SQUARES_OF_EIGHT(x)                                                                               \
+    ({                                                                                                         \
+        clip_v8d v_ = __builtin_convertvector(*(const clip_v8f *)(x), clip_v8d);                               \
+        v_ * v_;                                                                                               \
+    })
+OPS_ISA_INLINE void group_sum_squares(const float *x, size_t stride, size_t n, double *out) {
+    /* four named vectors, not an array: GCC keeps named ones in registers */
+    clip_v8d a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    const float *x0 = x, *x1 = x + stride, *x2 = x + 2 * stride, *x3 = x + 3 * stride;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 += CLIP_SQUARES_OF_EIGHT(x0 + i);
+        a1 += CLIP_SQUARES_OF_EIGHT(x1 + i);
+        a2 += CLIP_SQUARES_OF_EIGHT(x2 + i);
+        a3 += CLIP_SQUARES_OF_EIGHT(x3 + i);
+    }
+    const clip_v8d acc[CLIP_GROUP] = {a0, a1, a2, a3};
+    for (int q = 0; q < CLIP_GROUP; q++) {
+        double s[8], tail = 0;
+        for (int j = 0; j < 8; j++) s[j] = acc[q][j];
+        for (size_t k = i; k < n; k++) tail += (double)x[q * stride + k] * x[q * stride + k];
+        out[q] = chunk_total(s, tail);
+    }
+}
+OPS_ISA_CLONES(group_sum_squares, (const float *x, size_t stride, size_t n, double *out), (x, stride, n, out));
 
 double clip_sum_squares(const float *x, size_t n) {
     double partial[CLIP_CHUNKS];
     size_t chunk = (n + CLIP_CHUNKS - 1) / CLIP_CHUNKS;
+    /* chunks [0, whole) hold `chunk` values each; the ones after them fewer, or none */
+    const int whole = chunk ? (int)(n / chunk < CLIP_CHUNKS ? n / chunk : CLIP_CHUNKS) : 0;
+    const ops_isa level = ops_isa_current();
 #pragma omp parallel for schedule(static) if (n >= CLIP_PARALLEL_MIN)
-    for (int c = 0; c < CLIP_CHUNKS; c++) {
-        size_t lo = (size_t)c * chunk, hi = lo + chunk;
-        if (lo > n) lo = n;
-        if (hi > n) hi = n;
-        partial[c] = chunk_sum_squares(x + lo, hi - lo);
+    for (int g = 0; g < CLIP_CHUNKS / CLIP_GROUP; g++) {
+        const int c0 = g * CLIP_GROUP;
+        if (c0 + CLIP_GROUP <= whole) {
+            group_sum_squares_isa[level](x + (size_t)c0 * chunk, chunk, chunk, partial + c0);
+            continue;
+        }
+        for (int c = c0; c < c0 + CLIP_GROUP; c++) {
+            size_t lo = (size_t)c * chunk, hi = lo + chunk;
+            if (lo > n) lo = n;
+            if (hi > n) hi = n;
+            partial[c] = chunk_sum_squares(x + lo, hi - lo);
+        }
     }
     double total = 0;
     for (int c = 0; c < CLIP_CHUNKS; c++) total += partial[c];
@@ -50,7 +96,7 @@ float clip_scale_for(double norm, double max_norm) {
 }
 
 void clip_scale(float *x, size_t n, float scale) {
-#pragma omp parallel for simd if (n >= CLIP_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel: n >= CLIP_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) x[i] *= scale;
 }
 

@@ -52,7 +52,7 @@ bool optim_decays_ndim(int ndim) { return ndim >= 2; }
 
 void optim_sgd_update(float *param, const float *grad, size_t n, const optim_hparams *h) {
     const float lr = (float)h->lr, wd = (float)h->weight_decay;
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel: n >= OPTIM_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) param[i] -= lr * (grad[i] + wd * param[i]);
 }
 
@@ -73,7 +73,7 @@ void optim_momentum_update(float *param, const float *grad, float *buf, size_t n
     const bool nesterov = h->nesterov;
     /* LAB 02 BEGIN SGD with momentum: L2 decay into g, the momentum buffer, the step (plain or Nesterov) */
     if (nesterov) {
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel: n >= OPTIM_PARALLEL_MIN)
         for (size_t i = 0; i < n; i++) {
             float g = grad[i] + wd * param[i];
             float b = momentum * buf[i] + (1.0f - dampening) * g;
@@ -81,7 +81,7 @@ void optim_momentum_update(float *param, const float *grad, float *buf, size_t n
             param[i] -= lr * (g + momentum * b);
         }
     } else {
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel: n >= OPTIM_PARALLEL_MIN)
         for (size_t i = 0; i < n; i++) {
             float g = grad[i] + wd * param[i];
             float b = momentum * buf[i] + (1.0f - dampening) * g;
@@ -131,7 +131,7 @@ void optim_adam_update(float *param, const float *grad, float *m, float *v, size
     const float one_minus_beta2 = k.one_minus_beta2, eps = k.eps, wd = k.wd;
     const float step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2;
     /* LAB 02 BEGIN Adam: L2 decay into g, first and second moments, the bias-corrected step */
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel: n >= OPTIM_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grad[i] + wd * param[i];
         m[i] = beta1 * m[i] + one_minus_beta1 * g;
@@ -156,7 +156,7 @@ void optim_adamw_update(float *param, const float *grad, float *m, float *v, siz
     const float one_minus_beta2 = k.one_minus_beta2, eps = k.eps, wd = k.wd;
     const float step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2;
     /* LAB 02 BEGIN AdamW: decoupled decay of p, first and second moments, the bias-corrected step */
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel: n >= OPTIM_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grad[i];
         float p = param[i] - lr * wd * param[i];
@@ -205,7 +205,7 @@ void optim_lamb_apply(float *param, const float *m, const float *v, size_t n, co
                       double trust_ratio) {
     const adam_constants k = adam_constants_at(h, step);
     const float scaled_lr = (float)(h->lr * trust_ratio);
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel: n >= OPTIM_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) param[i] -= scaled_lr * lamb_direction(param[i], m[i], v[i], &k);
 }
 

@@ -133,6 +133,27 @@ Test(ops_matmul, dbias_does_not_depend_on_thread_count) {
     free(dout), free(inp), free(weight), free(one), free(two);
 }
 
+/* The bias gradient, bit for bit: each channel adds its rows in order, in fp32, from 0, and then adds that sum
+ * to what dbias held. matmul_backward sums 64 channels side by side; widths that are not a multiple of 64 (or
+ * of any vector width) and a single row check the edges of that. */
+Test(ops_matmul, dbias_adds_each_channels_rows_in_order) {
+    const int cases[][2] = {{1, 1}, {7, 63}, {5, 64}, {300, 65}, {33, 170}, {256, 2304}};
+    for (int k = 0; k < 6; k++) {
+        const int N = cases[k][0], OC = cases[k][1], C = 3;
+        float *dout = tu_uniform(N * OC, -1, 1, 40 + k), *inp = tu_uniform(N * C, -1, 1, 50 + k);
+        float *weight = tu_uniform(OC * C, -1, 1, 60 + k), *dbias = tu_uniform(OC, -1, 1, 70 + k);
+        float *want = malloc((size_t)OC * sizeof *want);
+        for (int o = 0; o < OC; o++) {
+            float sum = 0.0f;
+            for (int n = 0; n < N; n++) sum += dout[(size_t)n * OC + o];
+            want[o] = dbias[o] + sum;
+        }
+        matmul_backward(NULL, NULL, dbias, dout, inp, weight, N, C, OC);
+        cr_expect(tu_bits_equal(dbias, want, OC), "N=%d OC=%d: dbias is not each channel's rows added in order", N, OC);
+        free(dout), free(inp), free(weight), free(dbias), free(want);
+    }
+}
+
 Test(ops_matmul, sgemm_every_transpose_and_both_splits) {
     /* matmul_sgemm splits C by columns when it is wider than tall, by rows otherwise: try both, with
      * every combination of transposes, against a double loop. A and B are stored with padded leading

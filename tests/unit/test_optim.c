@@ -3,6 +3,7 @@
  * configuration by name and DeepSpeed JSON, schedules at their boundary steps, norms and clipping. */
 #include "base/mem.h"
 #include "base/rng.h"
+#include "ops/isa.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -563,6 +564,61 @@ Test(clip, sum_of_squares_does_not_depend_on_thread_count) {
     omp_set_num_threads(3);
     double three = clip_sum_squares(x, n);
     cr_expect(one == two && two == three, "1, 2, 3 threads: %.17g %.17g %.17g", one, two, three);
+    free(x);
+}
+
+/* The order of additions, spelled out again: n cut into 64 equal chunks (the last ones shorter or empty), in
+ * each chunk element i added to running sum i % 8, the eight sums added as a fixed tree, then the rest of the
+ * chunk one by one, and the chunk sums added in order. clip_sum_squares sums several chunks side by side
+ * (ops/isa.h's widest level holds a chunk's eight sums in one register): the bits must be this order's, on
+ * every level, for sizes that fill the chunks exactly and for ragged ones. */
+static double sum_squares_in_the_documented_order(const float *x, size_t n) {
+    size_t chunk = (n + 63) / 64;
+    double total = 0;
+    for (int c = 0; c < 64; c++) {
+        size_t lo = (size_t)c * chunk, hi = lo + chunk;
+        if (lo > n) lo = n;
+        if (hi > n) hi = n;
+        double s[8] = {0}, tail = 0;
+        size_t i = lo;
+        for (; i + 8 <= hi; i += 8)
+            for (int j = 0; j < 8; j++) s[j] += (double)x[i + j] * (double)x[i + j];
+        for (; i < hi; i++) tail += (double)x[i] * (double)x[i];
+        total += ((((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) + tail);
+    }
+    return total;
+}
+
+Test(clip, sum_of_squares_is_the_documented_order_on_every_level) {
+    const size_t sizes[] = {0, 1, 7, 9, 63, 64, 65, 520, 4099, 65536, 65543, 300007, (1u << 20) + 61};
+    const size_t most = (1u << 20) + 61;
+    float *x = calloc(most, sizeof *x);
+    uint64_t state = 12345;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        const size_t n = sizes[k], chunk = (n + 63) / 64;
+        /* One chunk at a time holds values, the others zeros: adding zeros is exact, so the result is that
+         * chunk's sum to the last bit (a full vector of random values would hide a chunk's last bit in the
+         * rounding of the total). Mantissas are random and exponents span 2^-8 .. 2^8, so the lane sums round
+         * and a different order of additions shows in some of the 64 chunks. */
+        for (int c = 0; c < 64; c++) {
+            size_t lo = (size_t)c * chunk, hi = lo + chunk;
+            if (lo > n) lo = n;
+            if (hi > n) hi = n;
+            for (size_t i = lo; i < hi; i++) {
+                state = state * 6364136223846793005ull + 1442695040888963407ull;
+                const int e = (int)((state >> 33) % 17) - 8;
+                x[i] = ldexpf(1.0f + (float)((state >> 40) & 0xFFFFFF) / 16777216.0f, e) * ((state >> 39) & 1 ? -1.0f : 1.0f);
+            }
+            const double want = sum_squares_in_the_documented_order(x, n);
+            for (int level = OPS_ISA_BASE; level < OPS_ISA_COUNT; level++) {
+                if (!ops_isa_force((ops_isa)level)) continue;
+                const double got = clip_sum_squares(x, n);
+                cr_expect(got == want, "%s, n = %zu, values in chunk %d: %.17g, the documented order gives %.17g",
+                          ops_isa_name((ops_isa)level), n, c, got, want);
+            }
+            for (size_t i = lo; i < hi; i++) x[i] = 0.0f;
+        }
+    }
     free(x);
 }
 
