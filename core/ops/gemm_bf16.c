@@ -47,7 +47,9 @@
  *              OC = 2304, 3072, 50304), so no tile is ragged there.
  *   KC2        pairs of k per block: an A micro-panel (MR x KC2 words, 12 KiB) stays in L1 while it meets
  *              every B micro-panel of the block; 384 pairs = 768 channels, so GPT-2's C = 768 is one block
- *              and C is written once.
+ *              and C is written once. A k-contiguous A of even K (the forward's input, dinp's dout) is
+ *              that micro-panel already, 8 rows of pairs: the tile broadcasts its pairs in place, and
+ *              only B and a transposed A are packed.
  *   NC         columns per packed B block: NC x KC2 words = 576 KiB stays in the 2 MiB L2 while all the
  *              row tiles stream past it.
  * AMX engine: a block of C is 2 x 2 tiles (32 x 32), from 2 A tiles and 2 B tiles: the 8 tile registers.
@@ -55,6 +57,8 @@
  * of 128 or 256 pairs, which keep an A block and a B panel in L1 together, measured no faster). */
 enum { MR = 8, NR = 48, NV = NR / 16, KC2 = 384, NC = 8 * NR };
 enum { AMX_MR = 32, AMX_NR = 32, AMX_KT = 16, AMX_KC2 = KC2 };
+/* A panels the AVX512-BF16 engine packs together when it packs A itself (they fill the area of an AMX A block) */
+enum { A_PANELS_AT_ONCE = AMX_MR / MR };
 
 /* ------------------------------------------------------------------ CPU check */
 
@@ -150,18 +154,16 @@ GEMM_TARGET static GEMM_INLINE void transpose_16x16(__m512i r[16]) {
     for (int i = 0; i < 16; i++) r[i] = t[i];
 }
 
-/* Store the first `words` (16 or 8) words of v at dst. */
-GEMM_TARGET static GEMM_INLINE void store_words(uint32_t *dst, __m512i v, int words) {
-    if (words >= 16) _mm512_storeu_si512(dst, v);
-    else _mm512_mask_storeu_epi32(dst, (__mmask16)((1u << words) - 1), v);
-}
-
-/* Panel of W lines (xn of them real, the rest zero) from a k-contiguous source, pairs p0 .. p0+kp. */
-GEMM_TARGET static void pack_k_contiguous(uint32_t *dst, const uint16_t *src, int ld, int x0, int xn, int p0, int kp,
-                                          int K, int W) {
-    for (int l0 = 0; l0 < W; l0 += 16) {
+/* `panels` panels of W lines each (panel q holds lines q * W .., xn of all the lines real, the rest zero) from a
+ * k-contiguous source, pairs p0 .. p0+kp; panel q is written at dst + q * panel_words. 16 lines are
+ * transposed at a time, so W = 8 panels go in twos: one transpose of 8 real rows would be half zeros. */
+GEMM_TARGET static void pack_k_contiguous(uint32_t *dst, size_t panel_words, int panels, const uint16_t *src, int ld,
+                                          int x0, int xn, int p0, int kp, int K, int W) {
+    const int width = panels * W; /* lines, real or not: a multiple of 16, or W = 8 */
+    for (int l0 = 0; l0 < width; l0 += 16) {
         const int lines = xn - l0 < 0 ? 0 : xn - l0 > 16 ? 16 : xn - l0;
-        const int width = W - l0 < 16 ? W - l0 : 16;
+        uint32_t *panel = dst + (size_t)(l0 / W) * panel_words + l0 % W;
+        const bool two_panels = W < 16 && l0 + W < width; /* W = 8: lines 8..15 are the next panel's */
         for (int p = 0; p < kp; p += 16) {
             const int pairs = kp - p < 16 ? kp - p : 16;
             const int k = 2 * (p0 + p), elements = K - k < 32 ? K - k : 32;
@@ -180,52 +182,85 @@ GEMM_TARGET static void pack_k_contiguous(uint32_t *dst, const uint16_t *src, in
             transpose_16x16(r);
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++)
-                if (j < pairs) store_words(dst + (size_t)(p + j) * W + l0, r[j], width);
+                if (j < pairs) {
+                    uint32_t *word = panel + (size_t)(p + j) * W;
+                    if (W >= 16) _mm512_storeu_si512(word, r[j]);
+                    else {
+                        _mm256_storeu_si256((__m256i *)word, _mm512_castsi512_si256(r[j]));
+                        if (two_panels) _mm256_storeu_si256((__m256i *)(word + panel_words), _mm512_extracti64x4_epi64(r[j], 1));
+                    }
+                }
         }
     }
 }
 
-/* Panel of W lines (xn real) from an x-contiguous source (row k of memory holds element k of every line). */
-GEMM_TARGET static void pack_x_contiguous(uint32_t *dst, const uint16_t *src, int ld, int x0, int xn, int p0, int kp,
-                                          int K, int W) {
-    /* word i of the result = (row0[i], row1[i]): 16-bit element 2i from the first source, 2i+1 from the second */
-    static const uint16_t interleave[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
-                                            8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-    const __m512i idx = _mm512_loadu_si512(interleave);
+/* `panels` panels of W lines each, side by side in the source (panel q holds lines q * W .. q * W + W - 1,
+ * xn of all the lines real), from an x-contiguous source (row k of memory holds element k of every line);
+ * panel q is written at dst + q * panel_words. All the panels are packed in one pass over the rows: each
+ * row's cache lines are read once and used whole. (One narrow panel at a time reads 16 bytes of each line,
+ * and rows a power-of-two multiple of 64 bytes apart share a few L1 sets, so the lines are gone from L1
+ * before the next panel needs the rest: packing an x-contiguous A took 10% of a weight gradient's time.) */
+GEMM_TARGET static void pack_x_contiguous(uint32_t *dst, size_t panel_words, int panels, const uint16_t *src, int ld,
+                                          int x0, int xn, int p0, int kp, int K, int W) {
+    /* word i of a result = (row0[l], row1[l]) for line l = i (the first 16 lines) or 16 + i (the next 16):
+     * indices into the 64 elements of the two rows' 32 */
+    static const uint16_t interleave[2][32] = {
+        {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+        {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+         24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
+    const __m512i first_16 = _mm512_loadu_si512(interleave[0]), next_16 = _mm512_loadu_si512(interleave[1]);
+    const int width = panels * W; /* lines, real or not: a multiple of 16, or W = 8 */
     for (int p = 0; p < kp; p++) {
         const int k = 2 * (p0 + p);
         const uint16_t *row0 = src + (size_t)k * ld + x0;
         const uint16_t *row1 = k + 1 < K ? row0 + ld : NULL; /* odd K: the last pair's partner is zero */
         /* Consecutive pairs are rows ld elements apart, a stride the hardware prefetcher does not follow across
-         * pages: ask for the pair 8 ahead (a hint: never faults, even past the end). */
-        _mm_prefetch((const char *)(row0 + (size_t)16 * ld), _MM_HINT_T0);
-        _mm_prefetch((const char *)(row0 + (size_t)17 * ld), _MM_HINT_T0);
-        _mm_prefetch((const char *)(row0 + (size_t)16 * ld + W - 1), _MM_HINT_T0);
-        _mm_prefetch((const char *)(row0 + (size_t)17 * ld + W - 1), _MM_HINT_T0);
-        for (int l0 = 0; l0 < W; l0 += 16) {
-            const int lines = xn - l0 < 0 ? 0 : xn - l0 > 16 ? 16 : xn - l0;
-            const __mmask16 mask = (__mmask16)((1u << lines) - 1);
-            __m512i a = _mm512_zextsi256_si512(_mm256_maskz_loadu_epi16(mask, row0 + l0));
-            __m512i b = row1 ? _mm512_zextsi256_si512(_mm256_maskz_loadu_epi16(mask, row1 + l0)) : _mm512_setzero_si512();
-            store_words(dst + (size_t)p * W + l0, _mm512_permutex2var_epi16(a, idx, b), W - l0 < 16 ? W - l0 : 16);
+         * pages: ask for the pair 8 ahead, every line of it (a hint: never faults, even past the end). */
+        for (int l = 0; l < width; l += 32) {
+            _mm_prefetch((const char *)(row0 + (size_t)16 * ld + l), _MM_HINT_T0);
+            _mm_prefetch((const char *)(row0 + (size_t)17 * ld + l), _MM_HINT_T0);
+        }
+        _mm_prefetch((const char *)(row0 + (size_t)16 * ld + width - 1), _MM_HINT_T0);
+        _mm_prefetch((const char *)(row0 + (size_t)17 * ld + width - 1), _MM_HINT_T0);
+        for (int l0 = 0; l0 < width; l0 += 32) { /* 32 lines: 64 bytes of each row */
+            const int lines = xn - l0 < 0 ? 0 : xn - l0 > 32 ? 32 : xn - l0;
+            const __mmask32 mask = lines >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << lines) - 1);
+            const __m512i a = _mm512_maskz_loadu_epi16(mask, row0 + l0);
+            const __m512i b = row1 ? _mm512_maskz_loadu_epi16(mask, row1 + l0) : _mm512_setzero_si512();
+            for (int h = 0; h < 2 && l0 + 16 * h < width; h++) {
+                const __m512i words = _mm512_permutex2var_epi16(a, h ? next_16 : first_16, b);
+                const int line = l0 + 16 * h;
+                uint32_t *panel_row = dst + (size_t)(line / W) * panel_words + (size_t)p * W;
+                if (W >= 16) _mm512_storeu_si512(panel_row + line % W, words); /* 16 lines of one panel */
+                else { /* W = 8: 8 lines of each of two panels */
+                    _mm256_storeu_si256((__m256i *)panel_row, _mm512_castsi512_si256(words));
+                    if (line + 8 < width)
+                        _mm256_storeu_si256((__m256i *)(panel_row + panel_words), _mm512_extracti64x4_epi64(words, 1));
+                }
+            }
         }
     }
 }
 
-GEMM_TARGET static void pack_panel(uint32_t *dst, const uint16_t *src, int ld, bool k_contiguous, int x0, int xn,
-                                   int p0, int kp, int K, int W) {
-    if (k_contiguous) pack_k_contiguous(dst, src, ld, x0, xn, p0, kp, K, W);
-    else pack_x_contiguous(dst, src, ld, x0, xn, p0, kp, K, W);
+/* `panels` panels of W lines (xn of all the lines real, the rest zero), lines x0 .., pairs p0 .. p0+kp;
+ * panel q at dst + q * panel_words. */
+GEMM_TARGET static void pack_panels(uint32_t *dst, size_t panel_words, int panels, const uint16_t *src, int ld,
+                                    bool k_contiguous, int x0, int xn, int p0, int kp, int K, int W) {
+    if (k_contiguous) pack_k_contiguous(dst, panel_words, panels, src, ld, x0, xn, p0, kp, K, W);
+    else pack_x_contiguous(dst, panel_words, panels, src, ld, x0, xn, p0, kp, K, W);
 }
 
 /* ------------------------------------------------------------------ the AVX512-BF16 register tile */
 
-/* C tile (mr x nr, mr <= MR, nr <= NR) at c (row stride ldc) from kp pairs of a packed A micro-panel
- * (word [p * MR + r]) and B micro-panel (word [p * NR + l]). `first`: the first k block, where the tile
+/* C tile (mr x nr, mr <= MR, nr <= NR) at c (row stride ldc) from kp pairs of A and a packed B micro-panel
+ * (word [p * NR + l]). A's pair p of row r is the 32-bit word at byte a + r * a_row + p * a_step: a packed
+ * micro-panel (word [p * MR + r]: a_row 4, a_step 4 * MR) or A itself when it is k-contiguous (a_row its row
+ * stride in bytes, a_step 4): the broadcast loads any address, so such an A needs no packing. `first`: the first k block, where the tile
  * starts from 0 (or C when accumulating) plus the bias; later blocks add to C. Inlined with a constant
  * mr so the row loop unrolls and the 8 x 3 accumulators live in registers. */
-GEMM_TARGET static GEMM_INLINE void tile(const int mr, int kp, const uint32_t *a, const uint32_t *b, float *c,
-                                         size_t ldc, int nr, bool first, bool accumulate, const float *bias) {
+GEMM_TARGET static GEMM_INLINE void tile(const int mr, int kp, const char *a, const size_t a_row, const size_t a_step,
+                                         const uint32_t *b, float *c, size_t ldc, int nr, bool first, bool accumulate,
+                                         const float *bias) {
     /* GCC's -O2 does not unroll the row loops completely on its own; without that the accumulators are
      * an array on the stack and every VDPBF16PS waits on a load and a store. */
     __m512 acc[MR][NV];
@@ -238,12 +273,14 @@ GEMM_TARGET static GEMM_INLINE void tile(const int mr, int kp, const uint32_t *a
                        b2 = (__m512bh)_mm512_load_si512(b + 32);
 #pragma GCC unroll 8
         for (int r = 0; r < mr; r++) {
-            const __m512bh ar = (__m512bh)_mm512_set1_epi32((int)a[r]); /* the pair (A[r][2p], A[r][2p+1]) */
+            int pair; /* (A[r][2p], A[r][2p+1]) */
+            memcpy(&pair, a + r * a_row, sizeof pair);
+            const __m512bh ar = (__m512bh)_mm512_set1_epi32(pair);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
             acc[r][2] = _mm512_dpbf16_ps(acc[r][2], ar, b2);
         }
-        a += MR;
+        a += a_step;
         b += NR;
     }
     __mmask16 mask[NV];
@@ -266,17 +303,35 @@ GEMM_TARGET static GEMM_INLINE void tile(const int mr, int kp, const uint32_t *a
         }
 }
 
-GEMM_TARGET static void tile_any(int mr, int kp, const uint32_t *a, const uint32_t *b, float *c, size_t ldc, int nr,
-                                 bool first, bool accumulate, const float *bias) {
-    switch (mr) { /* one unrolled copy per row count; only the last row tile of an odd M is short */
-    case 8: tile(8, kp, a, b, c, ldc, nr, first, accumulate, bias); break;
-    case 7: tile(7, kp, a, b, c, ldc, nr, first, accumulate, bias); break;
-    case 6: tile(6, kp, a, b, c, ldc, nr, first, accumulate, bias); break;
-    case 5: tile(5, kp, a, b, c, ldc, nr, first, accumulate, bias); break;
-    case 4: tile(4, kp, a, b, c, ldc, nr, first, accumulate, bias); break;
-    case 3: tile(3, kp, a, b, c, ldc, nr, first, accumulate, bias); break;
-    case 2: tile(2, kp, a, b, c, ldc, nr, first, accumulate, bias); break;
-    default: tile(1, kp, a, b, c, ldc, nr, first, accumulate, bias); break;
+/* One unrolled copy of the tile per row count (only the last row tile of an odd M is short), for A packed ... */
+GEMM_TARGET static void tile_packed_a(int mr, int kp, const uint32_t *a, const uint32_t *b, float *c, size_t ldc,
+                                      int nr, bool first, bool accumulate, const float *bias) {
+    const char *pairs = (const char *)a;
+    switch (mr) {
+    case 8: tile(8, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
+    case 7: tile(7, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
+    case 6: tile(6, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
+    case 5: tile(5, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
+    case 4: tile(4, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
+    case 3: tile(3, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
+    case 2: tile(2, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
+    default: tile(1, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
+    }
+}
+
+/* ... and for A read in place, rows a_row bytes apart. */
+GEMM_TARGET static void tile_direct_a(int mr, int kp, const uint16_t *a, size_t a_row, const uint32_t *b, float *c,
+                                      size_t ldc, int nr, bool first, bool accumulate, const float *bias) {
+    const char *pairs = (const char *)a;
+    switch (mr) {
+    case 8: tile(8, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
+    case 7: tile(7, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
+    case 6: tile(6, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
+    case 5: tile(5, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
+    case 4: tile(4, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
+    case 3: tile(3, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
+    case 2: tile(2, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
+    default: tile(1, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
     }
 }
 
@@ -340,7 +395,7 @@ GEMM_TARGET static void amx_pack_a(uint32_t *dst, int dst_ld, const uint16_t *sr
         const int rows = mn - h <= 0 ? 0 : mn - h >= 16 ? 16 : mn - h;
         for (int pc = 0; pc < kp_pad; pc += 16) {
             const int pairs = kp - pc <= 0 ? 0 : kp - pc >= 16 ? 16 : kp - pc;
-            if (rows > 0 && pairs > 0) pack_x_contiguous(panel, src, ld, m0 + h, rows, p0 + pc, pairs, K, 16);
+            if (rows > 0 && pairs > 0) pack_x_contiguous(panel, 0, 1, src, ld, m0 + h, rows, p0 + pc, pairs, K, 16);
             __m512i r[16];
 #pragma GCC unroll 16
             for (int p = 0; p < 16; p++) r[p] = p < pairs && rows > 0 ? _mm512_load_si512(panel + 16 * p) : _mm512_setzero_si512();
@@ -457,6 +512,7 @@ typedef struct {
     float *C;
     int ldc;
     const uint32_t *a_packed; /* all of A packed (row block s at s * a_block_words), or NULL: per block */
+    bool a_direct;            /* the AVX512-BF16 tile reads A in place (k-contiguous, even K): no packing */
     size_t a_block_words;
 } gemm_job;
 
@@ -465,23 +521,40 @@ static inline int min_int(int a, int b) { return a < b ? a : b; }
 /* One thread's rectangle of C: rows [m_lo, m_hi) (m_lo a multiple of MR), columns [n_lo, n_hi). Loops in
  * the classic order: column block, k block (pack B once), row tile (A from L1), column tile (B from L2). */
 GEMM_TARGET static void rectangle_avx512(const gemm_job *g, int m_lo, int m_hi, int n_lo, int n_hi, uint32_t *area) {
-    uint32_t *b_block = area, *a_panel = area + (size_t)NC * KC2;
+    uint32_t *b_block = area, *a_panels = area + (size_t)NC * KC2;
     for (int jc = n_lo; jc < n_hi; jc += NC) {
         const int nc = min_int(NC, n_hi - jc);
         for (int pc = 0; pc < g->K2; pc += KC2) {
             const int kc2 = min_int(KC2, g->K2 - pc);
-            for (int jr = 0; jr < nc; jr += NR)
-                pack_panel(b_block + (size_t)jr * kc2, g->B, g->ldb, g->trans_b, jc + jr, min_int(NR, nc - jr), pc,
-                           kc2, g->K, NR);
+            pack_panels(b_block, (size_t)NR * kc2, (nc + NR - 1) / NR, g->B, g->ldb, g->trans_b, jc, nc, pc, kc2, g->K,
+                        NR);
             for (int ir = m_lo; ir < m_hi; ir += MR) {
                 const int mr = min_int(MR, m_hi - ir);
-                const uint32_t *a = a_panel;
-                if (g->a_packed) a = g->a_packed + (size_t)(ir / MR) * g->a_block_words + (size_t)pc * MR;
-                else pack_panel(a_panel, g->A, g->lda, !g->trans_a, ir, mr, pc, kc2, g->K, MR);
                 float *c_row = g->C + (size_t)ir * g->ldc + jc;
+                if (g->a_direct) {
+                    const uint16_t *a = g->A + (size_t)ir * g->lda + 2 * (size_t)pc;
+                    for (int jr = 0; jr < nc; jr += NR)
+                        tile_direct_a(mr, kc2, a, (size_t)g->lda * sizeof(uint16_t), b_block + (size_t)jr * kc2,
+                                      c_row + jr, (size_t)g->ldc, min_int(NR, nc - jr), pc == 0, g->accumulate,
+                                      g->bias ? g->bias + jc + jr : NULL);
+                    continue;
+                }
+                const uint32_t *a;
+                if (g->a_packed) a = g->a_packed + (size_t)(ir / MR) * g->a_block_words + (size_t)pc * MR;
+                else {
+                    /* A_PANELS_AT_ONCE panels packed together: an x-contiguous A is then read in whole cache
+                     * lines (32 rows of C = 64 bytes of each row of memory) */
+                    const int slot = (ir - m_lo) / MR % A_PANELS_AT_ONCE;
+                    if (slot == 0) {
+                        const int rows = min_int(A_PANELS_AT_ONCE * MR, m_hi - ir);
+                        pack_panels(a_panels, (size_t)MR * kc2, (rows + MR - 1) / MR, g->A, g->lda, !g->trans_a, ir,
+                                    rows, pc, kc2, g->K, MR);
+                    }
+                    a = a_panels + (size_t)slot * MR * kc2;
+                }
                 for (int jr = 0; jr < nc; jr += NR)
-                    tile_any(mr, kc2, a, b_block + (size_t)jr * kc2, c_row + jr, (size_t)g->ldc, min_int(NR, nc - jr),
-                             pc == 0, g->accumulate, g->bias ? g->bias + jc + jr : NULL);
+                    tile_packed_a(mr, kc2, a, b_block + (size_t)jr * kc2, c_row + jr, (size_t)g->ldc,
+                                  min_int(NR, nc - jr), pc == 0, g->accumulate, g->bias ? g->bias + jc + jr : NULL);
             }
         }
     }
@@ -497,7 +570,7 @@ GEMM_TARGET static void rectangle_amx(const gemm_job *g, int m_lo, int m_hi, int
             const int kc2 = min_int(AMX_KC2, g->K2 - pc), kc2_pad = (kc2 + AMX_KT - 1) / AMX_KT * AMX_KT;
             for (int jr = 0; jr < nc; jr += AMX_NR) {
                 uint32_t *panel = b_block + (size_t)jr * kc2_pad;
-                pack_panel(panel, g->B, g->ldb, g->trans_b, jc + jr, min_int(AMX_NR, nc - jr), pc, kc2, g->K, AMX_NR);
+                pack_panels(panel, 0, 1, g->B, g->ldb, g->trans_b, jc + jr, min_int(AMX_NR, nc - jr), pc, kc2, g->K, AMX_NR);
                 memset(panel + (size_t)kc2 * AMX_NR, 0, (size_t)(kc2_pad - kc2) * AMX_NR * sizeof(uint32_t));
             }
             for (int ir = m_lo; ir < m_hi; ir += AMX_MR) {
@@ -518,16 +591,18 @@ GEMM_TARGET static void rectangle_amx(const gemm_job *g, int m_lo, int m_hi, int
     }
 }
 
-/* Row block s of A, packed whole (all k) for the engine: MR rows interleaved for VDPBF16PS, or 32 rows of
- * tile-padded pairs for AMX. */
-GEMM_TARGET static void pack_a_block(const gemm_job *g, bool amx, int s) {
-    uint32_t *dst = (uint32_t *)g->a_packed + (size_t)s * g->a_block_words;
+/* Group s of A's row blocks, packed whole (all k) for the engine: one block of 32 rows of tile-padded pairs
+ * for AMX, or A_PANELS_AT_ONCE blocks of MR rows interleaved for VDPBF16PS (packed together, as in
+ * rectangle_avx512). Block b lies at b * a_block_words. */
+GEMM_TARGET static void pack_a_group(const gemm_job *g, bool amx, int s) {
     if (amx) {
         const int m0 = s * AMX_MR;
-        amx_pack_a(dst, g->K2_amx, g->A, g->lda, !g->trans_a, m0, min_int(AMX_MR, g->M - m0), 0, g->K2, g->K2_amx, g->K);
+        amx_pack_a((uint32_t *)g->a_packed + (size_t)s * g->a_block_words, g->K2_amx, g->A, g->lda, !g->trans_a, m0,
+                   min_int(AMX_MR, g->M - m0), 0, g->K2, g->K2_amx, g->K);
     } else {
-        const int m0 = s * MR;
-        pack_panel(dst, g->A, g->lda, !g->trans_a, m0, min_int(MR, g->M - m0), 0, g->K2, g->K, MR);
+        const int m0 = s * A_PANELS_AT_ONCE * MR, rows = min_int(A_PANELS_AT_ONCE * MR, g->M - m0);
+        pack_panels((uint32_t *)g->a_packed + (size_t)s * A_PANELS_AT_ONCE * g->a_block_words, g->a_block_words,
+                    (rows + MR - 1) / MR, g->A, g->lda, !g->trans_a, m0, rows, 0, g->K2, g->K, MR);
     }
 }
 
@@ -558,16 +633,20 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *
     /* one thread below ~0.5 MFLOP, where starting threads costs more than it saves */
     const int threads = (double)M * N * K >= (1 << 18) ? omp_get_max_threads() : 1;
     const int row_blocks = (M + row_unit - 1) / row_unit;
-    if (split_columns)
+    const int a_groups = amx ? row_blocks : (row_blocks + A_PANELS_AT_ONCE - 1) / A_PANELS_AT_ONCE;
+    /* A k-contiguous A of even K is read in place by the AVX512-BF16 tile: its pairs are 32-bit words already
+     * (an odd K would make the last pair's partner the next row's first element) */
+    g.a_direct = !amx && !trans_a && K % 2 == 0;
+    if (split_columns && !g.a_direct)
         g.a_packed = grow(&packed_a_shared, &packed_a_shared_words, (size_t)row_blocks * g.a_block_words,
                           "bf16 gemm: packed A");
     uint32_t *areas = grow(&packed_per_thread, &packed_per_thread_words, (size_t)threads * THREAD_WORDS,
                            "bf16 gemm: per-thread packed blocks");
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
-        if (split_columns) {
+        if (g.a_packed) {
 #pragma omp for schedule(static)
-            for (int s = 0; s < row_blocks; s++) pack_a_block(&g, amx, s);
+            for (int s = 0; s < a_groups; s++) pack_a_group(&g, amx, s);
             /* the implicit barrier of `omp for`: all of A is packed before any thread multiplies */
         }
         int lo, hi;

@@ -319,9 +319,11 @@ static float bf16_value(uint16_t b) {
 static void check_gemm_bf16_transposes(const char *engine) {
     /* The kernel's own interface, including the one combination matmul_lowp does not use (both
      * transposed), padded leading dimensions (the padding of C must stay untouched), bias with and without
-     * accumulation. M, N, K: column split, row split, k past one block, and tiny. */
-    const int sizes[][3] = {{40, 700, 13}, {700, 40, 13}, {33, 57, 801}, {3, 2, 5}};
-    for (int s = 0; s < 4; s++)
+     * accumulation. M, N, K: column split, row split, k past one block, and tiny; each with an odd K and an
+     * even one (a k-contiguous A of even K is read in place, here with odd leading dimensions). */
+    const int sizes[][3] = {{40, 700, 13}, {700, 40, 13}, {33, 57, 801}, {3, 2, 5},
+                            {41, 650, 16}, {650, 41, 18}, {35, 55, 800}, {3, 2, 6}};
+    for (int s = 0; s < 8; s++)
         for (int combo = 0; combo < 16; combo++) {
             const bool ta = combo & 1, tb = combo & 2, acc = combo & 4, use_bias = combo & 8;
             const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
@@ -378,9 +380,10 @@ static void guarded_free(void *p, size_t bytes) {
 }
 
 static void check_no_reads_past_the_operands(const char *engine) {
-    /* odd sizes, every transpose: the last row of each operand is short of a 64-byte piece */
-    const int sizes[][3] = {{33, 47, 29}, {47, 33, 31}, {5, 3, 801}, {70, 9, 3}};
-    for (int s = 0; s < 4; s++)
+    /* odd sizes, every transpose: the last row of each operand is short of a 64-byte piece; an even K too,
+     * where the AVX512-BF16 tile reads a k-contiguous A in place, pair by pair up to its last element */
+    const int sizes[][3] = {{33, 47, 29}, {47, 33, 31}, {5, 3, 801}, {70, 9, 3}, {37, 45, 34}, {9, 50, 770}};
+    for (int s = 0; s < 6; s++)
         for (int combo = 0; combo < 4; combo++) {
             const bool ta = combo & 1, tb = combo & 2;
             const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
