@@ -268,11 +268,11 @@ GEMM_TARGET static GEMM_INLINE void tile(const int mr, int kp, const char *a, co
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
-    /* A product that adds to C (a weight gradient, dW += dout^T @ inp) reads each tile of C once, at the end
-     * of the first k block: 24 cache lines of a C that is megabytes, so not in any cache. Asked for now,
-     * they arrive while the k loop runs (the rows-split weight gradients: 75% -> 83-87% of the peak). Later
-     * k blocks find C where the previous block left it. */
-    if (first && accumulate)
+    /* The first k block meets this tile of C for the first time: 24 cache lines of a C that is often megabytes,
+     * in no cache, read after the k loop (a weight gradient, dW += dout^T @ inp) or written (the lm head's
+     * 51 MB of logits). Asked for now, they arrive while the loop runs (the weight gradients: 76-77% -> 81-83%
+     * of the peak, bench/README.md). Later k blocks find C where the previous block left it. */
+    if (first)
 #pragma GCC unroll 8
         for (int r = 0; r < mr; r++)
 #pragma GCC unroll 3
