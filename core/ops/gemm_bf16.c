@@ -198,8 +198,9 @@ GEMM_TARGET static void pack_k_contiguous(uint32_t *dst, size_t panel_words, int
  * xn of all the lines real), from an x-contiguous source (row k of memory holds element k of every line);
  * panel q is written at dst + q * panel_words. All the panels are packed in one pass over the rows: each
  * row's cache lines are read once and used whole. (One narrow panel at a time reads 16 bytes of each line,
- * and rows a power-of-two multiple of 64 bytes apart share a few L1 sets, so the lines are gone from L1
- * before the next panel needs the rest: packing an x-contiguous A took 10% of a weight gradient's time.) */
+ * and rows a multiple of 512 bytes apart (GPT-2's 2304 bf16 = 9 x 512) all fall in 8 of L1's 64 sets, so the
+ * lines are gone from L1 before the next panel needs the rest: packing an x-contiguous A took 10% of a weight
+ * gradient's time.) */
 GEMM_TARGET static void pack_x_contiguous(uint32_t *dst, size_t panel_words, int panels, const uint16_t *src, int ld,
                                           int x0, int xn, int p0, int kp, int K, int W) {
     /* word i of a result = (row0[l], row1[l]) for line l = i (the first 16 lines) or 16 + i (the next 16):
@@ -254,10 +255,10 @@ GEMM_TARGET static void pack_panels(uint32_t *dst, size_t panel_words, int panel
 
 /* C tile (mr x nr, mr <= MR, nr <= NR) at c (row stride ldc) from kp pairs of A and a packed B micro-panel
  * (word [p * NR + l]). A's pair p of row r is the 32-bit word at byte a + r * a_row + p * a_step: a packed
- * micro-panel (word [p * MR + r]: a_row 4, a_step 4 * MR) or A itself when it is k-contiguous (a_row its row
- * stride in bytes, a_step 4): the broadcast loads any address, so such an A needs no packing. `first`: the first k block, where the tile
- * starts from 0 (or C when accumulating) plus the bias; later blocks add to C. Inlined with a constant
- * mr so the row loop unrolls and the 8 x 3 accumulators live in registers. */
+ * micro-panel (word [p * MR + r]: a_row 4, a_step 4 * MR) or A itself when it is k-contiguous (a_row its
+ * row stride in bytes, a_step 4): the broadcast loads any address, so such an A needs no packing. `first`:
+ * the first k block, where the tile starts from 0 (or C when accumulating) plus the bias; later blocks add
+ * to C. Inlined with a constant mr so the row loop unrolls and the 8 x 3 accumulators live in registers. */
 GEMM_TARGET static GEMM_INLINE void tile(const int mr, int kp, const char *a, const size_t a_row, const size_t a_step,
                                          const uint32_t *b, float *c, size_t ldc, int nr, bool first, bool accumulate,
                                          const float *bias) {
