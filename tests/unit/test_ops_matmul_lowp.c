@@ -363,6 +363,56 @@ Test(matmul_lowp, gemm_bf16_every_transpose_with_leading_dimensions) {
     gemm_bf16_use(gemm_bf16_best());
 }
 
+/* Every layout of the same operands gives the same bits: the engine packs (or, for a k-contiguous A of even K,
+ * reads in place) whatever it is given into the same pairs of k and sums them in the same order. So a
+ * transposed copy of A or B must not change a single bit of C; a packing that put one pair in the wrong
+ * place, or dropped an odd K's last element, would. Shapes: both splits, odd and even K, ragged edges,
+ * k past one block. */
+static void check_layouts_agree_bitwise(const char *engine) {
+    const int sizes[][3] = {{37, 101, 18}, {101, 37, 17}, {16, 96, 770}, {70, 50, 801}, {9, 49, 64}};
+    for (int s = 0; s < 5; s++)
+        for (int flags = 0; flags < 4; flags++) {
+            const bool acc = flags & 1, use_bias = flags & 2;
+            const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+            uint16_t *A = lowp_uniform((long)M * K, LOWP_BF16, 500 + s), *B = lowp_uniform((long)N * K, LOWP_BF16, 600 + s);
+            uint16_t *At = malloc((size_t)M * K * 2), *Bt = malloc((size_t)N * K * 2);
+            for (int m = 0; m < M; m++) /* A is M x K row-major, At its K x M transpose */
+                for (int k = 0; k < K; k++) At[(size_t)k * M + m] = A[(size_t)m * K + k];
+            for (int n = 0; n < N; n++) /* B is N x K row-major (trans_b), Bt the K x N layout */
+                for (int k = 0; k < K; k++) Bt[(size_t)k * N + n] = B[(size_t)n * K + k];
+            float *bias = tu_uniform(N, -1, 1, 700 + s), *base = tu_uniform((long)M * N, -1, 1, 800 + s);
+            float *C[4];
+            for (int combo = 0; combo < 4; combo++) {
+                const bool ta = combo & 1, tb = combo & 2;
+                C[combo] = tu_copy(base, (long)M * N);
+                gemm_bf16(ta, tb, M, N, K, ta ? At : A, ta ? M : K, tb ? B : Bt, tb ? K : N, use_bias ? bias : NULL, acc,
+                          C[combo], N);
+            }
+            for (int combo = 1; combo < 4; combo++) {
+                long first_diff = -1;
+                for (long i = 0; i < (long)M * N && first_diff < 0; i++)
+                    if (memcmp(&C[combo][i], &C[0][i], sizeof(float)) != 0) first_diff = i;
+                cr_expect(first_diff < 0,
+                          "%s M=%d N=%d K=%d accumulate=%d bias=%d: trans_a=%d trans_b=%d differs from trans_a=0 "
+                          "trans_b=0 at [%ld]: %.9g against %.9g (the same operands in another layout must give "
+                          "the same bits)",
+                          engine, M, N, K, acc, use_bias, combo & 1, (combo & 2) != 0, first_diff,
+                          first_diff < 0 ? 0.0 : (double)C[combo][first_diff], first_diff < 0 ? 0.0 : (double)C[0][first_diff]);
+            }
+            for (int combo = 0; combo < 4; combo++) free(C[combo]);
+            free(A), free(B), free(At), free(Bt), free(bias), free(base);
+        }
+}
+
+Test(matmul_lowp, gemm_bf16_layouts_agree_bit_for_bit) {
+    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
+        gemm_bf16_use(e);
+        check_layouts_agree_bitwise(gemm_bf16_engine_name(e));
+    }
+    gemm_bf16_use(gemm_bf16_best());
+}
+
 /* Memory whose last byte sits just before an inaccessible page: reading one element past the end
  * crashes the test instead of passing by luck (packing code works in 64-byte pieces and must stop at
  * the edge of every operand). Freed with guarded_free(p, bytes). */
