@@ -299,13 +299,18 @@ static void check_thread_count_independence(const char *engine) {
     }
 }
 
-Test(matmul_lowp, bf16_kernel_does_not_depend_on_thread_count) {
-    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+/* Runs check(engine name) with each bf16 engine this CPU has in use, then puts the best one back. */
+static void on_every_bf16_engine(void (*check)(const char *engine)) {
     for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
         gemm_bf16_use(e);
-        check_thread_count_independence(gemm_bf16_engine_name(e));
+        check(gemm_bf16_engine_name(e));
     }
     gemm_bf16_use(gemm_bf16_best());
+}
+
+Test(matmul_lowp, bf16_kernel_does_not_depend_on_thread_count) {
+    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+    on_every_bf16_engine(check_thread_count_independence);
 }
 
 static float bf16_value(uint16_t b) {
@@ -356,11 +361,7 @@ static void check_gemm_bf16_transposes(const char *engine) {
 
 Test(matmul_lowp, gemm_bf16_every_transpose_with_leading_dimensions) {
     if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
-    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
-        gemm_bf16_use(e);
-        check_gemm_bf16_transposes(gemm_bf16_engine_name(e));
-    }
-    gemm_bf16_use(gemm_bf16_best());
+    on_every_bf16_engine(check_gemm_bf16_transposes);
 }
 
 /* Every layout of the same operands gives the same bits: the engine packs (or, for a k-contiguous A of even K,
@@ -406,11 +407,7 @@ static void check_layouts_agree_bitwise(const char *engine) {
 
 Test(matmul_lowp, gemm_bf16_layouts_agree_bit_for_bit) {
     if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
-    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
-        gemm_bf16_use(e);
-        check_layouts_agree_bitwise(gemm_bf16_engine_name(e));
-    }
-    gemm_bf16_use(gemm_bf16_best());
+    on_every_bf16_engine(check_layouts_agree_bitwise);
 }
 
 /* Memory whose last byte sits just before an inaccessible page: reading one element past the end
@@ -453,11 +450,7 @@ static void check_no_reads_past_the_operands(const char *engine) {
 
 Test(matmul_lowp, gemm_bf16_reads_nothing_past_its_operands) {
     if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
-    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
-        gemm_bf16_use(e);
-        check_no_reads_past_the_operands(gemm_bf16_engine_name(e));
-    }
-    gemm_bf16_use(gemm_bf16_best());
+    on_every_bf16_engine(check_no_reads_past_the_operands);
 }
 
 static void check_stale_buffers(const char *engine) {
@@ -480,11 +473,7 @@ static void check_stale_buffers(const char *engine) {
 
 Test(matmul_lowp, gemm_bf16_padding_does_not_see_stale_buffers) {
     if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
-    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
-        gemm_bf16_use(e);
-        check_stale_buffers(gemm_bf16_engine_name(e));
-    }
-    gemm_bf16_use(gemm_bf16_best());
+    on_every_bf16_engine(check_stale_buffers);
 }
 
 /* ---- subnormals
@@ -579,9 +568,5 @@ static void check_subnormals_act_as_zeros(const char *engine) {
 
 Test(matmul_lowp, bf16_kernel_with_some_subnormals_equals_the_kernel_on_zeros) {
     if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
-    for (gemm_bf16_engine e = GEMM_BF16_AVX512; e <= gemm_bf16_best(); e++) {
-        gemm_bf16_use(e);
-        check_subnormals_act_as_zeros(gemm_bf16_engine_name(e));
-    }
-    gemm_bf16_use(gemm_bf16_best());
+    on_every_bf16_engine(check_subnormals_act_as_zeros);
 }
