@@ -21,7 +21,7 @@ int fsdp_strategy_from_name(const char *name) {
     return -1;
 }
 
-enum { MAX_SPANS = 2, MAX_JOBS = 4096 };
+enum { MAX_SPANS = 2, MAX_JOBS = 4096, MAX_WIDE = 16 };
 
 /* Where a unit's parameters are gathered, and how far that has got. */
 typedef enum { UNIT_FREE, UNIT_PENDING, UNIT_READY } unit_state;
@@ -39,6 +39,12 @@ typedef struct {
     bool whole_step;    /* the tied root: gathered from the start of forward to the end of backward */
     bool keep_forward;  /* not dropped after its forward (the head: backward starts with it) */
     bool lookup;        /* the untied embeddings: backward of a lookup reads no weights, so no gather */
+    /* 16-bit gathers (gather_half): the tensors read in fp32 (norm gains, biases), unit-local [wide_at, +wide_len) */
+    int nwide;
+    size_t wide_at[MAX_WIDE], wide_len[MAX_WIDE];
+    size_t wide_k;      /* the most of them one rank owns: each rank's part of the fp32 all-gather */
+    bool can_half;      /* few enough of them that the 16-bit gather moves fewer bytes */
+    bool half;          /* its gathered copy came in 16 bits: the weight cache, and fp32 only where read so */
 } unit;
 
 typedef enum { JOB_GATHER, JOB_REDUCE } job_kind;
@@ -62,6 +68,10 @@ struct fsdp {
      * units that are not direct), and the reduced shard of a reduce-scatter. Reserved once, so the pages of one
      * job are recycled by the next (base/mem.h) instead of being allocated and zeroed every time. */
     float *staging, *reduced;
+    /* reserved (MEM_COMM) the same way, for the 16-bit gathers: the cast shard, the gathered unit when it is not
+     * direct, and the fp32 pieces (this rank's, then every rank's) */
+    uint16_t *send16, *staging16;
+    float *wide;
     ev_writer *ev;
     fsdp_stats stats;
     /* the communication thread */
@@ -112,6 +122,43 @@ static void owned_range(const unit *u, int r, size_t *lo, size_t *hi) {
     *hi = b < u->n ? b : u->n;
 }
 
+/* Elements of the unit-local range [a, b) that rank r owns. */
+static size_t owned_of(const unit *u, int r, size_t a, size_t b) {
+    size_t lo, hi;
+    owned_range(u, r, &lo, &hi);
+    size_t x = a > lo ? a : lo, y = b < hi ? b : hi;
+    return x < y ? y - x : 0;
+}
+
+/* The tensors of a unit that the 16-bit path reads in fp32: all but the matmul weights of the blocks and the
+ * head (model_lowp.c), i.e. the norm gains, the biases and the embedding tables. A unit can be gathered in 16
+ * bits when these are a small part of it (a block, an untied head; not the embeddings). */
+static void find_wide_pieces(const fsdp *f, unit *u) {
+    int ntensors;
+    const model_tensor *t = model_tensors(f->m, &ntensors);
+    u->nwide = 0;
+    bool fits = true;
+    for (int s = 0; s < u->nspans; s++)
+        for (int j = 0; j < ntensors; j++) {
+            if (t[j].offset < u->off[s] || t[j].offset >= u->off[s] + u->len[s]) continue;
+            if (t[j].ndim == 2 && t[j].layer >= 0) continue;
+            if (u->nwide == MAX_WIDE) {
+                fits = false;
+                continue;
+            }
+            u->wide_at[u->nwide] = local_of(u, t[j].offset);
+            u->wide_len[u->nwide++] = t[j].size;
+        }
+    u->wide_k = 0;
+    for (int r = 0; r < f->G; r++) {
+        size_t mine = 0;
+        for (int p = 0; p < u->nwide; p++) mine += owned_of(u, r, u->wide_at[p], u->wide_at[p] + u->wide_len[p]);
+        if (mine > u->wide_k) u->wide_k = mine;
+    }
+    /* bytes a rank receives: 2 k G + 4 wide_k G in 16 bits, against 4 k G in fp32 */
+    u->can_half = fits && 2 * u->wide_k <= u->k;
+}
+
 static void make_units(fsdp *f) {
     f->nunits = f->tied ? f->L + 1 : f->L + 2;
     f->units = calloc((size_t)f->nunits, sizeof *f->units);
@@ -137,6 +184,7 @@ static void make_units(fsdp *f) {
         owned_range(u, f->shard_rank, &lo, &hi);
         f->owned += hi - lo;
         if (u->n > f->stats.max_unit_floats) f->stats.max_unit_floats = u->n;
+        find_wide_pieces(f, u);
     }
     f->shard_total = at;
 }
@@ -166,8 +214,92 @@ static uint64_t bytes_sent(comm_t *c) {
  * staging buffer holds the unit's concatenated spans, padded to G shards. */
 static bool direct(const fsdp *f, const unit *u) { return u->nspans == 1 && u->n == u->k * (size_t)f->G; }
 
+/* The fp32 pieces of a 16-bit unit (gather_half), committed in the parameter buffer or given back. */
+static void commit_wide(const unit *u, float *params) {
+    for (int p = 0; p < u->nwide; p++)
+        mem_commit_to_overwrite(params, flat_of(u, u->wide_at[p]) * sizeof(float), u->wide_len[p] * sizeof(float));
+}
+
+static void decommit_wide(const unit *u, float *params) {
+    for (int p = 0; p < u->nwide; p++)
+        mem_decommit(params, flat_of(u, u->wide_at[p]) * sizeof(float), u->wide_len[p] * sizeof(float));
+}
+
+/* Rank r's part of the fp32 pieces, packed in piece order, from `packed` to their places in the parameter buffer. */
+static void unpack_wide(const unit *u, int r, float *params, const float *packed) {
+    size_t lo, hi;
+    owned_range(u, r, &lo, &hi);
+    for (int p = 0; p < u->nwide; p++) {
+        size_t a = u->wide_at[p] > lo ? u->wide_at[p] : lo, b = u->wide_at[p] + u->wide_len[p];
+        if (b > hi) b = hi;
+        if (a >= b) continue;
+        memcpy(params + flat_of(u, a), packed, (b - a) * sizeof(float));
+        packed += b - a;
+    }
+}
+
+/* Under a 16-bit compute mode only the matmuls read a block's weights, and they read the 16-bit cache. So the
+ * shard is cast before the all-gather, which moves half the bytes and writes the cache itself: no rank casts
+ * the whole unit (FSDP's MixedPrecision(param_dtype=torch.bfloat16), DeepSpeed's ZeRO-3 with bf16). The
+ * tensors read in fp32 (norm gains, biases) come in a small all-gather of their own, so every value is the one
+ * the fp32 gather and the cast would give, bit for bit. */
+static void gather_half(fsdp *f, unit *u) {
+    model *m = f->m;
+    float *params = model_params(m);
+    uint16_t *cache = model_weights16(m);
+    size_t G = (size_t)f->G;
+    comm_dtype dt = model_weights16_are_bf16(m) ? COMM_BF16 : COMM_FP16;
+    mem_commit_to_overwrite(f->send16, 0, u->k * 2);
+    model_weights16_encode(m, f->send16, f->param_shard + u->shard_at, u->k);
+    for (int s = 0; s < u->nspans; s++) model_weights16_commit(m, u->off[s], u->len[s]);
+    uint16_t *recv = cache + u->off[0];
+    if (!direct(f, u)) {
+        mem_commit_to_overwrite(f->staging16, 0, u->k * G * 2);
+        recv = f->staging16;
+    }
+    comm_allgather(f->shard_comm, f->send16, recv, u->k, dt, COMM_ALGO_DEFAULT);
+    if (!direct(f, u)) {
+        size_t at = 0;
+        for (int s = 0; s < u->nspans; s++) {
+            memcpy(cache + u->off[s], recv + at, u->len[s] * 2);
+            at += u->len[s];
+        }
+        mem_decommit(f->staging16, 0, u->k * G * 2);
+    }
+    mem_decommit(f->send16, 0, u->k * 2);
+    if (u->wide_k) {
+        size_t bytes = u->wide_k * (G + 1) * sizeof(float);
+        mem_commit(f->wide, 0, bytes); /* zeros: a rank that owns fewer pieces sends padding */
+        float *mine = f->wide, *all = f->wide + u->wide_k;
+        /* this rank's pieces, from its fp32 shard */
+        size_t lo, hi;
+        owned_range(u, f->shard_rank, &lo, &hi);
+        float *at = mine;
+        for (int p = 0; p < u->nwide; p++) {
+            size_t a = u->wide_at[p] > lo ? u->wide_at[p] : lo, b = u->wide_at[p] + u->wide_len[p];
+            if (b > hi) b = hi;
+            if (a >= b) continue;
+            memcpy(at, f->param_shard + u->shard_at + (a - lo), (b - a) * sizeof(float));
+            at += b - a;
+        }
+        comm_allgather(f->shard_comm, mine, all, u->wide_k, COMM_FP32, COMM_ALGO_DEFAULT);
+        commit_wide(u, params);
+        for (int r = 0; r < f->G; r++) unpack_wide(u, r, params, all + (size_t)r * u->wide_k);
+        mem_decommit(f->wide, 0, bytes);
+    }
+    u->half = u->cast = true;
+}
+
 /* The unit's weights from every rank's shard into its spans of the model's parameter buffer. */
 static void gather_unit(fsdp *f, unit *u) {
+    if (u->can_half && model_weights16(f->m)) {
+        uint64_t before = bytes_sent(f->shard_comm);
+        gather_half(f, u);
+        u->resident = true;
+        f->stats.gather_bytes += bytes_sent(f->shard_comm) - before;
+        f->stats.gathers++;
+        return;
+    }
     float *params = model_params(f->m);
     size_t padded_bytes = u->k * (size_t)f->G * sizeof(float);
     commit_spans(u, params, true); /* the all-gather writes all of them */
@@ -201,7 +333,9 @@ static void drop_copy(fsdp *f, unit *u) {
     if (u->cast)
         for (int s = 0; s < u->nspans; s++) model_weights_leaving(f->m, u->off[s], u->len[s]);
     u->cast = false;
-    decommit_spans(u, params);
+    if (u->half) decommit_wide(u, params);
+    else decommit_spans(u, params);
+    u->half = false;
 }
 
 static void drop_unit(fsdp *f, unit *u) {
@@ -471,7 +605,18 @@ fsdp *fsdp_create(model *m, comm_t *world, const fsdp_options *opt, uint64_t con
         if (!direct(f, u) && u->k * (size_t)f->G > staging) staging = u->k * (size_t)f->G;
         if (u->k > reduced) reduced = u->k;
     }
+    size_t staging16 = 1, send16 = 1, wide = 1;
+    for (int i = 0; i < f->nunits; i++) {
+        const unit *u = &f->units[i];
+        if (!u->can_half) continue;
+        if (!direct(f, u) && u->k * (size_t)f->G > staging16) staging16 = u->k * (size_t)f->G;
+        if (u->k > send16) send16 = u->k;
+        if (u->wide_k * (size_t)(f->G + 1) > wide) wide = u->wide_k * (size_t)(f->G + 1);
+    }
     f->staging = mem_reserve(staging * sizeof(float), MEM_COMM, "fsdp staging: a unit's spans padded to the shards");
+    f->staging16 = mem_reserve(staging16 * 2, MEM_COMM, "fsdp 16-bit staging: a unit's spans padded to the shards");
+    f->send16 = mem_reserve(send16 * 2, MEM_COMM, "fsdp 16-bit shard: this rank's part of a unit, cast");
+    f->wide = mem_reserve(wide * sizeof(float), MEM_COMM, "fsdp fp32 pieces of a 16-bit gather (norm gains, biases)");
     f->reduced = mem_reserve(reduced * sizeof(float), MEM_COMM, "fsdp reduced shard");
     f->param_shard = mem_alloc((f->shard_total ? f->shard_total : 1) * sizeof(float), MEM_PARAM, "fsdp parameter shard");
     f->grad_shard = mem_alloc((f->shard_total ? f->shard_total : 1) * sizeof(float), MEM_GRAD, "fsdp gradient shard");
@@ -513,6 +658,9 @@ void fsdp_free(fsdp *f) {
     mem_free(f->param_shard);
     mem_free(f->grad_shard);
     mem_free(f->staging);
+    mem_free(f->staging16);
+    mem_free(f->send16);
+    mem_free(f->wide);
     mem_free(f->reduced);
     free(f->units);
     free(f);

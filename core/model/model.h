@@ -91,6 +91,15 @@ model *model_create_sharded_grads(const model_config *cfg);
 bool model_grads_are_reserved(const model *m); /* sharded grads, or a reserved model */
 void model_weights_arrived(model *m, size_t offset, size_t n);
 void model_weights_leaving(model *m, size_t offset, size_t n);
+/* The 16-bit weight cache of a reserved model whose matmuls run on the 16-bit kernel (bf16 or fp16 compute), or
+ * NULL: a sharding strategy may all-gather weights already in 16 bits straight into it (FSDP's param_dtype)
+ * instead of gathering fp32 and casting. model_weights16_encode rounds n fp32 values to the cache's format
+ * exactly as the cast does. model_weights16_commit commits [offset, offset + n) of the cache for a caller that
+ * writes all of it; the range then stands for a cast one, and model_weights_leaving gives it back. */
+uint16_t *model_weights16(model *m);
+bool model_weights16_are_bf16(const model *m);
+void model_weights16_encode(const model *m, uint16_t *dst, const float *src, size_t n);
+void model_weights16_commit(model *m, size_t offset, size_t n);
 
 /* GPT-2 initialisation: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0, norm
  * gains 1, padded vocabulary rows 0. Same seed, same weights on every machine. */

@@ -354,6 +354,19 @@ void model_lowp_drop_range(model *m, size_t offset, size_t n) {
     else mem_decommit(lp->w32, offset * 4, n * 4);
 }
 
+uint16_t *model_weights16(model *m) { return m->reserved && m->lowp && m->lowp->kernel ? m->lowp->w16 : NULL; }
+bool model_weights16_are_bf16(const model *m) { return m->lowp && m->lowp->fmt == LOWP_BF16; }
+
+void model_weights16_encode(const model *m, uint16_t *dst, const float *src, size_t n) {
+    MP_ASSERT(m->lowp && m->lowp->kernel, "model_weights16_encode without a 16-bit weight cache");
+    encode_par(dst, src, n, m->lowp->fmt);
+}
+
+void model_weights16_commit(model *m, size_t offset, size_t n) {
+    MP_ASSERT(model_weights16(m), "model_weights16_commit without a reserved 16-bit weight cache");
+    mem_commit_to_overwrite(m->lowp->w16, offset * 2, n * 2);
+}
+
 /* The weights as this forward's matmuls read them (a reserved model casts each range as it is gathered). */
 static void cast_weights(model *m) {
     model_lowp *lp = m->lowp;

@@ -16,6 +16,8 @@ typedef struct {
     uint64_t n;       /* elements */
     uint64_t k;       /* shard: ceil(n / G) */
     bool direct;      /* one span the shards divide exactly: the collectives need no staging buffer */
+    bool half;        /* gathered in 16 bits into the cache (fsdp.c's gather_half): fp32 only for its wide tensors */
+    uint64_t wide;    /* elements read in fp32 (norm gains, biases) */
     bool lookup, keep_forward, whole_step;
     /* replay state */
     bool pending;     /* a gather is queued (fsdp.c's UNIT_PENDING) */
@@ -56,6 +58,7 @@ static void finish_oldest(replay *r) {
     unit *u = &r->u[j.unit];
     if (!j.reduce) {
         u->resident = true;
+        u->cast = u->cast || u->half; /* a 16-bit gather writes the cache itself */
         u->pending = false;
         u->ready = true;
     } else {
@@ -93,21 +96,28 @@ static void prefetch(replay *r, int from, int dir) {
 
 /* What the rank holds now, with the oldest queued job running (its weights or buffers are already there). */
 static void measure(replay *r, const char *where) {
-    uint64_t comm = 0, cached = 0;
+    uint64_t bytes = 0, cached = 0, G = r->run->shard_group;
     for (int i = 0; i < r->nunits; i++) {
         const unit *u = &r->u[i];
-        if (u->resident) comm += u->n;
-        if (u->grads_live) comm += u->n;
+        if (u->resident) bytes += (u->half ? u->wide : u->n) * 4;
+        if (u->grads_live) bytes += u->n * 4;
         if (u->cast) cached += u->n;
     }
     if (r->head < r->tail) {
         const job *j = &r->queue[r->head];
         const unit *u = &r->u[j->unit];
-        uint64_t staging = u->direct ? 0 : u->k * r->run->shard_group;
-        if (j->reduce) comm += u->k + staging; /* its reduced shard, and the spans packed when not direct */
-        else comm += (u->resident ? 0 : u->n) + staging; /* a gather commits the unit's spans first */
+        uint64_t staging = u->direct ? 0 : u->k * G;
+        if (j->reduce) {
+            bytes += (u->k + staging) * 4; /* its reduced shard, and the spans packed when not direct */
+        } else if (u->half) { /* the cast shard, the 16-bit spans (the cache) and staging, the fp32 pieces */
+            uint64_t wide_k = u->wide < u->k ? u->wide : u->k; /* at most: the most one rank can own */
+            bytes += (u->k + staging) * 2 + (u->resident ? 0 : u->wide * 4) + wide_k * (G + 1) * 4;
+            if (!u->cast) cached += u->n;
+        } else {
+            bytes += ((u->resident ? 0 : u->n) + staging) * 4; /* a gather commits the unit's spans first */
+        }
     }
-    uint64_t bytes = comm * 4, other = cached * r->run->cache_bytes;
+    uint64_t other = cached * r->run->cache_bytes;
     /* A reduce-scatter running on the MPI backend also holds its receive segments (comm/comm.h). */
     if (r->head < r->tail && r->queue[r->head].reduce)
         bytes += comm_mpi_reduce_scatter_scratch_bytes(r->u[r->queue[r->head].unit].k, (int)r->run->shard_group, 4);
@@ -158,6 +168,8 @@ void plan_gathered_bytes(const plan_model *m, const plan_gather_run *run, plan_g
     uint64_t h = m->hidden, G = run->shard_group;
     uint64_t embeddings = m->vocab * h + (arch->learned_positions ? m->context * h : 0);
     uint64_t final_norm = arch->norm_vectors * h;
+    uint64_t kv = m->kv_heads * (m->hidden / m->heads), F = m->ffn;
+    uint64_t block_matrices = 2 * h * h + 2 * h * kv + arch->mlp_matrices * h * F; /* plan.c's, without the vectors */
     replay r = {.run = run, .L = (int)m->layers, .tied = m->tied_head, .out = out};
     r.nunits = r.tied ? r.L + 1 : r.L + 2;
     r.u = calloc((size_t)r.nunits, sizeof *r.u);
@@ -168,6 +180,11 @@ void plan_gathered_bytes(const plan_model *m, const plan_gather_run *run, plan_g
         u->n = i == 0 ? embeddings + (r.tied ? final_norm : 0) : i <= r.L ? plan_block_params(m) : final_norm + m->vocab * h;
         u->k = (u->n + G - 1) / G;
         u->direct = !(r.tied && i == 0) && u->n == u->k * G;
+        /* 16-bit gathers (fsdp.c's find_wide_pieces): the blocks and the untied head, whose matrices only the
+         * matmuls read, when the tensors read in fp32 are at most half a shard */
+        uint64_t matrices = i == 0 ? 0 : i <= r.L ? block_matrices : m->vocab * h;
+        u->wide = u->n > matrices ? u->n - matrices : 0;
+        u->half = run->cache_bytes == 2 && matrices > 0 && 2 * (u->wide < u->k ? u->wide : u->k) <= u->k;
     }
     r.u[0].whole_step = r.u[0].keep_forward = r.tied;
     r.u[0].lookup = !r.tied;

@@ -19,7 +19,9 @@ typedef struct {
 
 typedef struct {
     uint64_t comm;          /* MEM_COMM at the worst moment: gathered fp32 weights, fp32 gradients not yet reduced,
-                             * the reduce's own shard and any staging buffer */
+                             * the reduce's own shard and any staging buffer. With a 16-bit cache (cache_bytes 2)
+                             * the blocks and an untied head are gathered in 16 bits into the cache: of their
+                             * fp32 weights only the norm gains and biases are held */
     uint64_t other;         /* MEM_OTHER at that moment: the autocast cache of the gathered weights */
     uint64_t units;         /* units: the embeddings, each block, the head (untied) */
     const char *where;      /* when it happens, e.g. "backward, at the embeddings" */

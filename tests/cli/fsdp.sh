@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # fsdp.sh: ZeRO-3 and FSDP's strategies on real MPI ranks: DDP's losses (fp32 and bf16), model-state bytes per
 # rank equal to the planner's, communication per step against the ZeRO paper's 3 Psi / 2 Psi, reductions that
-# overlap backward, prefetch that raises the gathered peak by a block, an exact resume from a stage-3
-# checkpoint (and on one rank), and the refusals: a hybrid group that does not divide the world, two ways of
-# sharding at once, fp8 on sharded weights.
+# overlap backward, 16-bit gathers under bf16, prefetch that raises the gathered peak by a block, an exact resume
+# from a stage-3 checkpoint (and on one rank), and the refusals: a hybrid group that does not divide the world,
+# two ways of sharding at once, fp8 on sharded weights.
 source "$(dirname "$0")/../lib.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -36,8 +36,19 @@ for pair in "ddp2 z3" "ddp2_bf16 z3_bf16"; do
   d=$(max_diff "$work/$1/events.rank0.jsonl" "$work/$2/events.rank0.jsonl")
   check "fsdp: $2's losses equal DDP's over 40 steps on 2 ranks (max |diff| $d <= 1e-5)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-5)}'
 done
-# LLaMA (untied head): the embeddings and the head are units of their own, and under bf16 the gathered matmul
-# weights are rounded where they are (no cache): still DDP's losses bit for bit.
+# Under bf16 on the 16-bit kernel the blocks are gathered in 16 bits, straight into the weight cache (fsdp.c's
+# gather_half): the same losses as above with half the gathered bytes of the blocks (the tied root stays fp32).
+# Without the kernel there is no 16-bit cache, and the gathers stay fp32.
+g32=$(step_field z3 gather_bytes) g16=$(step_field z3_bf16 gather_bytes)
+if header z3_bf16 | grep -q '"matmul":"bf16 ([a-z0-9-]* kernel)"'; then
+  check "fsdp: bf16 ZeRO-3 gathers $(ratio "$g16" "$g32") of fp32's bytes (16-bit blocks, fp32 root: 0.5-0.6)" \
+    awk -v a="$g16" -v b="$g32" 'BEGIN{exit !(b > 0 && a >= 0.5*b && a <= 0.6*b)}'
+else
+  check "fsdp: bf16 ZeRO-3 without the 16-bit kernel gathers fp32's bytes ($g16 = $g32)" test "${g16:-x}" = "$g32"
+fi
+# LLaMA (untied head): the embeddings and the head are units of their own; under bf16 the blocks and the head
+# come in 16 bits (with the kernel; without it the gathered matmul weights are rounded where they are, no
+# cache): still DDP's losses bit for bit.
 lbase=(--config configs/tiny-llama-poetry.json --set train.steps=10 --set scheduler.params.total_steps=10
        --set scheduler.params.warmup_steps=2 --set train.eval_interval=5 --set train.sample_interval=0
        --set train_micro_batch_size_per_gpu=4 --set precision.recipe=bf16)
