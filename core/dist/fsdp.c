@@ -68,9 +68,9 @@ struct fsdp {
      * units that are not direct), and the reduced shard of a reduce-scatter. Reserved once, so the pages of one
      * job are recycled by the next (base/mem.h) instead of being allocated and zeroed every time. */
     float *staging, *reduced;
-    /* reserved (MEM_COMM) the same way, for the 16-bit gathers: the cast shard, the gathered unit when it is not
-     * direct, and the fp32 pieces (this rank's, then every rank's) */
-    uint16_t *send16, *staging16;
+    /* reserved (MEM_COMM) the same way, for the 16-bit gathers: the gathered unit when it is not direct, and the
+     * fp32 pieces (this rank's, then every rank's) */
+    uint16_t *staging16;
     float *wide;
     ev_writer *ev;
     fsdp_stats stats;
@@ -249,15 +249,16 @@ static void gather_half(fsdp *f, unit *u) {
     uint16_t *cache = model_weights16(m);
     size_t G = (size_t)f->G;
     comm_dtype dt = model_weights16_are_bf16(m) ? COMM_BF16 : COMM_FP16;
-    mem_commit_to_overwrite(f->send16, 0, u->k * 2);
-    model_weights16_encode(m, f->send16, f->param_shard + u->shard_at, u->k);
     for (int s = 0; s < u->nspans; s++) model_weights16_commit(m, u->off[s], u->len[s]);
     uint16_t *recv = cache + u->off[0];
     if (!direct(f, u)) {
         mem_commit_to_overwrite(f->staging16, 0, u->k * G * 2);
         recv = f->staging16;
     }
-    comm_allgather(f->shard_comm, f->send16, recv, u->k, dt, COMM_ALGO_DEFAULT);
+    /* In place: the shard is cast straight into its block of the result, which the all-gather then fills. */
+    uint16_t *mine = recv + (size_t)f->shard_rank * u->k;
+    model_weights16_encode(m, mine, f->param_shard + u->shard_at, u->k);
+    comm_allgather(f->shard_comm, mine, recv, u->k, dt, COMM_ALGO_DEFAULT);
     if (!direct(f, u)) {
         size_t at = 0;
         for (int s = 0; s < u->nspans; s++) {
@@ -266,7 +267,6 @@ static void gather_half(fsdp *f, unit *u) {
         }
         mem_decommit(f->staging16, 0, u->k * G * 2);
     }
-    mem_decommit(f->send16, 0, u->k * 2);
     if (u->wide_k) {
         size_t bytes = u->wide_k * (G + 1) * sizeof(float);
         mem_commit(f->wide, 0, bytes); /* zeros: a rank that owns fewer pieces sends padding */
@@ -605,17 +605,15 @@ fsdp *fsdp_create(model *m, comm_t *world, const fsdp_options *opt, uint64_t con
         if (!direct(f, u) && u->k * (size_t)f->G > staging) staging = u->k * (size_t)f->G;
         if (u->k > reduced) reduced = u->k;
     }
-    size_t staging16 = 1, send16 = 1, wide = 1;
+    size_t staging16 = 1, wide = 1;
     for (int i = 0; i < f->nunits; i++) {
         const unit *u = &f->units[i];
         if (!u->can_half) continue;
         if (!direct(f, u) && u->k * (size_t)f->G > staging16) staging16 = u->k * (size_t)f->G;
-        if (u->k > send16) send16 = u->k;
         if (u->wide_k * (size_t)(f->G + 1) > wide) wide = u->wide_k * (size_t)(f->G + 1);
     }
     f->staging = mem_reserve(staging * sizeof(float), MEM_COMM, "fsdp staging: a unit's spans padded to the shards");
     f->staging16 = mem_reserve(staging16 * 2, MEM_COMM, "fsdp 16-bit staging: a unit's spans padded to the shards");
-    f->send16 = mem_reserve(send16 * 2, MEM_COMM, "fsdp 16-bit shard: this rank's part of a unit, cast");
     f->wide = mem_reserve(wide * sizeof(float), MEM_COMM, "fsdp fp32 pieces of a 16-bit gather (norm gains, biases)");
     f->reduced = mem_reserve(reduced * sizeof(float), MEM_COMM, "fsdp reduced shard");
     f->param_shard = mem_alloc((f->shard_total ? f->shard_total : 1) * sizeof(float), MEM_PARAM, "fsdp parameter shard");
@@ -659,7 +657,6 @@ void fsdp_free(fsdp *f) {
     mem_free(f->grad_shard);
     mem_free(f->staging);
     mem_free(f->staging16);
-    mem_free(f->send16);
     mem_free(f->wide);
     mem_free(f->reduced);
     free(f->units);

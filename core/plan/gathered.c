@@ -109,9 +109,9 @@ static void measure(replay *r, const char *where) {
         uint64_t staging = u->direct ? 0 : u->k * G;
         if (j->reduce) {
             bytes += (u->k + staging) * 4; /* its reduced shard, and the spans packed when not direct */
-        } else if (u->half) { /* the cast shard, the 16-bit spans (the cache) and staging, the fp32 pieces */
+        } else if (u->half) { /* the 16-bit spans (the cache) and staging, the fp32 pieces */
             uint64_t wide_k = u->wide < u->k ? u->wide : u->k; /* at most: the most one rank can own */
-            bytes += (u->k + staging) * 2 + (u->resident ? 0 : u->wide * 4) + wide_k * (G + 1) * 4;
+            bytes += staging * 2 + (u->resident ? 0 : u->wide * 4) + wide_k * (G + 1) * 4;
             if (!u->cast) cached += u->n;
         } else {
             bytes += ((u->resident ? 0 : u->n) + staging) * 4; /* a gather commits the unit's spans first */
