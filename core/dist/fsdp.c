@@ -43,6 +43,7 @@ typedef struct {
     int nwide;
     size_t wide_at[MAX_WIDE], wide_len[MAX_WIDE];
     size_t wide_k;      /* the most of them one rank owns: each rank's part of the fp32 all-gather */
+    bool wide_listed;   /* all of them are listed (at most MAX_WIDE): commit_grads can zero just those */
     bool can_half;      /* few enough of them that the 16-bit gather moves fewer bytes */
     bool half;          /* its gathered copy came in 16 bits: the weight cache, and fp32 only where read so */
 } unit;
@@ -156,6 +157,7 @@ static void find_wide_pieces(const fsdp *f, unit *u) {
         if (mine > u->wide_k) u->wide_k = mine;
     }
     /* bytes a rank receives: 2 k G + 4 wide_k G in 16 bits, against 4 k G in fp32 */
+    u->wide_listed = fits;
     u->can_half = fits && 2 * u->wide_k <= u->k;
 }
 
@@ -437,6 +439,20 @@ static void wait_idle(fsdp *f) {
     pthread_mutex_unlock(&f->mu);
 }
 
+/* The unit's gradient span, before backward writes it. Backward adds into the gradients of the norm gains, the
+ * biases and the embeddings, so those start at zero. On the 16-bit kernel the weight-gradient products write
+ * their matrices (model_set_matrix_grads_written), so that memory is not zeroed first: 4 bytes a parameter and a
+ * step that no one reads. */
+static void commit_grads(fsdp *f, unit *u) {
+    float *grads = model_grads(f->m);
+    if (!u->wide_listed || !model_weights16(f->m)) {
+        commit_spans(u, grads, false);
+        return;
+    }
+    commit_spans(u, grads, true);
+    for (int p = 0; p < u->nwide; p++) memset(grads + flat_of(u, u->wide_at[p]), 0, u->wide_len[p] * sizeof(float));
+}
+
 /* Starts the gather of unit i unless it is gathered or on its way. */
 static void request(fsdp *f, int i) {
     if (i < 0 || i >= f->nunits) return;
@@ -506,7 +522,7 @@ static void on_before_backward(void *ctx, int layer) {
     if (layer == f->L) f->stats.first_reduce_start = 0;
     if (!u->lookup) ensure(f, i);
     if (!u->grads_live) {
-        commit_spans(u, model_grads(f->m), false); /* backward adds into them */
+        commit_grads(f, u);
         u->grads_live = true;
     }
     /* Backward goes from block L-1 down to block 0 (units L .. 1) after the head. */
@@ -619,6 +635,7 @@ fsdp *fsdp_create(model *m, comm_t *world, const fsdp_options *opt, uint64_t con
     f->param_shard = mem_alloc((f->shard_total ? f->shard_total : 1) * sizeof(float), MEM_PARAM, "fsdp parameter shard");
     f->grad_shard = mem_alloc((f->shard_total ? f->shard_total : 1) * sizeof(float), MEM_GRAD, "fsdp gradient shard");
     model_init_layerwise(m, seed, init_before, init_after, f);
+    model_set_matrix_grads_written(m, true); /* commit_grads */
     start_thread(f);
     f->stats.overlapping = f->threaded;
     model_hooks hooks = {.before_forward = on_before_forward, .before_backward = on_before_backward,
@@ -646,6 +663,7 @@ void fsdp_free(fsdp *f) {
     }
     model_hooks none = {0};
     model_set_hooks(f->m, &none);
+    model_set_matrix_grads_written(f->m, false);
     if (f->ev) {
         comm_set_events(f->shard_comm, NULL);
         if (f->replica_comm) comm_set_events(f->replica_comm, NULL);

@@ -108,6 +108,7 @@ struct model {
     int recompute_k;                    /* every_k's k [1] */
     bool reserved;                      /* params and grads are reserved address space (model_create_reserved) */
     bool grads_reserved;                /* grads are (reserved, or model_create_sharded_grads) */
+    bool matrix_grads_written;          /* model_set_matrix_grads_written */
     model_shard shard;                  /* what part of the whole model this is (model.h) */
     model_dims dims;                    /* its sizes */
     bool is_shard;                      /* tp > 1 or a block range */

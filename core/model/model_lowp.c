@@ -299,7 +299,8 @@ static void mm_backward(model *m, int site, int layer, float *dinp, size_t woff,
     float *dweight = m->grads + woff;
     round_grad(lp, site, layer, dout, (size_t)N * OC);
     if (lp->kernel) {
-        matmul_lowp_backward(dinp, dweight, dbias, lp->grad16, xs, lp->w16 + woff, N, C, OC, lp->fmt);
+        (m->matrix_grads_written ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
+            dinp, dweight, dbias, lp->grad16, xs, lp->w16 + woff, N, C, OC, lp->fmt);
     } else {
         const float *x = xs;
         if (lp->esz == 2) { /* the stored input, widened (fp8: and fake-quantised again with forward's scale) */
@@ -353,6 +354,8 @@ void model_lowp_drop_range(model *m, size_t offset, size_t n) {
     if (lp->w16) mem_decommit(lp->w16, offset * 2, n * 2);
     else mem_decommit(lp->w32, offset * 4, n * 4);
 }
+
+void model_set_matrix_grads_written(model *m, bool on) { m->matrix_grads_written = on; }
 
 uint16_t *model_weights16(model *m) { return m->reserved && m->lowp && m->lowp->kernel ? m->lowp->w16 : NULL; }
 bool model_weights16_are_bf16(const model *m) { return m->lowp && m->lowp->fmt == LOWP_BF16; }
@@ -798,8 +801,8 @@ static void head_backward(model *m, float *dinp) {
     }
     /* 2. dinp = dlogits @ W, dW += dlogits^T @ x. */
     if (lp->kernel) {
-        matmul_lowp_backward(dinp, m->grads + head_off, NULL, lp->logits, lp->lnf, lp->w16 + head_off, N, C, Vp,
-                             lp->fmt);
+        (m->matrix_grads_written ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
+            dinp, m->grads + head_off, NULL, lp->logits, lp->lnf, lp->w16 + head_off, N, C, Vp, lp->fmt);
         round_in_place(lp, dinp, (size_t)N * C);
         return;
     }

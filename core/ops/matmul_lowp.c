@@ -125,19 +125,20 @@ void matmul_lowp_forward(float *out, const uint16_t *inp, const uint16_t *weight
     matmul_forward(out, x, w, bias, N, C, OC);
 }
 
-void matmul_lowp_backward(float *dinp, float *dweight, float *dbias, const uint16_t *dout, const uint16_t *inp,
-                          const uint16_t *weight, int N, int C, int OC, lowp_format fmt) {
+static void backward(float *dinp, float *dweight, bool add_to_dweight, float *dbias, const uint16_t *dout,
+                     const uint16_t *inp, const uint16_t *weight, int N, int C, int OC, lowp_format fmt) {
     check_dims(N, C, OC);
     if (use_bf16_kernel(fmt)) {
         if (dinp) /* dinp (N,C) = dout (N,OC) @ weight (OC,C), overwritten (OC = 0 gives zeros) */
             gemm_bf16(false, false, N, C, OC, dout, OC, weight, C, NULL, false, dinp, C);
         if (dweight) /* dweight (OC,C) += dout^T @ inp: op(A) is dout (N,OC) transposed */
-            gemm_bf16(true, false, OC, C, N, dout, OC, inp, C, NULL, true, dweight, C);
+            gemm_bf16(true, false, OC, C, N, dout, OC, inp, C, NULL, add_to_dweight, dweight, C);
         if (dbias) bf16_column_sums(dbias, dout, N, OC);
         return;
     }
     if (N == 0 || OC == 0) { /* no rows or no outputs: dinp is zeros, dweight and dbias gain nothing */
         if (dinp) memset(dinp, 0, (size_t)N * C * sizeof(float));
+        if (dweight && !add_to_dweight) memset(dweight, 0, (size_t)OC * C * sizeof(float));
         return;
     }
     float *g = widen(2, dout, (size_t)N * OC, fmt);
@@ -145,7 +146,8 @@ void matmul_lowp_backward(float *dinp, float *dweight, float *dbias, const uint1
     if (dinp && C > 0) /* dinp = dout @ weight, (N,OC) @ (OC,C); beta 0 overwrites */
         matmul_sgemm(false, false, N, C, OC, 1.0f, g, OC, widen(1, weight, (size_t)OC * C, fmt), C, 0.0f, dinp, C);
     if (dweight && C > 0) /* dweight += dout^T @ inp, (N,OC)^T @ (N,C) */
-        matmul_sgemm(true, false, OC, C, N, 1.0f, g, OC, widen(0, inp, (size_t)N * C, fmt), C, 1.0f, dweight, C);
+        matmul_sgemm(true, false, OC, C, N, 1.0f, g, OC, widen(0, inp, (size_t)N * C, fmt), C,
+                     add_to_dweight ? 1.0f : 0.0f, dweight, C);
     if (dbias) {
 #pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * OC))
         for (int o = 0; o < OC; o++) {
@@ -154,6 +156,17 @@ void matmul_lowp_backward(float *dinp, float *dweight, float *dbias, const uint1
             dbias[o] += sum;
         }
     }
+}
+
+void matmul_lowp_backward(float *dinp, float *dweight, float *dbias, const uint16_t *dout, const uint16_t *inp,
+                          const uint16_t *weight, int N, int C, int OC, lowp_format fmt) {
+    backward(dinp, dweight, true, dbias, dout, inp, weight, N, C, OC, fmt);
+}
+
+void matmul_lowp_backward_writing_dweight(float *dinp, float *dweight, float *dbias, const uint16_t *dout,
+                                          const uint16_t *inp, const uint16_t *weight, int N, int C, int OC,
+                                          lowp_format fmt) {
+    backward(dinp, dweight, false, dbias, dout, inp, weight, N, C, OC, fmt);
 }
 
 /* ---------------------------------------------------------------- the definition */

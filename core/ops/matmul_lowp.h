@@ -36,6 +36,11 @@ void matmul_lowp_forward(float *out, const uint16_t *inp, const uint16_t *weight
                          int OC, lowp_format fmt);
 void matmul_lowp_backward(float *dinp, float *dweight, float *dbias, const uint16_t *dout, const uint16_t *inp,
                           const uint16_t *weight, int N, int C, int OC, lowp_format fmt);
+/* The same, but dweight is overwritten (=) instead of added to: for a gradient buffer committed without zeroing
+ * (base/mem.h mem_commit_to_overwrite) whose first and only product this is. The same bits as adding to zeros. */
+void matmul_lowp_backward_writing_dweight(float *dinp, float *dweight, float *dbias, const uint16_t *dout,
+                                          const uint16_t *inp, const uint16_t *weight, int N, int C, int OC,
+                                          lowp_format fmt);
 
 /* The definition: decode everything to fp32, then the plain-loop matmul_*_ref (double accumulation). */
 void matmul_lowp_forward_ref(float *out, const uint16_t *inp, const uint16_t *weight, const float *bias, int N,
