@@ -202,6 +202,39 @@ Test(matmul_lowp, backward_every_path_matches_reference) {
             }
 }
 
+/* matmul_lowp_backward_writing_dweight over a dweight of NaNs (memory committed without zeroing) gives the bits
+ * matmul_lowp_backward gives over zeros, on every path; dbias is still added to. */
+Test(matmul_lowp, backward_writing_dweight_equals_adding_to_zeros) {
+    lowp_path paths[3];
+    const int npaths = paths_here(paths);
+    for (int f = 0; f < 2; f++)
+        for (int pi = 0; pi < npaths; pi++)
+            for (int s = 0; s < NSHAPES; s++) {
+                const int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+                const long nc = (long)N * C, oc_c = (long)OC * C, n_oc = (long)N * OC;
+                const lowp_format fmt = formats[f];
+                uint16_t *inp = lowp_uniform(nc, fmt, 41 + s), *weight = lowp_uniform(oc_c, fmt, 51 + s);
+                uint16_t *dout = lowp_uniform(n_oc, fmt, 61 + s);
+                float *dinp = tu_zeros(nc), *dinp_added = tu_zeros(nc), *dweight = tu_zeros(oc_c);
+                float *dweight_added = tu_zeros(oc_c), *dbias = tu_uniform(OC, -1, 1, 91 + s);
+                float *dbias_added = tu_copy(dbias, OC);
+                for (long i = 0; i < oc_c; i++) dweight[i] = NAN;
+                use_path(paths[pi]);
+                matmul_lowp_backward_writing_dweight(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fmt);
+                matmul_lowp_backward(dinp_added, dweight_added, dbias_added, dout, inp, weight, N, C, OC, fmt);
+                const char *path = matmul_lowp_path(fmt);
+                use_default_path();
+                cr_expect(memcmp(dweight, dweight_added, (size_t)oc_c * sizeof(float)) == 0,
+                          "%s %s N=%d C=%d OC=%d: the written dweight differs from the one added to zeros",
+                          format_names[f], path, N, C, OC);
+                cr_expect(memcmp(dinp, dinp_added, (size_t)nc * sizeof(float)) == 0 &&
+                              memcmp(dbias, dbias_added, (size_t)OC * sizeof(float)) == 0,
+                          "%s %s N=%d C=%d OC=%d: dinp or dbias differ", format_names[f], path, N, C, OC);
+                free(inp), free(weight), free(dout), free(dinp), free(dinp_added), free(dweight);
+                free(dweight_added), free(dbias), free(dbias_added);
+            }
+}
+
 Test(matmul_lowp, null_outputs_leave_the_others_right) {
     lowp_path paths[3];
     const int npaths = paths_here(paths);
