@@ -123,12 +123,15 @@ static void owned_range(const unit *u, int r, size_t *lo, size_t *hi) {
     *hi = b < u->n ? b : u->n;
 }
 
-/* Elements of the unit-local range [a, b) that rank r owns. */
-static size_t owned_of(const unit *u, int r, size_t a, size_t b) {
+/* The part of fp32 piece p (see find_wide_pieces) that rank r owns: its length, and in *at where it starts,
+ * unit-local. */
+static size_t owned_piece(const unit *u, int r, int p, size_t *at) {
     size_t lo, hi;
     owned_range(u, r, &lo, &hi);
-    size_t x = a > lo ? a : lo, y = b < hi ? b : hi;
-    return x < y ? y - x : 0;
+    size_t a = u->wide_at[p] > lo ? u->wide_at[p] : lo, b = u->wide_at[p] + u->wide_len[p];
+    if (b > hi) b = hi;
+    *at = a;
+    return a < b ? b - a : 0;
 }
 
 /* The tensors of a unit that the 16-bit path reads in fp32: all but the matmul weights of the blocks and the
@@ -152,12 +155,12 @@ static void find_wide_pieces(const fsdp *f, unit *u) {
         }
     u->wide_k = 0;
     for (int r = 0; r < f->G; r++) {
-        size_t mine = 0;
-        for (int p = 0; p < u->nwide; p++) mine += owned_of(u, r, u->wide_at[p], u->wide_at[p] + u->wide_len[p]);
+        size_t mine = 0, at;
+        for (int p = 0; p < u->nwide; p++) mine += owned_piece(u, r, p, &at);
         if (mine > u->wide_k) u->wide_k = mine;
     }
-    /* bytes a rank receives: 2 k G + 4 wide_k G in 16 bits, against 4 k G in fp32 */
     u->wide_listed = fits;
+    /* A rank receives 2 k G + 4 wide_k G bytes in 16 bits, against 4 k G in fp32. */
     u->can_half = fits && 2 * u->wide_k <= u->k;
 }
 
@@ -229,14 +232,23 @@ static void decommit_wide(const unit *u, float *params) {
 
 /* Rank r's part of the fp32 pieces, packed in piece order, from `packed` to their places in the parameter buffer. */
 static void unpack_wide(const unit *u, int r, float *params, const float *packed) {
-    size_t lo, hi;
-    owned_range(u, r, &lo, &hi);
     for (int p = 0; p < u->nwide; p++) {
-        size_t a = u->wide_at[p] > lo ? u->wide_at[p] : lo, b = u->wide_at[p] + u->wide_len[p];
-        if (b > hi) b = hi;
-        if (a >= b) continue;
-        memcpy(params + flat_of(u, a), packed, (b - a) * sizeof(float));
-        packed += b - a;
+        size_t at, n = owned_piece(u, r, p, &at);
+        if (!n) continue; /* at may lie past the unit */
+        memcpy(params + flat_of(u, at), packed, n * sizeof(float));
+        packed += n;
+    }
+}
+
+/* This rank's part of the fp32 pieces, from its fp32 shard, packed in piece order. */
+static void pack_wide(const fsdp *f, const unit *u, float *packed) {
+    size_t lo, hi;
+    owned_range(u, f->shard_rank, &lo, &hi);
+    for (int p = 0; p < u->nwide; p++) {
+        size_t at, n = owned_piece(u, f->shard_rank, p, &at);
+        if (!n) continue;
+        memcpy(packed, f->param_shard + u->shard_at + (at - lo), n * sizeof(float));
+        packed += n;
     }
 }
 
@@ -272,19 +284,9 @@ static void gather_half(fsdp *f, unit *u) {
     if (u->wide_k) {
         size_t bytes = u->wide_k * (G + 1) * sizeof(float);
         mem_commit(f->wide, 0, bytes); /* zeros: a rank that owns fewer pieces sends padding */
-        float *mine = f->wide, *all = f->wide + u->wide_k;
-        /* this rank's pieces, from its fp32 shard */
-        size_t lo, hi;
-        owned_range(u, f->shard_rank, &lo, &hi);
-        float *at = mine;
-        for (int p = 0; p < u->nwide; p++) {
-            size_t a = u->wide_at[p] > lo ? u->wide_at[p] : lo, b = u->wide_at[p] + u->wide_len[p];
-            if (b > hi) b = hi;
-            if (a >= b) continue;
-            memcpy(at, f->param_shard + u->shard_at + (a - lo), (b - a) * sizeof(float));
-            at += b - a;
-        }
-        comm_allgather(f->shard_comm, mine, all, u->wide_k, COMM_FP32, COMM_ALGO_DEFAULT);
+        float *own = f->wide, *all = f->wide + u->wide_k;
+        pack_wide(f, u, own);
+        comm_allgather(f->shard_comm, own, all, u->wide_k, COMM_FP32, COMM_ALGO_DEFAULT);
         commit_wide(u, params);
         for (int r = 0; r < f->G; r++) unpack_wide(u, r, params, all + (size_t)r * u->wide_k);
         mem_decommit(f->wide, 0, bytes);
@@ -757,6 +759,8 @@ int fsdp_shard_ranges(const fsdp *f, size_t *offsets, size_t *lengths) {
     for_each_piece(f, add_piece, &p);
     return p.count;
 }
+
+bool fsdp_saves_shard(const fsdp *f) { return f->rank < f->G; }
 
 void fsdp_zero_grad(fsdp *f) {
     wait_idle(f);

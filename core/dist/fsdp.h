@@ -96,6 +96,9 @@ void fsdp_shard_spans(const fsdp *f, optim_span **spans, clip_span **clips, int 
 /* This rank's shard as ranges of the flat buffer (offset, n), in the order of its spans' data: what a
  * sharded checkpoint records. Returns the count; out may be NULL to count. */
 int fsdp_shard_ranges(const fsdp *f, size_t *offsets, size_t *lengths);
+/* Whether this rank's shard goes into a sharded checkpoint: true on the ranks of the first shard group. The
+ * other groups (HYBRID_SHARD, NO_SHARD) hold copies of the same shards, which a checkpoint records once. */
+bool fsdp_saves_shard(const fsdp *f);
 
 void fsdp_zero_grad(fsdp *f);                /* the gradient shards := 0 (the start of a step) */
 void fsdp_finish(fsdp *f);                   /* waits until the last backward's reductions are done */

@@ -410,11 +410,12 @@ static void save_sharded(const char *dir, train_step *ts, comm_t *comm, int rank
                          ev_writer *ev, long step) {
     int n;
     ckpt_range *ranges = shard_ckpt_ranges(ts, rank, &n);
+    if (ts->fsdp && !fsdp_saves_shard(ts->fsdp)) n = 0; /* a replica of a shard another rank saves */
     size_t floats = ckpt_ranges_floats(ranges, n);
     /* Its shard of the parameters, copied out (transient, MEM_OTHER): under ZeRO from the whole replica, under
      * FSDP from the shard's spans (the same ranges, in the same order). */
     float *params = mem_alloc((floats ? floats : 1) * sizeof(float), MEM_OTHER, "checkpoint.params.shard");
-    if (ts->fsdp) {
+    if (ts->fsdp && n) {
         size_t at = 0;
         for (int i = 0; i < ts->nspans; at += ts->spans[i].n, i++)
             memcpy(params + at, ts->spans[i].param, ts->spans[i].n * sizeof(float));

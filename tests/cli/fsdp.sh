@@ -150,6 +150,14 @@ d=$(paste <(losses "$work/one/events.rank0.jsonl") <(losses "$work/whole/events.
     awk '{d=$2-$4; if (d<0) d=-d; if (d>m) m=d} END {print (NR == 20) ? m + 0 : 1e9}')
 check "fsdp: the stage-3 checkpoint resumes on one rank (max |diff| $d <= 1e-4)" awk -v d="$d" 'BEGIN{exit !(d <= 1e-4)}'
 
+# HYBRID_SHARD: the two groups hold copies of the same shards; the first group's ranks save them, once.
+hyb=("${q[@]}" --set fsdp.sharding_strategy=HYBRID_SHARD --set fsdp.hybrid_shard_size=2)
+run hyb_part 4 "${hyb[@]}" --set train.steps=20 --set train.checkpoint_interval=20
+"$MIXPAR" run -n 4 -- "$MIXPAR" train "${base[@]}" "${hyb[@]}" --set train.run_dir="$work/hyb_part" --resume auto \
+  >"$work/hyb_resume.log" 2>&1
+d=$(max_diff "$work/hybrid4/events.rank0.jsonl" "$work/hyb_part/events.rank0.jsonl")
+check "fsdp: a HYBRID_SHARD checkpoint saves each shard once and resumes bit for bit (max |diff| $d)" test "$d" = 0
+
 # A plain DDP run's single-file checkpoint, resumed with ZeRO-3: each rank takes its shards of the file.
 run ddp_part 2 --set train.steps=20 --set train.checkpoint_interval=20
 "$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set zero_optimization.stage=3 --set train.run_dir="$work/ddp_part" \
