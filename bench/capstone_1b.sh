@@ -65,13 +65,16 @@ for r in 0 1 2 3; do
   for t in $tags; do printf " %8s" "$(gbytes "$(field "$at" "$t")")"; done
   printf " %9s %13s\n" "$(gbytes "$total")" "$(awk -v m="$total" -v p="$plan_total" 'BEGIN{printf "%.3f", m / p}')"
 done
-# Bytes one rank sends a step: ZeRO-3's 3 Psi (N-1)/N values, the two all-gathers (forward, backward) in bf16 (the
-# shard is cast before it is gathered: dist/fsdp.c's gather_half) and the reduce-scatter of the gradients in fp32.
+# Bytes one rank sends a step: ZeRO-3's 3 Psi (N-1)/N values. With the bf16 kernel the two all-gathers (forward,
+# backward) move bf16 (the shard is cast before it is gathered: dist/fsdp.c's gather_half) and the reduce-scatter of
+# the gradients fp32; without it all three move fp32.
+gather_bytes=4
+grep -q '"matmul":"bf16 ([a-z0-9-]* kernel)"' <<<"$header" && gather_bytes=2
 grep '"kind":"step"' "$run/events.rank0.jsonl" | while read -r line; do
   s=$(field "$line" step) tps=$(field "$line" tokens_per_s) cb=$(field "$line" comm_bytes)
-  awk -v s="$s" -v tps="$tps" -v cb="$cb" -v psi="$psi" 'BEGIN{
-    printf "step %d: %.1f s per rank-step, %.1f tokens/s per rank (%.1f for 4 ranks), comm %.2f GB = %.3f x (2 x 2 + 4) Psi (N-1)/N\n",
-      s, 64 / tps, tps, 4 * tps, cb / 1e9, cb / ((2 * 2 + 4) * psi * 3 / 4) }'
+  awk -v s="$s" -v tps="$tps" -v cb="$cb" -v psi="$psi" -v g="$gather_bytes" 'BEGIN{
+    printf "step %d: %.1f s per rank-step, %.1f tokens/s per rank (%.1f for 4 ranks), comm %.2f GB = %.3f x (2 x %d + 4) Psi (N-1)/N\n",
+      s, 64 / tps, tps, 4 * tps, cb / 1e9, cb / ((2 * g + 4) * psi * 3 / 4), g }'
 done
 echo
 # Where the time went, per rank, over the steps after the first (profile.rank<R>.tsv: seconds summed over them).
