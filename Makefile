@@ -80,7 +80,7 @@ help:
 	@echo "  make handout         write the student edition to dist/student"
 	@echo "  make slides          build slides/*.md into self-contained HTML in build/slides"
 	@echo "  make bench           run the benchmarks in bench/"
-	@echo "  make sanitize        unit tests, a short training and a 2-rank run under ASan + UBSan"
+	@echo "  make sanitize        unit tests, a short training and 2- and 3-rank runs under ASan + UBSan"
 	@echo "  make cuda-check      compile the CUDA sources and link NCCL (needs nvcc; no GPU needed)"
 	@echo "  make clean           remove build/ and dist/"
 
@@ -224,7 +224,7 @@ slides: all
 cuda-check:
 	@tools/cuda_check.sh
 
-# `make sanitize`: the unit tests, a short training and a 2-rank run built with AddressSanitizer and
+# `make sanitize`: the unit tests, a short training and 2- and 3-rank runs built with AddressSanitizer and
 # UndefinedBehaviorSanitizer in build/sanitize (tools/sanitize.sh; the normal build is untouched).
 # SANITIZE=1 adds the flags to CFLAGS, which every compile and link line passes.
 ifeq ($(SANITIZE),1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sanitize.sh: `make sanitize`: the core under AddressSanitizer + UndefinedBehaviorSanitizer: the unit tests, a short training and a 2-rank run; any sanitizer report fails it.
+# sanitize.sh: `make sanitize`: the core under AddressSanitizer + UndefinedBehaviorSanitizer: the unit tests, a short training, a 2-rank ZeRO-2 run and a 3-rank ZeRO-3 run; any sanitizer report fails it.
 #
 # Built in build/sanitize (make BUILD=build/sanitize SANITIZE=1), so the normal build in build/ is untouched.
 # About 280 s of CPU time from a clean build/sanitize (build 150, unit tests 105, runs 25): under 3 minutes on
@@ -71,6 +71,18 @@ step "2 ranks: ZeRO stage 2, bf16, 10 steps" 0 300 \
   --set precision.recipe=bf16 --set zero_optimization.stage=2 --set train.checkpoint_interval=0 --set train.run_dir="$work/two"
 if [ ! -s "$work/two/events.rank1.jsonl" ]; then
   echo "not ok - sanitize: 2 ranks: rank 1 wrote no events (did mpirun start two ranks?)"
+  failed=$((failed + 1))
+fi
+
+# ZeRO-3 under bf16 on 3 ranks: the 16-bit gathers (blocks split unevenly, through the staging buffer), gradient
+# spans committed without zeroing, and the sharded checkpoint.
+step "3 ranks: ZeRO stage 3, bf16 LLaMA, 4 steps, sharded checkpoint" 0 300 \
+  "$B/mixpar" run -n 3 -- "$B/mixpar" train --config configs/tiny-llama-poetry.json --quiet --set train.steps=4 \
+  --set scheduler.params.total_steps=10 --set scheduler.params.warmup_steps=2 --set train.eval_interval=0 \
+  --set train.sample_interval=0 --set train_micro_batch_size_per_gpu=2 --set precision.recipe=bf16 \
+  --set zero_optimization.stage=3 --set train.checkpoint_interval=4 --set train.run_dir="$work/three"
+if [ ! -s "$work/three/checkpoint.sharded/index.json" ]; then
+  echo "not ok - sanitize: 3 ranks: no sharded checkpoint"
   failed=$((failed + 1))
 fi
 
