@@ -233,6 +233,7 @@ struct pairwise_rs {
     int p, rank;
     comm_dtype dt;
     comm_redop op;
+    bool average;       /* fp32 COMM_AVG: each segment's sum is divided by p as soon as it is taken */
     MPI_Comm comm;
     char *slots;        /* [window][peer][seg elements] */
     MPI_Request *reqs;  /* [window][2 * p]: receives from and sends to each peer (MPI_REQUEST_NULL for itself) */
@@ -278,6 +279,7 @@ static bool pairwise_rs_progress(comm_t *c, pairwise_rs *rs) {
             if (j == 0) memcpy(out, piece, n * rs->elem);
             else comm_reduce_local(out, piece, n, rs->dt, rs->op);
         }
+        if (rs->average) comm_scale_fp32((float *)out, n, (float)rs->p);
         rs->reduced++;
         if (rs->posted < rs->nseg) pairwise_rs_post(c, rs, rs->posted++);
     }
@@ -334,6 +336,17 @@ static void *mpi_ireduce_scatter(comm_t *c, const void *send, void *recv, size_t
     return r;
 }
 
+static void *mpi_ireduce_scatter_avg_fp32(comm_t *c, const void *send, void *recv, size_t count) {
+    checked_count(c, count * (size_t)c->size);
+    const size_t total = count * (size_t)c->size * sizeof(float);
+    const char *in = send, *out = recv;
+    if (!pairwise_rs_applies(count, c->size, sizeof(float)) || !(out + count * sizeof(float) <= in || in + total <= out))
+        return NULL;
+    mpi_request *r = pairwise_reduce_scatter(c, send, recv, count, COMM_FP32, COMM_SUM);
+    r->rs->average = true;
+    return r;
+}
+
 static void *mpi_iscatter(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt, int root) {
     mpi_request *r = new_request(false);
     int n = checked_count(c, count);
@@ -371,6 +384,7 @@ const comm_backend comm_backend_mpi = {
     .iallreduce = mpi_iallreduce,
     .iallgather = mpi_iallgather,
     .ireduce_scatter = mpi_ireduce_scatter,
+    .ireduce_scatter_avg_fp32 = mpi_ireduce_scatter_avg_fp32,
     .iscatter = mpi_iscatter,
     .igather = mpi_igather,
     .ibarrier = mpi_ibarrier,

@@ -818,8 +818,15 @@ void comm_reduce_scatter(comm_t *c, const void *send, void *recv, size_t count, 
     if (algo == COMM_ALGO_NATIVE && !is_low_precision(dt) && apart && count > 0 && c->size > 1) {
         /* The library reads send and writes recv: no copy of the whole input (for ZeRO-3's largest unit, a
          * buffer the size of the embedding table that would stay allocated for later calls). */
-        native_wait(c, c->backend->ireduce_scatter(c, send, recv, count, dt, rop));
-        if (op == COMM_AVG) comm_scale_fp32((float *)recv, count, (float)c->size);
+        void *fused = op == COMM_AVG && dt == COMM_FP32 && c->backend->ireduce_scatter_avg_fp32
+                          ? c->backend->ireduce_scatter_avg_fp32(c, send, recv, count)
+                          : NULL;
+        if (fused) {
+            native_wait(c, fused);
+        } else {
+            native_wait(c, c->backend->ireduce_scatter(c, send, recv, count, dt, rop));
+            if (op == COMM_AVG) comm_scale_fp32((float *)recv, count, (float)c->size);
+        }
         call_end(c, s, total * elem, (uint64_t)count * elem * (uint64_t)(c->size - 1));
         return;
     }

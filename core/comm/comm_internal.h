@@ -35,6 +35,10 @@ typedef struct comm_backend {
     void *(*iallreduce)(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_redop op);
     void *(*iallgather)(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt);
     void *(*ireduce_scatter)(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_redop op);
+    /* Optional: an fp32 reduce-scatter with COMM_AVG whose division (by the rank count, element by element, after
+     * the sum) the backend takes while each piece of the result is in cache; NULL when it does not apply to these
+     * buffers, and then the caller sums with ireduce_scatter and divides. */
+    void *(*ireduce_scatter_avg_fp32)(comm_t *c, const void *send, void *recv, size_t count);
     void *(*iscatter)(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt, int root);
     void *(*igather)(comm_t *c, const void *send, void *recv, size_t count, comm_dtype dt, int root);
     void *(*ibarrier)(comm_t *c);

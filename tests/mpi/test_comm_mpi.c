@@ -199,7 +199,7 @@ static void reduce_scatter_large_check(void) {
         comm_redop op;
         bool in_place;
     } cases[] = {{COMM_FP32, COMM_SUM, false}, {COMM_FP32, COMM_SUM, true}, {COMM_INT32, COMM_MAX, false},
-                 {COMM_INT32, COMM_SUM, true}};
+                 {COMM_INT32, COMM_SUM, true}, {COMM_FP32, COMM_AVG, false}};
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         const comm_dtype dt = cases[k].dt;
         const comm_redop op = cases[k].op;
@@ -209,7 +209,9 @@ static void reduce_scatter_large_check(void) {
             if (dt == COMM_FP32) ((float *)send)[i] = v;
             else ((int32_t *)send)[i] = (int32_t)v;
         }
-        MPI_Reduce_scatter_block(send, want, (int)n, mpi_of(dt), op == COMM_SUM ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD);
+        MPI_Reduce_scatter_block(send, want, (int)n, mpi_of(dt), op == COMM_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
+        if (op == COMM_AVG) /* the sum, then one division per element (the backend takes it segment by segment) */
+            for (size_t i = 0; i < n; i++) ((float *)want)[i] /= (float)nranks;
         if (cases[k].in_place) {
             memcpy(got, send, total * 4);
             comm_reduce_scatter(world, got, got, n, dt, op, COMM_ALGO_NATIVE);
@@ -477,7 +479,7 @@ int main(int argc, char **argv) {
     }
     if (nranks == 3 || nranks == 4) { /* 8 MiB a rank: two sizes of group are enough, and cheap enough */
         reduce_scatter_large_check();
-        report("reduce_scatter native from 8 MiB (pairwise segments): fp32 sum apart and in place, int32 max and sum, "
+        report("reduce_scatter native from 8 MiB (pairwise segments): fp32 sum apart and in place, fp32 avg, int32 max and sum, "
                "equals MPI_Reduce_scatter_block");
     }
     for (comm_algo algo = COMM_ALGO_TREE; algo <= COMM_ALGO_NATIVE; algo += COMM_ALGO_NATIVE - COMM_ALGO_TREE) {
