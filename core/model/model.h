@@ -96,16 +96,16 @@ void model_weights_leaving(model *m, size_t offset, size_t n);
  * instead of gathering fp32 and casting. model_weights16_encode rounds n fp32 values to the cache's format
  * exactly as the cast does. model_weights16_commit commits [offset, offset + n) of the cache for a caller that
  * writes all of it; the range then stands for a cast one, and model_weights_leaving gives it back. */
+uint16_t *model_weights16(model *m);
+bool model_weights16_are_bf16(const model *m);
+void model_weights16_encode(const model *m, uint16_t *dst, const float *src, size_t n);
+void model_weights16_commit(model *m, size_t offset, size_t n);
 /* A sharding strategy that commits a layer's gradient span afresh for every backward can leave its matrices
  * unzeroed (mem_commit_to_overwrite) when the weight-gradient products write them instead of adding to them:
  * with this on, the 16-bit kernel's products do (each matrix has one product a backward, and the first
  * contribution to a tied table is its product). The gradients of everything else (norm gains, biases, the
  * embeddings' lookup) are still added, so their memory must start at zero. */
 void model_set_matrix_grads_written(model *m, bool on);
-uint16_t *model_weights16(model *m);
-bool model_weights16_are_bf16(const model *m);
-void model_weights16_encode(const model *m, uint16_t *dst, const float *src, size_t n);
-void model_weights16_commit(model *m, size_t offset, size_t n);
 
 /* GPT-2 initialisation: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0, norm
  * gains 1, padded vocabulary rows 0. Same seed, same weights on every machine. */
