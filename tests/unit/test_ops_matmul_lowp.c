@@ -164,76 +164,77 @@ Test(matmul_lowp, forward_every_path_matches_reference) {
             }
 }
 
-Test(matmul_lowp, backward_every_path_matches_reference) {
+/* Runs check(format index, path, shape index) for both formats, every path this machine can run and every shape. */
+static void on_every_format_path_shape(void (*check)(int f, lowp_path path, int s)) {
     lowp_path paths[3];
     const int npaths = paths_here(paths);
     for (int f = 0; f < 2; f++)
         for (int pi = 0; pi < npaths; pi++)
-            for (int s = 0; s < NSHAPES; s++) {
-                const int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
-                const long nc = (long)N * C, oc_c = (long)OC * C, n_oc = (long)N * OC;
-                const lowp_format fmt = formats[f];
-                uint16_t *inp = lowp_uniform(nc, fmt, 40 + s), *weight = lowp_uniform(oc_c, fmt, 50 + s);
-                uint16_t *dout = lowp_uniform(n_oc, fmt, 60 + s);
-                uint16_t *inp_abs = lowp_abs(inp, nc), *weight_abs = lowp_abs(weight, oc_c), *dout_abs = lowp_abs(dout, n_oc);
-                /* dinp starts as garbage (it must be overwritten); dweight and dbias start non-zero (they must
-                 * be added to), as they are after an earlier micro-batch of gradient accumulation. */
-                float *dinp = tu_uniform(nc, -100, 100, 70 + s), *dweight = tu_uniform(oc_c, -1, 1, 80 + s);
-                float *dbias = tu_uniform(OC, -1, 1, 90 + s);
-                float *dinp_ref = tu_copy(dinp, nc), *dweight_ref = tu_copy(dweight, oc_c), *dbias_ref = tu_copy(dbias, OC);
-                float *dinp_scale = tu_zeros(nc), *dweight_scale = float_abs(dweight, oc_c), *dbias_scale = float_abs(dbias, OC);
-                use_path(paths[pi]);
-                matmul_lowp_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fmt);
-                const char *path = matmul_lowp_path(fmt);
-                use_default_path();
-                matmul_lowp_backward_ref(dinp_ref, dweight_ref, dbias_ref, dout, inp, weight, N, C, OC, fmt);
-                matmul_lowp_backward_ref(dinp_scale, dweight_scale, dbias_scale, dout_abs, inp_abs, weight_abs, N, C, OC, fmt);
-                char what[128];
-                snprintf(what, sizeof what, "%s %s N=%d C=%d OC=%d", format_names[f], path, N, C, OC);
-                cr_expect(within_bound("dinp", dinp_ref, dinp, dinp_scale, nc, sum_tol(OC)),
-                          "%s: dinp differs from the reference (is it overwritten, not added to?)", what);
-                cr_expect(within_bound("dweight", dweight_ref, dweight, dweight_scale, oc_c, sum_tol(N)),
-                          "%s: dweight differs from the reference (is it accumulated?)", what);
-                cr_expect(within_bound("dbias", dbias_ref, dbias, dbias_scale, OC, sum_tol(N)),
-                          "%s: dbias differs from the reference (is it accumulated?)", what);
-                free(inp), free(weight), free(dout), free(inp_abs), free(weight_abs), free(dout_abs);
-                free(dinp), free(dweight), free(dbias), free(dinp_ref), free(dweight_ref), free(dbias_ref);
-                free(dinp_scale), free(dweight_scale), free(dbias_scale);
-            }
+            for (int s = 0; s < NSHAPES; s++) check(f, paths[pi], s);
 }
+
+static void check_backward_against_reference(int f, lowp_path path_to_use, int s) {
+    const int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+    const long nc = (long)N * C, oc_c = (long)OC * C, n_oc = (long)N * OC;
+    const lowp_format fmt = formats[f];
+    uint16_t *inp = lowp_uniform(nc, fmt, 40 + s), *weight = lowp_uniform(oc_c, fmt, 50 + s);
+    uint16_t *dout = lowp_uniform(n_oc, fmt, 60 + s);
+    uint16_t *inp_abs = lowp_abs(inp, nc), *weight_abs = lowp_abs(weight, oc_c), *dout_abs = lowp_abs(dout, n_oc);
+    /* dinp starts as garbage (it must be overwritten); dweight and dbias start non-zero (they must
+     * be added to), as they are after an earlier micro-batch of gradient accumulation. */
+    float *dinp = tu_uniform(nc, -100, 100, 70 + s), *dweight = tu_uniform(oc_c, -1, 1, 80 + s);
+    float *dbias = tu_uniform(OC, -1, 1, 90 + s);
+    float *dinp_ref = tu_copy(dinp, nc), *dweight_ref = tu_copy(dweight, oc_c), *dbias_ref = tu_copy(dbias, OC);
+    float *dinp_scale = tu_zeros(nc), *dweight_scale = float_abs(dweight, oc_c), *dbias_scale = float_abs(dbias, OC);
+    use_path(path_to_use);
+    matmul_lowp_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fmt);
+    const char *path = matmul_lowp_path(fmt);
+    use_default_path();
+    matmul_lowp_backward_ref(dinp_ref, dweight_ref, dbias_ref, dout, inp, weight, N, C, OC, fmt);
+    matmul_lowp_backward_ref(dinp_scale, dweight_scale, dbias_scale, dout_abs, inp_abs, weight_abs, N, C, OC, fmt);
+    char what[128];
+    snprintf(what, sizeof what, "%s %s N=%d C=%d OC=%d", format_names[f], path, N, C, OC);
+    cr_expect(within_bound("dinp", dinp_ref, dinp, dinp_scale, nc, sum_tol(OC)),
+              "%s: dinp differs from the reference (is it overwritten, not added to?)", what);
+    cr_expect(within_bound("dweight", dweight_ref, dweight, dweight_scale, oc_c, sum_tol(N)),
+              "%s: dweight differs from the reference (is it accumulated?)", what);
+    cr_expect(within_bound("dbias", dbias_ref, dbias, dbias_scale, OC, sum_tol(N)),
+              "%s: dbias differs from the reference (is it accumulated?)", what);
+    free(inp), free(weight), free(dout), free(inp_abs), free(weight_abs), free(dout_abs);
+    free(dinp), free(dweight), free(dbias), free(dinp_ref), free(dweight_ref), free(dbias_ref);
+    free(dinp_scale), free(dweight_scale), free(dbias_scale);
+}
+
+Test(matmul_lowp, backward_every_path_matches_reference) { on_every_format_path_shape(check_backward_against_reference); }
 
 /* matmul_lowp_backward_writing_dweight over a dweight of NaNs (memory committed without zeroing) gives the bits
  * matmul_lowp_backward gives over zeros, on every path; dbias is still added to. */
-Test(matmul_lowp, backward_writing_dweight_equals_adding_to_zeros) {
-    lowp_path paths[3];
-    const int npaths = paths_here(paths);
-    for (int f = 0; f < 2; f++)
-        for (int pi = 0; pi < npaths; pi++)
-            for (int s = 0; s < NSHAPES; s++) {
-                const int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
-                const long nc = (long)N * C, oc_c = (long)OC * C, n_oc = (long)N * OC;
-                const lowp_format fmt = formats[f];
-                uint16_t *inp = lowp_uniform(nc, fmt, 41 + s), *weight = lowp_uniform(oc_c, fmt, 51 + s);
-                uint16_t *dout = lowp_uniform(n_oc, fmt, 61 + s);
-                float *dinp = tu_zeros(nc), *dinp_added = tu_zeros(nc), *dweight = tu_zeros(oc_c);
-                float *dweight_added = tu_zeros(oc_c), *dbias = tu_uniform(OC, -1, 1, 91 + s);
-                float *dbias_added = tu_copy(dbias, OC);
-                for (long i = 0; i < oc_c; i++) dweight[i] = NAN;
-                use_path(paths[pi]);
-                matmul_lowp_backward_writing_dweight(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fmt);
-                matmul_lowp_backward(dinp_added, dweight_added, dbias_added, dout, inp, weight, N, C, OC, fmt);
-                const char *path = matmul_lowp_path(fmt);
-                use_default_path();
-                cr_expect(memcmp(dweight, dweight_added, (size_t)oc_c * sizeof(float)) == 0,
-                          "%s %s N=%d C=%d OC=%d: the written dweight differs from the one added to zeros",
-                          format_names[f], path, N, C, OC);
-                cr_expect(memcmp(dinp, dinp_added, (size_t)nc * sizeof(float)) == 0 &&
-                              memcmp(dbias, dbias_added, (size_t)OC * sizeof(float)) == 0,
-                          "%s %s N=%d C=%d OC=%d: dinp or dbias differ", format_names[f], path, N, C, OC);
-                free(inp), free(weight), free(dout), free(dinp), free(dinp_added), free(dweight);
-                free(dweight_added), free(dbias), free(dbias_added);
-            }
+static void check_writing_dweight(int f, lowp_path path_to_use, int s) {
+    const int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+    const long nc = (long)N * C, oc_c = (long)OC * C, n_oc = (long)N * OC;
+    const lowp_format fmt = formats[f];
+    uint16_t *inp = lowp_uniform(nc, fmt, 41 + s), *weight = lowp_uniform(oc_c, fmt, 51 + s);
+    uint16_t *dout = lowp_uniform(n_oc, fmt, 61 + s);
+    float *dinp = tu_zeros(nc), *dinp_added = tu_zeros(nc), *dweight = tu_zeros(oc_c);
+    float *dweight_added = tu_zeros(oc_c), *dbias = tu_uniform(OC, -1, 1, 91 + s);
+    float *dbias_added = tu_copy(dbias, OC);
+    for (long i = 0; i < oc_c; i++) dweight[i] = NAN;
+    use_path(path_to_use);
+    matmul_lowp_backward_writing_dweight(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fmt);
+    matmul_lowp_backward(dinp_added, dweight_added, dbias_added, dout, inp, weight, N, C, OC, fmt);
+    const char *path = matmul_lowp_path(fmt);
+    use_default_path();
+    cr_expect(memcmp(dweight, dweight_added, (size_t)oc_c * sizeof(float)) == 0,
+              "%s %s N=%d C=%d OC=%d: the written dweight differs from the one added to zeros",
+              format_names[f], path, N, C, OC);
+    cr_expect(memcmp(dinp, dinp_added, (size_t)nc * sizeof(float)) == 0 &&
+                  memcmp(dbias, dbias_added, (size_t)OC * sizeof(float)) == 0,
+              "%s %s N=%d C=%d OC=%d: dinp or dbias differ", format_names[f], path, N, C, OC);
+    free(inp), free(weight), free(dout), free(dinp), free(dinp_added), free(dweight);
+    free(dweight_added), free(dbias), free(dbias_added);
 }
+
+Test(matmul_lowp, backward_writing_dweight_equals_adding_to_zeros) { on_every_format_path_shape(check_writing_dweight); }
 
 Test(matmul_lowp, null_outputs_leave_the_others_right) {
     lowp_path paths[3];
