@@ -742,9 +742,33 @@ static int head_block_cols(const model *m) {
     return vb < m->cfg.Vp ? vb : m->cfg.Vp;
 }
 
-/* Block [v0, v0+vb) of the stored (N, Vp) logits <-> a contiguous (N, vb) fp32 block. */
+/* Block [v0, v0+vb) of the stored (N, Vp) logits <-> a contiguous (N, vb) fp32 block. A row of a block (2048
+ * values for GPT-2's N = 256) is far shorter than one conversion block, so the threads split the rows: converted
+ * one row at a time, the whole block ran on one thread while the others waited. */
 static void head_block_load(model_lowp *lp, float *blk, int N, int Vp, int v0, int vb) {
-    for (int n = 0; n < N; n++) load(lp, blk + (size_t)n * vb, stored_at(lp, lp->logits, (size_t)n * Vp + v0), vb);
+#pragma omp parallel for schedule(static) if ((size_t)N * vb >= CONVERT_BLOCK)
+    for (int n = 0; n < N; n++) {
+        const void *row = stored_at(lp, lp->logits, (size_t)n * Vp + v0);
+        if (lp->esz == 4) memcpy(blk + (size_t)n * vb, row, (size_t)vb * 4);
+        else lowp_decode(blk + (size_t)n * vb, row, (size_t)vb, lp->fmt);
+    }
+}
+
+/* store() of each row of the block, as `head_block_load` reads it back, except that the fp32 block is not rounded
+ * in place: nothing reads it again (the loss and backward read the stored logits). When the rounding is counted
+ * (or nothing is rounded) each row goes through store() itself. */
+static void head_block_store(model_lowp *lp, float *blk, int N, int Vp, int v0, int vb) {
+    const int layer = lp->owner->cfg.L;
+    if (lp->esz == 4 || act_counter(lp, layer)) {
+        for (int n = 0; n < N; n++)
+            store(lp, layer, "logits", stored_at(lp, lp->logits, (size_t)n * Vp + v0), blk + (size_t)n * vb, vb, false);
+        return;
+    }
+    if (!lp->recomputing) /* what formats make of each row, before it is rounded, as store() reports it */
+        for (int n = 0; n < N; n++) model_act_computed(lp->owner, layer, "logits", blk + (size_t)n * vb, vb);
+#pragma omp parallel for schedule(static) if ((size_t)N * vb >= CONVERT_BLOCK)
+    for (int n = 0; n < N; n++)
+        lowp_encode(stored_at(lp, lp->logits, (size_t)n * Vp + v0), blk + (size_t)n * vb, (size_t)vb, lp->fmt);
 }
 
 static void head_forward(model *m, float *x, const int *targets) {
@@ -762,8 +786,7 @@ static void head_forward(model *m, float *x, const int *targets) {
         size_t woff = head_off + (size_t)v0 * C;
         if (lp->kernel) matmul_lowp_forward(lp->head_rows, lp->lnf, lp->w16 + woff, NULL, N, C, w, lp->fmt);
         else matmul_forward(lp->head_rows, xq, lp->w32 + woff, NULL, N, C, w);
-        for (int n = 0; n < N; n++)
-            store(lp, c->L, "logits", stored_at(lp, lp->logits, (size_t)n * Vp + v0), lp->head_rows + (size_t)n * w, w, false);
+        head_block_store(lp, lp->head_rows, N, Vp, v0, w);
     }
     if (!targets) return;
     /* The loss reads the rounded logits and computes in fp32 (cross-entropy is on autocast's fp32 list). */
