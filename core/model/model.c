@@ -708,20 +708,35 @@ void model_grads_ready(model *m, int layer) {
             memset(m->grads + m->tensors[i].offset, 0, m->tensors[i].size * sizeof(float));
     model_hook(m->hooks.grads_ready, m->hooks.ctx, layer);
 }
-void model_zero_grad(model *m) {
-    /* Reserved gradients read zero wherever they are not committed, and their strategy (dist/fsdp.c,
-     * dist/zero.c) decommits all of them before the next step. */
-    if (m->grads_reserved) return;
-    /* Every thread zeroes its own slice: one core's memset reaches about half the machine's write bandwidth
-     * (GPT-2 124M's 0.5 GB of gradients: 20.5 ms on one thread, 10.6 ms on two, on the 2-core course machine),
-     * and the other threads would only wait for it. Small models stay on one thread. */
-    const size_t n = m->nparams;
+/* x[0, n) = 0. Every thread zeroes its own slice: one core's memset reaches about half the machine's write
+ * bandwidth (GPT-2 124M's 0.5 GB of gradients: 20.5 ms on one thread, 10.6 ms on two, on the 2-core course
+ * machine), and the other threads would only wait for it. Small ranges stay on one thread. */
+static void zero_floats(float *x, size_t n) {
 #pragma omp parallel if (n >= ((size_t)1 << 20))
     {
         const size_t threads = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
         const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-        memset(m->grads + lo, 0, (hi - lo) * sizeof(float));
+        memset(x + lo, 0, (hi - lo) * sizeof(float));
     }
+}
+
+void model_zero_grad(model *m) {
+    /* Reserved gradients read zero wherever they are not committed, and their strategy (dist/fsdp.c,
+     * dist/zero.c) decommits all of them before the next step. */
+    if (m->grads_reserved) return;
+    /* On the 16-bit kernel each matrix of a block gets exactly one weight-gradient product a backward, and the
+     * first backward after this writes it (model_lowp.c): zeroing them would be a pass over two thirds of GPT-2's
+     * gradients, which the products would then read back only to add to zeros. What backward adds into is cleared:
+     * the norm gains, the biases, the embeddings (the lookup's gradient, and a tied head's). */
+    if (m->lowp && !m->is_shard && model_lowp_can_write_matrix_grads(m)) {
+        for (int i = 0; i < m->ntensors; i++) {
+            const model_tensor *t = &m->tensors[i];
+            if (t->ndim != 2 || t->layer < 0) zero_floats(m->grads + t->offset, t->size);
+        }
+        m->matrix_grads_stale = true;
+        return;
+    }
+    zero_floats(m->grads, m->nparams);
 }
 
 /* The table row a registry tensor was made from (by its name's last part). */

@@ -109,6 +109,7 @@ struct model {
     bool reserved;                      /* params and grads are reserved address space (model_create_reserved) */
     bool grads_reserved;                /* grads are (reserved, or model_create_sharded_grads) */
     bool matrix_grads_written;          /* model_set_matrix_grads_written */
+    bool matrix_grads_stale;            /* model_zero_grad left the blocks' matrices for the next backward to write */
     model_shard shard;                  /* what part of the whole model this is (model.h) */
     model_dims dims;                    /* its sizes */
     bool is_shard;                      /* tp > 1 or a block range */
@@ -145,6 +146,8 @@ void model_recompute_block(model *m, int layer);
 /* model_lowp.c */
 float model_lowp_forward(model *m, const int *inputs, const int *targets, int B, int T);
 void model_lowp_backward(model *m, float loss_scale);
+/* Whether the weight-gradient products of model_lowp_backward can write their matrices (the 16-bit kernel). */
+bool model_lowp_can_write_matrix_grads(const model *m);
 const float *model_lowp_logits(model *m, int b, int t);
 void model_lowp_free(model_lowp *lp);
 void model_lowp_drop_activations(model *m); /* frees the stored activations and the scratch (a new policy) */

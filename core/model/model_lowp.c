@@ -291,6 +291,11 @@ static void round_grad(model_lowp *lp, int site, int layer, const float *dout, s
     }
 }
 
+/* Whether this backward's weight-gradient products write their matrices instead of adding to them: always under
+ * a strategy that commits the spans afresh (model_set_matrix_grads_written), and in the first backward after
+ * model_zero_grad, which left the matrices to it. */
+static bool writes_matrix_grads(const model *m) { return m->matrix_grads_written || m->matrix_grads_stale; }
+
 /* dinp (N,C) = dout @ W (overwritten, then rounded to the storage format), dW and dbias += in fp32.
  * dout (N,OC) fp32 is rounded to the matmul's gradient format first: the underflow point of fp16. */
 static void mm_backward(model *m, int site, int layer, float *dinp, size_t woff, float *dbias, const float *dout,
@@ -299,7 +304,7 @@ static void mm_backward(model *m, int site, int layer, float *dinp, size_t woff,
     float *dweight = m->grads + woff;
     round_grad(lp, site, layer, dout, (size_t)N * OC);
     if (lp->kernel) {
-        (m->matrix_grads_written ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
+        (writes_matrix_grads(m) ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
             dinp, dweight, dbias, lp->grad16, xs, lp->w16 + woff, N, C, OC, lp->fmt);
     } else {
         const float *x = xs;
@@ -356,6 +361,8 @@ void model_lowp_drop_range(model *m, size_t offset, size_t n) {
 }
 
 void model_set_matrix_grads_written(model *m, bool on) { m->matrix_grads_written = on; }
+
+bool model_lowp_can_write_matrix_grads(const model *m) { return m->lowp && m->lowp->kernel; }
 
 uint16_t *model_weights16(model *m) { return m->reserved && m->lowp && m->lowp->kernel ? m->lowp->w16 : NULL; }
 bool model_weights16_are_bf16(const model *m) { return m->lowp && m->lowp->fmt == LOWP_BF16; }
@@ -660,6 +667,10 @@ unsigned model_cast_cache_bytes(model_compute c, bool reserved, bool tied) {
 
 void model_set_precision(model *m, const model_precision *p) {
     if (p->compute < 0 || p->compute >= MODEL_NCOMPUTE) MP_FAIL("a compute mode", "mode %d", (int)p->compute);
+    if (m->matrix_grads_stale) { /* no backward since model_zero_grad: the new mode's may add to the matrices */
+        memset(m->grads, 0, m->nparams * sizeof(float));
+        m->matrix_grads_stale = false;
+    }
     model_lowp_free(m->lowp);
     m->lowp = NULL;
     m->have_targets = false;
@@ -824,7 +835,7 @@ static void head_backward(model *m, float *dinp) {
     }
     /* 2. dinp = dlogits @ W, dW += dlogits^T @ x. */
     if (lp->kernel) {
-        (m->matrix_grads_written ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
+        (writes_matrix_grads(m) ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
             dinp, m->grads + head_off, NULL, lp->logits, lp->lnf, lp->w16 + head_off, N, C, Vp, lp->fmt);
         round_in_place(lp, dinp, (size_t)N * C);
         return;
@@ -1056,6 +1067,7 @@ void model_lowp_backward(model *m, float loss_scale) {
     encoder_backward(m->g.wte, m->g.wpe, v.dres, m->inputs, B, T, C, c->V);
     model_grads_ready(m, -1);
     m->have_targets = false;
+    m->matrix_grads_stale = false; /* written: a next backward before model_zero_grad adds to them */
     /* Delayed scaling: this step's amaxes set the next step's scales. */
     for (int i = 0; lp->fp8 && !lp->prec.fp8_unscaled && !lp->prec.fp8_mx && i < lp->nsites * FP8_PER_SITE; i++)
         amp_fp8_update_scale(&lp->fp8[i]);

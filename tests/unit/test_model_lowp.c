@@ -89,6 +89,47 @@ Test(model_lowp, every_mode_tracks_fp32) {
     }
 }
 
+/* On the 16-bit kernel model_zero_grad clears only what backward adds into (norm gains, biases, embeddings) and
+ * leaves the blocks' matrices to the first backward after it, whose weight-gradient products write them. The
+ * gradients must be those of a buffer zeroed whole, bit for bit: with NaN left in the matrices, after one
+ * backward, after a second that adds to the first (accumulation), and after a switch of mode in between. */
+Test(model_lowp, zero_grad_leaves_the_matrices_to_the_first_backward) {
+    for (int arch = 0; arch < 2; arch++) {
+        model *lazy = tiny((model_arch)arch), *whole = tiny((model_arch)arch);
+        const size_t n = model_num_params(lazy);
+        const model_precision bf16 = {.compute = MODEL_COMPUTE_BF16};
+        model_set_precision(lazy, &bf16);
+        model_set_precision(whole, &bf16);
+        int in[B * T], tg[B * T];
+        for (int round = 0; round < 3; round++) {
+            for (size_t i = 0; i < n; i++) model_grads(lazy)[i] = NAN; /* what a stale matrix may hold */
+            model_zero_grad(lazy);
+            memset(model_grads(whole), 0, n * sizeof(float)); /* the reference: every gradient starts at 0 */
+            if (round == 2) { /* a mode switch between the zeroing and backward: nothing stale may survive it */
+                model_set_precision(lazy, &(model_precision){.compute = MODEL_COMPUTE_TF32});
+                model_set_precision(whole, &(model_precision){.compute = MODEL_COMPUTE_TF32});
+            }
+            for (int micro = 0; micro < 2; micro++) {
+                batch(in, tg, 30 + (uint64_t)(round * 2 + micro));
+                float a = model_forward(lazy, in, tg, B, T), b = model_forward(whole, in, tg, B, T);
+                cr_assert_eq(a, b, "%s round %d: the same weights give the same loss", model_arch_name((model_arch)arch),
+                             round);
+                model_backward(lazy, 1.0f);
+                model_backward(whole, 1.0f);
+                cr_assert_eq(memcmp(model_grads(lazy), model_grads(whole), n * sizeof(float)), 0,
+                             "%s round %d: gradients after micro-batch %d differ from a buffer zeroed whole",
+                             model_arch_name((model_arch)arch), round, micro);
+            }
+            if (round == 2) {
+                model_set_precision(lazy, &bf16);
+                model_set_precision(whole, &bf16);
+            }
+        }
+        model_free(lazy);
+        model_free(whole);
+    }
+}
+
 /* Activations kept for backward are stored in 2 bytes: MEM_ACT's peak in bf16 is well under fp32's. The
  * rest is fp32 scratch for one layer at a time, so the ratio falls with depth (GPT-2 124M: 0.53, bench/). */
 Test(model_lowp, activations_take_about_half_the_memory) {
