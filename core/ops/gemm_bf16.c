@@ -51,11 +51,16 @@
  *              that micro-panel already, 8 rows of pairs: the tile broadcasts its pairs in place, and
  *              only B and a transposed A are packed.
  *   NC         columns per packed B block: NC x KC2 words = 576 KiB stays in the 2 MiB L2 while all the
- *              row tiles stream past it.
+ *              row tiles stream past it. The AVX512-BF16 engine takes half as many (NC_SHARING_L2, 288 KiB)
+ *              when the product has several k blocks and A is not packed again for each column block: each
+ *              k block after the first reads and writes the thread's strip of C, and on a 1 MiB L2 (AMD Zen 5)
+ *              the full block, that strip and A do not fit together (GPT-2's dinp and its MLP projection:
+ *              +5-10%). Where A is packed per column block (a weight gradient over many tokens) the narrower
+ *              block would pack A twice as often, and the full one stays.
  * AMX engine: a block of C is 2 x 2 tiles (32 x 32), from 2 A tiles and 2 B tiles: the 8 tile registers.
  * k advances 16 pairs (one tile depth) at a time; KC2 and NC are shared with the other engine (k blocks
  * of 128 or 256 pairs, which keep an A block and a B panel in L1 together, measured no faster). */
-enum { MR = 8, NR = 48, NV = NR / 16, KC2 = 384, NC = 8 * NR };
+enum { MR = 8, NR = 48, NV = NR / 16, KC2 = 384, NC = 8 * NR, NC_SHARING_L2 = 4 * NR };
 enum { AMX_MR = 32, AMX_NR = 32, AMX_KT = 16, AMX_KC2 = KC2 };
 /* A panels the AVX512-BF16 engine packs together when it packs A itself (they fill the area of an AMX A block) */
 enum { A_PANELS_AT_ONCE = AMX_MR / MR };
@@ -523,6 +528,7 @@ typedef struct {
     int ldc;
     const uint32_t *a_packed; /* all of A packed (row block s at s * a_block_words), or NULL: per block */
     bool a_direct;            /* the AVX512-BF16 tile reads A in place (k-contiguous, even K): no packing */
+    int nc;                   /* the AVX512-BF16 engine's columns per B block: NC or NC_SHARING_L2 */
     size_t a_block_words;
 } gemm_job;
 
@@ -532,8 +538,8 @@ static inline int min_int(int a, int b) { return a < b ? a : b; }
  * the classic order: column block, k block (pack B once), row tile (A from L1), column tile (B from L2). */
 GEMM_TARGET static void rectangle_avx512(const gemm_job *g, int m_lo, int m_hi, int n_lo, int n_hi, uint32_t *area) {
     uint32_t *b_block = area, *a_panels = area + (size_t)NC * KC2;
-    for (int jc = n_lo; jc < n_hi; jc += NC) {
-        const int nc = min_int(NC, n_hi - jc);
+    for (int jc = n_lo; jc < n_hi; jc += g->nc) {
+        const int nc = min_int(g->nc, n_hi - jc);
         for (int pc = 0; pc < g->K2; pc += KC2) {
             const int kc2 = min_int(KC2, g->K2 - pc);
             pack_panels(b_block, (size_t)NR * kc2, (nc + NR - 1) / NR, g->B, g->ldb, g->trans_b, jc, nc, pc, kc2, g->K,
@@ -650,6 +656,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *
     if (split_columns && !g.a_direct)
         g.a_packed = grow(&packed_a_shared, &packed_a_shared_words, (size_t)row_blocks * g.a_block_words,
                           "bf16 gemm: packed A");
+    g.nc = g.K2 > KC2 && (g.a_direct || g.a_packed) ? NC_SHARING_L2 : NC;
     uint32_t *areas = grow(&packed_per_thread, &packed_per_thread_words, (size_t)threads * THREAD_WORDS,
                            "bf16 gemm: per-thread packed blocks");
 #pragma omp parallel num_threads(threads) if (threads > 1)
