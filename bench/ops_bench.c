@@ -186,7 +186,8 @@ static void gpt2_step_in_order(bench_state *s) {
 
 /* The kernels compiled once per instruction set level (ops/isa.h): each on every level the CPU has, as
  * GB/s and % of the triad, forward / backward (the backwards of gelu and crossentropy are lab 02's regions,
- * compiled for the baseline only: their columns show that the level does not change them). */
+ * compiled per level by GCC and picked by the CPU when the program loads, OPS_ISA_LAB_CLONES: forcing a level does
+ * not narrow them, and their columns show the CPU's widest copy on every level). */
 static void per_level_table(bench_state *s, int reps, double triad) {
     static const char *const names[] = {"attention", "gelu", "crossentropy", "attention gqa"};
     const ops_isa chosen = ops_isa_current();

@@ -4,8 +4,10 @@
 #include "ops/gelu.h"
 #include "ops/gradcheck.h"
 #include "ops/isa.h"
+#include "ops/fastmath.h"
 #include "ops/matmul_lowp.h"
 #include "ops_testutil.h"
+#include "optim/optimizer.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -155,4 +157,79 @@ Test(ops_isa, bf16_bias_sums_are_the_same_bits_on_every_level) {
         free(dout);
         free(want);
     }
+}
+
+/* Lab 02's GELU and cross-entropy backward and AdamW are compiled once per level (OPS_ISA_LAB_CLONES) and the CPU's
+ * widest copy runs whatever level is forced. They are elementwise, so that copy must give the bits of the plain
+ * loop, written out here as the labs' handouts state it and compiled for the baseline (no FMA instruction there);
+ * a copy that contracted a*b+c into an FMA, or vectorised differently, would differ. Lengths are no multiple of
+ * any vector width, and long enough for the threads to split them. */
+static long first_difference(const float *a, const float *b, long n) {
+    for (long i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+    return -1;
+}
+
+Test(ops_isa, lab_functions_at_the_cpus_width_give_the_plain_loops_bits) {
+    /* GELU backward: dinp += gelu'(x) * dout */
+    const long N = 5 * 16384 + 1237;
+    float *x = tu_uniform(N, -9, 9, 511), *dout = tu_uniform(N, -2, 2, 512);
+    float *got = tu_uniform(N, -1, 1, 513), *want = malloc((size_t)N * sizeof *want);
+    memcpy(want, got, (size_t)N * sizeof *want);
+    gelu_backward(got, x, dout, N);
+    const float s2p = 0.7978845608028654f, cubic = 0.044715f;
+    for (long i = 0; i < N; i++) {
+        const float xi = x[i];
+        const float u = s2p * (xi + cubic * xi * xi * xi), du = s2p * (1.0f + 3.0f * cubic * xi * xi);
+        const float th = ops_tanhf(u);
+        const float local = 0.5f * (1.0f + th) + 0.5f * xi * (1.0f - th * th) * du;
+        want[i] += local * dout[i];
+    }
+    long at = first_difference(got, want, N);
+    cr_expect(at < 0, "gelu_backward at x = %.9g: %.9g, the plain loop gives %.9g", at < 0 ? 0 : x[at],
+              at < 0 ? 0 : got[at], at < 0 ? 0 : want[at]);
+    free(x), free(dout), free(got), free(want);
+
+    /* cross-entropy backward: (exp(z - lse) - onehot) * dloss, zero in the padding and for ignored rows */
+    enum { ROWS = 7, V = 3 * 2048 + 301, VP = V + 11 };
+    const int targets[ROWS] = {0, V - 1, 4097, -1, 2048, 17, 5000};
+    float *logits = tu_uniform((long)ROWS * VP, -6, 6, 514), *lse = tu_uniform(ROWS, 8, 10, 515);
+    float *dloss = tu_uniform(ROWS, 0.01f, 0.2f, 516), *dz = tu_zeros((long)ROWS * VP), *dz_want = tu_zeros((long)ROWS * VP);
+    crossentropy_backward(dz, logits, lse, targets, dloss, ROWS, V, VP);
+    for (int n = 0; n < ROWS; n++) {
+        if (targets[n] < 0) continue; /* all zeros */
+        for (int v = 0; v < V; v++) dz_want[(size_t)n * VP + v] = ops_expf(logits[(size_t)n * VP + v] - lse[n]) * dloss[n];
+        dz_want[(size_t)n * VP + targets[n]] -= dloss[n];
+    }
+    at = first_difference(dz, dz_want, (long)ROWS * VP);
+    cr_expect(at < 0, "crossentropy_backward at row %ld column %ld: %.9g, the plain loop gives %.9g", at / VP, at % VP,
+              at < 0 ? 0 : dz[at], at < 0 ? 0 : dz_want[at]);
+    free(logits), free(lse), free(dloss), free(dz), free(dz_want);
+
+    /* AdamW, step 3: the constants as optimizer.c rounds them (double, then float once) */
+    const long P = 3 * 65536 + 999;
+    float *p = tu_uniform(P, -1, 1, 517), *g = tu_uniform(P, -0.1f, 0.1f, 518), *m = tu_uniform(P, -0.01f, 0.01f, 519);
+    float *v = tu_uniform(P, 0, 1e-4f, 520);
+    float *p_want = malloc((size_t)P * sizeof *p_want), *m_want = malloc((size_t)P * sizeof *m_want);
+    float *v_want = malloc((size_t)P * sizeof *v_want);
+    memcpy(p_want, p, (size_t)P * sizeof *p), memcpy(m_want, m, (size_t)P * sizeof *m), memcpy(v_want, v, (size_t)P * sizeof *v);
+    const optim_hparams h = {.lr = 6e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    const long step = 3;
+    optim_adamw_update(p, g, m, v, (size_t)P, &h, step);
+    const float lr = (float)h.lr, wd = (float)h.weight_decay, b1 = (float)h.beta1, b2 = (float)h.beta2;
+    const float omb1 = (float)(1.0 - h.beta1), omb2 = (float)(1.0 - h.beta2), eps = (float)h.eps;
+    const float step_size = (float)(h.lr / (1.0 - pow(h.beta1, step)));
+    const float inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(h.beta2, step)));
+    for (long i = 0; i < P; i++) {
+        const float pi = p_want[i] - lr * wd * p_want[i];
+        m_want[i] = b1 * m_want[i] + omb1 * g[i];
+        v_want[i] = b2 * v_want[i] + omb2 * g[i] * g[i];
+        p_want[i] = pi - step_size * m_want[i] / (sqrtf(v_want[i]) * inv_sqrt_bc2 + eps);
+    }
+    at = first_difference(p, p_want, P);
+    cr_expect(at < 0, "optim_adamw_update at %ld: p = %.9g, the plain loop gives %.9g", at, at < 0 ? 0 : p[at],
+              at < 0 ? 0 : p_want[at]);
+    cr_expect(first_difference(m, m_want, P) < 0 && first_difference(v, v_want, P) < 0,
+              "optim_adamw_update: the moments differ from the plain loop's");
+    free(p), free(g), free(m), free(v), free(p_want), free(m_want), free(v_want);
 }
