@@ -123,7 +123,8 @@ float amp_scaler_inv_scale(const amp_scaler *s) { return (float)(1.0 / (double)s
 
 /* ------------------------------------------------------------------ unscale */
 
-OPS_ISA_LAB_CLONES bool amp_scaler_unscale(amp_scaler *s, const clip_span *grads, int nspans) {
+OPS_ISA_LAB_CLONES
+bool amp_scaler_unscale(amp_scaler *s, const clip_span *grads, int nspans) {
     if (s->unscaled)
         mp_fail_internal(__FILE__, __LINE__, "!s->unscaled",
                          "amp_scaler_unscale called twice in one step (update %ld): the gradients would be divided "

@@ -57,7 +57,8 @@ void crossentropy_forward(float *losses, float *lse, const float *logits, const 
     for (int n = 0; n < N; n++) row(losses, lse, logits, targets, n, V, Vp);
 }
 
-OPS_ISA_LAB_CLONES void crossentropy_backward(float *dlogits, const float *logits, const float *lse, const int *targets,
+OPS_ISA_LAB_CLONES
+void crossentropy_backward(float *dlogits, const float *logits, const float *lse, const int *targets,
                            const float *dloss, int N, int V, int Vp) {
     check_shapes(targets, N, V, Vp);
     /* LAB 02 BEGIN softmax cross-entropy backward: dlogits = (exp(z - lse) - onehot(target)) * dloss */

@@ -35,7 +35,8 @@ void gelu_forward(float *out, const float *inp, long N) {
     }
 }
 
-OPS_ISA_LAB_CLONES void gelu_backward(float *dinp, const float *inp, const float *dout, long N) {
+OPS_ISA_LAB_CLONES
+void gelu_backward(float *dinp, const float *inp, const float *dout, long N) {
     /* LAB 02 BEGIN GELU backward: dinp += gelu'(x) * dout, product rule through x and tanh(u(x)) */
     /* gelu(x) = 0.5 x (1 + tanh u):
      *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'(x),  u'(x) = sqrt(2/pi) (1 + 3 * 0.044715 x^2)

@@ -45,10 +45,11 @@ const char *ops_isa_name(ops_isa level);
 #endif
 /* OPS_ISA_LAB_CLONES, before a function's definition: GCC compiles the whole function, its OpenMP regions included,
  * once per level, and the program's loader picks the copy for the CPU (an ifunc). It is for the lab functions whose
- * bodies students write (lab 02's GELU and cross-entropy backward and optimizer updates, lab 05's unscale): their code
- * stays a plain loop, and it still runs at the CPU's width (GELU and cross-entropy backward: x4, bench/README.md).
- * The same rule holds: no FMA contraction, so an elementwise loop gives the baseline's bits on every CPU
- * (tests/unit/test_ops_isa.c). Unlike the tables above, MIXPAR_OPS_ISA and ops_isa_force do not narrow it. */
+ * bodies students write (lab 02's GELU and cross-entropy backward, linear backward and optimizer updates, lab 05's
+ * unscale, lab 21's SwiGLU backward): their code stays a plain loop, and it still runs at the CPU's width (GELU and
+ * cross-entropy backward: x4, bench/README.md). The same rule holds: no FMA contraction, so an elementwise loop
+ * gives the baseline's bits on every CPU (tests/unit/test_ops_isa.c). Unlike the tables above, MIXPAR_OPS_ISA and
+ * ops_isa_force do not narrow it. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define OPS_ISA_LAB_CLONES __attribute__((target_clones("default", "avx2", "avx512f"), optimize("fp-contract=off")))
 #else

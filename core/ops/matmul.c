@@ -75,7 +75,8 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
     matmul_sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
-OPS_ISA_LAB_CLONES void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+OPS_ISA_LAB_CLONES
+void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int C, int OC) {
     check_dims(N, C, OC);
     if (N == 0 || OC == 0 || C == 0) { /* empty products: only dbias can change, and only when C == 0 */

@@ -3,6 +3,7 @@
 
 #include "base/lab.h"
 #include "ops/fastmath.h"
+#include "ops/isa.h"
 #include "ops/parallel.h"
 
 #include <stddef.h>
@@ -18,6 +19,7 @@ void swiglu_forward(float *out, const float *inp, int N, int F) {
     }
 }
 
+OPS_ISA_LAB_CLONES
 void swiglu_backward(float *dinp, const float *dout, const float *inp, int N, int F) {
 #pragma omp parallel for schedule(static) if (ops_worth_threads((long)N * F))
     for (int n = 0; n < N; n++) {

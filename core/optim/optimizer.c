@@ -51,7 +51,8 @@ bool optim_decays_ndim(int ndim) { return ndim >= 2; }
  * what makes a shard update equal to the same slice of a whole update, and what lets the loops run as
  * `omp parallel for simd` (threads over chunks, SIMD lanes within a chunk) with bit-identical results. */
 
-OPS_ISA_LAB_CLONES void optim_sgd_update(float *param, const float *grad, size_t n, const optim_hparams *h) {
+OPS_ISA_LAB_CLONES
+void optim_sgd_update(float *param, const float *grad, size_t n, const optim_hparams *h) {
     const float lr = (float)h->lr, wd = (float)h->weight_decay;
 #pragma omp parallel for simd if (parallel: n >= OPTIM_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) param[i] -= lr * (grad[i] + wd * param[i]);
@@ -67,6 +68,7 @@ OPS_ISA_LAB_CLONES void optim_sgd_update(float *param, const float *grad, size_t
  * Locals for the loops: lr, wd, momentum, dampening (floats), nesterov (bool).
  * The Nesterov choice is made outside the loop, not per element: a branch inside would stop the compiler
  * from vectorising the loop. */
+OPS_ISA_LAB_CLONES
 void optim_momentum_update(float *param, const float *grad, float *buf, size_t n, const optim_hparams *h, long step) {
     MP_ASSERT(step >= 1, "optimizer steps count from 1, got %ld", step);
     const float lr = (float)h->lr, wd = (float)h->weight_decay, momentum = (float)h->momentum;
@@ -125,7 +127,8 @@ static adam_constants adam_constants_at(const optim_hparams *h, long step) {
  *     p = p - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
  * Locals for the loop (floats; see adam_constants): beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
  * step_size, inv_sqrt_bc2. */
-OPS_ISA_LAB_CLONES void optim_adam_update(float *param, const float *grad, float *m, float *v, size_t n, const optim_hparams *h,
+OPS_ISA_LAB_CLONES
+void optim_adam_update(float *param, const float *grad, float *m, float *v, size_t n, const optim_hparams *h,
                        long step) {
     const adam_constants k = adam_constants_at(h, step);
     const float beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1;
@@ -150,7 +153,8 @@ OPS_ISA_LAB_CLONES void optim_adam_update(float *param, const float *grad, float
  *     p = p - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
  * Locals for the loop (floats; see adam_constants): lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
  * step_size, inv_sqrt_bc2. */
-OPS_ISA_LAB_CLONES void optim_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, const optim_hparams *h,
+OPS_ISA_LAB_CLONES
+void optim_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, const optim_hparams *h,
                         long step) {
     const adam_constants k = adam_constants_at(h, step);
     const float lr = k.lr, beta1 = k.beta1, beta2 = k.beta2, one_minus_beta1 = k.one_minus_beta1;

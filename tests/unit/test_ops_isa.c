@@ -6,6 +6,7 @@
 #include "ops/isa.h"
 #include "ops/fastmath.h"
 #include "ops/matmul_lowp.h"
+#include "ops/swiglu.h"
 #include "ops_testutil.h"
 #include "optim/optimizer.h"
 
@@ -159,11 +160,11 @@ Test(ops_isa, bf16_bias_sums_are_the_same_bits_on_every_level) {
     }
 }
 
-/* Lab 02's GELU and cross-entropy backward and AdamW are compiled once per level (OPS_ISA_LAB_CLONES) and the CPU's
- * widest copy runs whatever level is forced. They are elementwise, so that copy must give the bits of the plain
- * loop, written out here as the labs' handouts state it and compiled for the baseline (no FMA instruction there);
- * a copy that contracted a*b+c into an FMA, or vectorised differently, would differ. Lengths are no multiple of
- * any vector width, and long enough for the threads to split them. */
+/* Lab 02's GELU and cross-entropy backward and AdamW, and lab 21's SwiGLU backward, are compiled once per level
+ * (OPS_ISA_LAB_CLONES) and the CPU's widest copy runs whatever level is forced. They are elementwise, so that copy
+ * must give the bits of the plain loop, written out here as the labs' handouts state it and compiled for the
+ * baseline (no FMA instruction there): a copy that contracted a*b+c into an FMA would differ. Lengths are no
+ * multiple of any vector width, and long enough for the threads to split them. */
 static long first_difference(const float *a, const float *b, long n) {
     for (long i = 0; i < n; i++)
         if (memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
@@ -205,6 +206,23 @@ Test(ops_isa, lab_functions_at_the_cpus_width_give_the_plain_loops_bits) {
     cr_expect(at < 0, "crossentropy_backward at row %ld column %ld: %.9g, the plain loop gives %.9g", at / VP, at % VP,
               at < 0 ? 0 : dz[at], at < 0 ? 0 : dz_want[at]);
     free(logits), free(lse), free(dloss), free(dz), free(dz_want);
+
+    /* SwiGLU backward (lab 21): rows [gate | up], through silu(gate) = gate * sigmoid(gate) */
+    enum { SROWS = 3, F = 2 * 1024 + 77 };
+    float *inp = tu_uniform(2L * SROWS * F, -8, 8, 521), *dy = tu_uniform((long)SROWS * F, -1, 1, 522);
+    float *dinp = tu_uniform(2L * SROWS * F, -1, 1, 523), *dinp_want = malloc(2L * SROWS * F * sizeof *dinp_want);
+    memcpy(dinp_want, dinp, 2L * SROWS * F * sizeof *dinp);
+    swiglu_backward(dinp, dy, inp, SROWS, F);
+    for (long n = 0; n < SROWS; n++)
+        for (long f = 0; f < F; f++) {
+            const float g = inp[n * 2 * F + f], up = inp[n * 2 * F + F + f], d = dy[n * F + f], s = ops_sigmoidf(g);
+            dinp_want[n * 2 * F + f] += d * up * s * (1.0f + g * (1.0f - s));
+            dinp_want[n * 2 * F + F + f] += d * g * s;
+        }
+    at = first_difference(dinp, dinp_want, 2L * SROWS * F);
+    cr_expect(at < 0, "swiglu_backward at %ld: %.9g, the plain loop gives %.9g", at, at < 0 ? 0 : dinp[at],
+              at < 0 ? 0 : dinp_want[at]);
+    free(inp), free(dy), free(dinp), free(dinp_want);
 
     /* AdamW, step 3: the constants as optimizer.c rounds them (double, then float once) */
     const long P = 3 * 65536 + 999;
