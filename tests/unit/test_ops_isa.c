@@ -1,10 +1,10 @@
-/* test_ops_isa.c: the AVX2 and AVX-512 copies of the ops/ kernels (ops/isa.h) against the baseline and a double reference, on every level this CPU has. */
+/* test_ops_isa.c: the AVX2 and AVX-512 copies of the ops/ kernels (ops/isa.h) against the baseline and a double reference, on every level this CPU has; the lab functions' copies against their plain loops. */
 #include "ops/attention.h"
 #include "ops/crossentropy.h"
+#include "ops/fastmath.h"
 #include "ops/gelu.h"
 #include "ops/gradcheck.h"
 #include "ops/isa.h"
-#include "ops/fastmath.h"
 #include "ops/matmul_lowp.h"
 #include "ops/swiglu.h"
 #include "ops_testutil.h"
@@ -195,11 +195,13 @@ Test(ops_isa, lab_functions_at_the_cpus_width_give_the_plain_loops_bits) {
     enum { ROWS = 7, V = 3 * 2048 + 301, VP = V + 11 };
     const int targets[ROWS] = {0, V - 1, 4097, -1, 2048, 17, 5000};
     float *logits = tu_uniform((long)ROWS * VP, -6, 6, 514), *lse = tu_uniform(ROWS, 8, 10, 515);
-    float *dloss = tu_uniform(ROWS, 0.01f, 0.2f, 516), *dz = tu_zeros((long)ROWS * VP), *dz_want = tu_zeros((long)ROWS * VP);
+    float *dloss = tu_uniform(ROWS, 0.01f, 0.2f, 516), *dz_want = tu_zeros((long)ROWS * VP);
+    float *dz = tu_uniform((long)ROWS * VP, -1, 1, 524); /* every value, the padding's too, must be written */
     crossentropy_backward(dz, logits, lse, targets, dloss, ROWS, V, VP);
     for (int n = 0; n < ROWS; n++) {
         if (targets[n] < 0) continue; /* all zeros */
-        for (int v = 0; v < V; v++) dz_want[(size_t)n * VP + v] = ops_expf(logits[(size_t)n * VP + v] - lse[n]) * dloss[n];
+        for (int v = 0; v < V; v++)
+            dz_want[(size_t)n * VP + v] = ops_expf(logits[(size_t)n * VP + v] - lse[n]) * dloss[n];
         dz_want[(size_t)n * VP + targets[n]] -= dloss[n];
     }
     at = first_difference(dz, dz_want, (long)ROWS * VP);
@@ -230,7 +232,8 @@ Test(ops_isa, lab_functions_at_the_cpus_width_give_the_plain_loops_bits) {
     float *v = tu_uniform(P, 0, 1e-4f, 520);
     float *p_want = malloc((size_t)P * sizeof *p_want), *m_want = malloc((size_t)P * sizeof *m_want);
     float *v_want = malloc((size_t)P * sizeof *v_want);
-    memcpy(p_want, p, (size_t)P * sizeof *p), memcpy(m_want, m, (size_t)P * sizeof *m), memcpy(v_want, v, (size_t)P * sizeof *v);
+    memcpy(p_want, p, (size_t)P * sizeof *p), memcpy(m_want, m, (size_t)P * sizeof *m);
+    memcpy(v_want, v, (size_t)P * sizeof *v);
     const optim_hparams h = {.lr = 6e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
     const long step = 3;
     optim_adamw_update(p, g, m, v, (size_t)P, &h, step);
