@@ -50,7 +50,8 @@ const char *ops_isa_name(ops_isa level);
  * cross-entropy backward: x4, bench/README.md). The same rule holds: no FMA contraction, so an elementwise loop
  * gives the baseline's bits on every CPU (tests/unit/test_ops_isa.c). Unlike the tables above, MIXPAR_OPS_ISA and
  * ops_isa_force do not narrow it. In a debugger or a perf profile the copy that ran shows as, for example,
- * gelu_backward.avx512f (and its OpenMP region as gelu_backward._omp_fn.0.avx512f). */
+ * gelu_backward.avx512f (and its OpenMP region as gelu_backward._omp_fn.0.avx512f); gdb's `break gelu_backward`
+ * stops in every copy, and once in its resolver while the program loads (continue past that one). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define OPS_ISA_LAB_CLONES __attribute__((target_clones("default", "avx2", "avx512f"), optimize("fp-contract=off")))
 #else
