@@ -139,10 +139,10 @@ float model_forward(model *m, const int *inputs, const int *targets, int B, int 
  * accumulate; call model_zero_grad first). `loss_scale` multiplies the loss before backward (1 for
  * plain training; the loss scaler's value under mixed precision). */
 void model_backward(model *m, float loss_scale);
-/* Gradients to zero, as backward sees them. On the bf16 kernel (model_lowp.c) the blocks' matrices are left as
- * they are and the next backward's weight-gradient products write them instead of adding, so until that
- * backward they hold whatever was there; everything else is zero at once. model_set_precision zeroes what is
- * left if it comes first. */
+/* Gradients to zero, as backward sees them. On the bf16 kernel (model_lowp.c) the blocks' matrices and the head
+ * (tied or not) are left as they are and the next backward's weight-gradient products write them instead of
+ * adding, so until that backward they hold whatever was there; everything else is zero at once.
+ * model_set_precision zeroes what is left if it comes first. */
 void model_zero_grad(model *m);
 /* Logits of position t of sequence b from the last forward: Vp floats, the first V meaningful. */
 const float *model_logits(model *m, int b, int t);
