@@ -22,6 +22,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

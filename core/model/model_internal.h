@@ -109,7 +109,7 @@ struct model {
     bool reserved;                      /* params and grads are reserved address space (model_create_reserved) */
     bool grads_reserved;                /* grads are (reserved, or model_create_sharded_grads) */
     bool matrix_grads_written;          /* model_set_matrix_grads_written */
-    bool matrix_grads_stale;            /* model_zero_grad left the blocks' matrices for the next backward to write */
+    bool matrix_grads_stale;            /* model_zero_grad left the matrices (blocks, head) to backward */
     model_shard shard;                  /* what part of the whole model this is (model.h) */
     model_dims dims;                    /* its sizes */
     bool is_shard;                      /* tp > 1 or a block range */
