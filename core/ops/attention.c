@@ -33,11 +33,11 @@ static void check_heads(int NH, int KVH, int HS) {
 enum { ATT_TILE_MAX = 64 }; /* floats in the widest tile (AVX-512) */
 
 /* Scratch per thread: a transposed (HS, Tp) copy of one key or value head, its Tp = T rounded up to a
- * whole tile (columns T..Tp-1 are zero, so a row's last tile reads finite numbers), one row of T floats, one
- * tile's sums, and for backward two (T, T) squares: a head's probabilities and its score gradients, both
- * transposed. */
+ * whole tile (columns T..Tp-1 are zero, so a row's last tile reads finite numbers), two rows of T floats (a
+ * pair of query rows), the sums of a tile for each of two rows, and for backward two (T, T) squares: a head's
+ * probabilities and its score gradients, both transposed. */
 typedef struct {
-    float *transposed, *row, *att_t, *dscore_t, *tile;
+    float *transposed, *row, *row2, *att_t, *dscore_t, *tile;
     int Tp;
 } attention_scratch;
 
@@ -46,9 +46,10 @@ static attention_scratch attention_scratch_alloc(int T, int HS, bool backward) {
     const size_t square = backward ? (size_t)T * T * sizeof(float) : sizeof(float);
     attention_scratch s = {mem_alloc((size_t)HS * Tp * sizeof(float), MEM_OTHER, "attention k/v transposed"),
                            mem_alloc((size_t)T * sizeof(float), MEM_OTHER, "attention row"),
+                           mem_alloc((size_t)T * sizeof(float), MEM_OTHER, "attention second row"),
                            mem_alloc(square, MEM_OTHER, "attention probabilities transposed"),
                            mem_alloc(square, MEM_OTHER, "attention score gradients transposed"),
-                           mem_alloc(ATT_TILE_MAX * sizeof(float), MEM_OTHER, "attention tile sums"), Tp};
+                           mem_alloc(2 * ATT_TILE_MAX * sizeof(float), MEM_OTHER, "attention tile sums"), Tp};
     memset(s.transposed, 0, (size_t)HS * Tp * sizeof(float));
     return s;
 }
@@ -56,6 +57,7 @@ static attention_scratch attention_scratch_alloc(int T, int HS, bool backward) {
 static void attention_scratch_free(attention_scratch *s) {
     mem_free(s->transposed);
     mem_free(s->row);
+    mem_free(s->row2);
     mem_free(s->att_t);
     mem_free(s->dscore_t);
     mem_free(s->tile);
@@ -141,7 +143,125 @@ OPS_ISA_INLINE void attention_weighted_rows(const ops_isa level, float *restrict
     }
 }
 
-/* Batch b, query head h: att (T, T) and the head's HS columns of out, for every position t. */
+/* Two rows of sums at once, each lane adding its terms in ascending k as ATTENTION_TILE_SUM does:
+ *     sums0[0..width) = sum_{b0 <= k < e0} w0[k] * src[k * stride + 0..width)
+ *     sums1[0..width) = sum_{b1 <= k < e1} w1[k] * src[k * stride + 0..width)
+ * for b0 <= b1 <= e0 <= e1: row 0 may start earlier (a column of dk or dv, then the next column), row 1 may end
+ * later (a query row, then the next one, which sees one more key). Each load of src serves both rows, and the
+ * eight running sums are independent: twice the additions in flight of one row, whose sums otherwise wait on
+ * the adds' latency. The same terms in the same order as two calls of ATTENTION_TILE_SUM: the same bits. */
+#define ATTENTION_LOAD4(r, r0, r1, r2, r3, lanes)                                                               \
+    (memcpy(&r0, r, sizeof r0), memcpy(&r1, (r) + (lanes), sizeof r1), memcpy(&r2, (r) + 2 * (lanes), sizeof r2), \
+     memcpy(&r3, (r) + 3 * (lanes), sizeof r3))
+#define ATTENTION_ADD4(a0, a1, a2, a3, wk, r0, r1, r2, r3) (a0 += wk * r0, a1 += wk * r1, a2 += wk * r2, a3 += wk * r3)
+#define ATTENTION_TILE_SUM2(vec, sums0, sums1, w0, w1, src, stride, b0, b1, e0, e1)                             \
+    do {                                                                                                        \
+        const size_t lanes = sizeof(vec) / sizeof(float);                                                       \
+        vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, r0, r1, r2, r3;     \
+        int k = (b0);                                                                                           \
+        for (; k < (b1); k++) { /* row 0 alone */                                                               \
+            ATTENTION_LOAD4((src) + (size_t)k * (stride), r0, r1, r2, r3, lanes);                               \
+            ATTENTION_ADD4(a0, a1, a2, a3, (w0)[k], r0, r1, r2, r3);                                            \
+        }                                                                                                       \
+        for (; k < (e0); k++) { /* both rows */                                                                 \
+            ATTENTION_LOAD4((src) + (size_t)k * (stride), r0, r1, r2, r3, lanes);                               \
+            ATTENTION_ADD4(a0, a1, a2, a3, (w0)[k], r0, r1, r2, r3);                                            \
+            ATTENTION_ADD4(c0, c1, c2, c3, (w1)[k], r0, r1, r2, r3);                                            \
+        }                                                                                                       \
+        for (; k < (e1); k++) { /* row 1 alone */                                                               \
+            ATTENTION_LOAD4((src) + (size_t)k * (stride), r0, r1, r2, r3, lanes);                               \
+            ATTENTION_ADD4(c0, c1, c2, c3, (w1)[k], r0, r1, r2, r3);                                            \
+        }                                                                                                       \
+        memcpy((sums0), &a0, sizeof a0), memcpy((sums0) + lanes, &a1, sizeof a1);                               \
+        memcpy((sums0) + 2 * lanes, &a2, sizeof a2), memcpy((sums0) + 3 * lanes, &a3, sizeof a3);               \
+        memcpy((sums1), &c0, sizeof c0), memcpy((sums1) + lanes, &c1, sizeof c1);                               \
+        memcpy((sums1) + 2 * lanes, &c2, sizeof c2), memcpy((sums1) + 3 * lanes, &c3, sizeof c3);               \
+    } while (0)
+
+/* tile: 2 * ATT_TILE_MAX floats, the sums of row 0 then those of row 1. */
+OPS_ISA_INLINE void attention_tile_sum2(const ops_isa level, float *restrict tile, const float *restrict w0,
+                                        const float *restrict w1, const float *restrict src, size_t stride, int b0,
+                                        int b1, int e0, int e1) {
+    float *restrict sums1 = tile + ATT_TILE_MAX;
+    if (level == OPS_ISA_AVX512)
+        ATTENTION_TILE_SUM2(attention_v16, tile, sums1, w0, w1, src, stride, b0, b1, e0, e1);
+    else if (level == OPS_ISA_AVX2)
+        ATTENTION_TILE_SUM2(attention_v8, tile, sums1, w0, w1, src, stride, b0, b1, e0, e1);
+    else
+        ATTENTION_TILE_SUM2(attention_v4, tile, sums1, w0, w1, src, stride, b0, b1, e0, e1);
+}
+
+/* attention_dots for two rows x0, x1 at once: dots0[t2] for t2 < n0, dots1[t2] for t2 < n1 (n0 <= n1). */
+OPS_ISA_INLINE void attention_dots2(const ops_isa level, float *restrict dots0, float *restrict dots1,
+                                    float *restrict tile, const float *restrict x0, const float *restrict x1,
+                                    const float *restrict mt, int n0, int n1, int Tp, int HS) {
+    const int width = attention_tile_width(level);
+    for (int j0 = 0; j0 < n1; j0 += width) {
+        attention_tile_sum2(level, tile, x0, x1, mt + j0, (size_t)Tp, 0, 0, HS, HS);
+        const int m0 = n0 - j0 < 0 ? 0 : n0 - j0 < width ? n0 - j0 : width;
+        const int m1 = n1 - j0 < width ? n1 - j0 : width;
+        for (int j = 0; j < m0; j++) dots0[j0 + j] = tile[j];
+        for (int j = 0; j < m1; j++) dots1[j0 + j] = tile[ATT_TILE_MAX + j];
+    }
+}
+
+/* attention_weighted_rows for two outputs at once, over the rows k of `rows` (k * stride apart) in
+ * [b0, e0) for y0 and [b1, e1) for y1, weights w0[k] and w1[k] (b0 <= b1 <= e0 <= e1). */
+OPS_ISA_INLINE void attention_weighted_rows2(const ops_isa level, float *restrict y0, float *restrict y1,
+                                             float *restrict tile, const float *restrict w0, const float *restrict w1,
+                                             const float *restrict rows, size_t stride, int b0, int b1, int e0, int e1,
+                                             int HS, bool add) {
+    const int width = attention_tile_width(level);
+    int i0 = 0;
+    for (; i0 + width <= HS; i0 += width) {
+        attention_tile_sum2(level, tile, w0, w1, rows + i0, stride, b0, b1, e0, e1);
+#pragma omp simd
+        for (int j = 0; j < width; j++) y0[i0 + j] = add ? y0[i0 + j] + tile[j] : tile[j];
+#pragma omp simd
+        for (int j = 0; j < width; j++) y1[i0 + j] = add ? y1[i0 + j] + tile[ATT_TILE_MAX + j] : tile[ATT_TILE_MAX + j];
+    }
+    for (int i = i0; i < HS; i++) { /* the columns left over, each summed the same way, one by one */
+        float acc0 = 0.0f, acc1 = 0.0f;
+        for (int k = b0; k < e0; k++) acc0 += w0[k] * rows[(size_t)k * stride + i];
+        for (int k = b1; k < e1; k++) acc1 += w1[k] * rows[(size_t)k * stride + i];
+        y0[i] = add ? y0[i] + acc0 : acc0;
+        y1[i] = add ? y1[i] + acc1 : acc1;
+    }
+}
+
+/* Row t's probabilities from its n = t + 1 scores in p (T floats): scaled, softmax, zeros past the diagonal. */
+OPS_ISA_INLINE void attention_softmax_row(float *restrict p, int n, int T, float scale) {
+    float max = -INFINITY;
+#pragma omp simd reduction(max : max)
+    for (int t2 = 0; t2 < n; t2++) {
+        p[t2] *= scale;
+        max = p[t2] > max ? p[t2] : max;
+    }
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int t2 = 0; t2 < n; t2++) {
+        p[t2] = ops_expf(p[t2] - max);
+        sum += p[t2];
+    }
+    const float inv_sum = 1.0f / sum; /* >= 1/(t+1): the max term contributes exp(0) = 1 */
+#pragma omp simd
+    for (int t2 = 0; t2 < n; t2++) p[t2] *= inv_sum;
+    for (int t2 = n; t2 < T; t2++) p[t2] = 0.0f;
+}
+
+/* Row t's score gradients, in place of datt (the gradient of its n probabilities p): through the softmax,
+ * dscore[t2] = p[t2] * (datt[t2] - sum_j p[j] datt[j]), then the 1/sqrt(HS) scale. */
+OPS_ISA_INLINE void attention_softmax_row_backward(float *restrict datt, const float *restrict p, int n, float scale) {
+    float p_datt = 0.0f;
+#pragma omp simd reduction(+ : p_datt)
+    for (int t2 = 0; t2 < n; t2++) p_datt += p[t2] * datt[t2];
+#pragma omp simd
+    for (int t2 = 0; t2 < n; t2++) datt[t2] = p[t2] * (datt[t2] - p_datt) * scale;
+}
+
+/* Batch b, query head h: att (T, T) and the head's HS columns of out, for every position t. Query rows go in
+ * pairs (t, t + 1), which share every load of the keys and values (attention_dots2, attention_weighted_rows2);
+ * an odd T's last row goes alone. */
 OPS_ISA_INLINE void attention_forward_head(const ops_isa level, float *out, float *att, const float *qkv,
                                            attention_scratch *scratch, int b, int h, int T, int NH, int KVH, int HS) {
     const int row = (NH + 2 * KVH) * HS; /* floats per position in qkv */
@@ -152,29 +272,23 @@ OPS_ISA_INLINE void attention_forward_head(const ops_isa level, float *out, floa
     const float *v_base = seq + (size_t)(NH + KVH + kvh) * HS;
     float *restrict kt = scratch->transposed;
     attention_transpose(kt, seq + (size_t)(NH + kvh) * HS, (size_t)row, T, scratch->Tp, HS);
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < T; t += 2) {
         const float *restrict q = seq + (size_t)t * row + (size_t)h * HS;
         float *restrict p = att + (((size_t)b * NH + h) * T + t) * T;
         float *restrict o = out + ((size_t)b * T + t) * C + (size_t)h * HS;
         const int n = t + 1; /* keys t2 <= t */
-        attention_dots(level, p, scratch->tile, q, kt, n, scratch->Tp, HS);
-        float max = -INFINITY;
-#pragma omp simd reduction(max : max)
-        for (int t2 = 0; t2 < n; t2++) {
-            p[t2] *= scale;
-            max = p[t2] > max ? p[t2] : max;
+        if (t + 1 == T) {
+            attention_dots(level, p, scratch->tile, q, kt, n, scratch->Tp, HS);
+            attention_softmax_row(p, n, T, scale);
+            attention_weighted_rows(level, o, scratch->tile, p, v_base, (size_t)row, n, HS, false);
+            break;
         }
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int t2 = 0; t2 < n; t2++) {
-            p[t2] = ops_expf(p[t2] - max);
-            sum += p[t2];
-        }
-        const float inv_sum = 1.0f / sum; /* >= 1/(t+1): the max term contributes exp(0) = 1 */
-#pragma omp simd
-        for (int t2 = 0; t2 < n; t2++) p[t2] *= inv_sum;
-        for (int t2 = n; t2 < T; t2++) p[t2] = 0.0f;
-        attention_weighted_rows(level, o, scratch->tile, p, v_base, (size_t)row, n, HS, false);
+        float *restrict p_next = p + T, *restrict o_next = o + C; /* row t + 1, which sees n + 1 keys */
+        attention_dots2(level, p, p_next, scratch->tile, q, q + row, kt, n, n + 1, scratch->Tp, HS);
+        attention_softmax_row(p, n, T, scale);
+        attention_softmax_row(p_next, n + 1, T, scale);
+        attention_weighted_rows2(level, o, o_next, scratch->tile, p, p_next, v_base, (size_t)row, 0, 0, n, n + 1, HS,
+                                 false);
     }
 }
 OPS_ISA_CLONES_LEVEL(attention_forward_head,
@@ -200,7 +314,9 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 /* Batch b, kv head kvh and the query heads that share it, in order: their dq, and the kv head's dk and dv.
  * Row by row (query t) come datt = dy . v, the score gradients and dq; dk and dv, which sum over the rows
  * t >= t2 of a column t2, follow per head from the transposed squares, so every one of the four products
- * is a register tile (no running sum kept in memory). */
+ * is a register tile (no running sum kept in memory). Rows go in pairs (t, t + 1) and columns in pairs
+ * (t2, t2 + 1), which share every load of the other operand (attention_dots2, attention_weighted_rows2); an
+ * odd T's last row and last column go alone. */
 OPS_ISA_INLINE void attention_backward_kv_head(const ops_isa level, float *dqkv, const float *dout, const float *qkv,
                                                const float *att, attention_scratch *scratch, int b, int kvh, int T,
                                                int NH, int KVH, int HS) {
@@ -209,40 +325,53 @@ OPS_ISA_INLINE void attention_backward_kv_head(const ops_isa level, float *dqkv,
     const int group = NH / KVH;
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t seq = (size_t)b * T * row, k_off = (size_t)(NH + kvh) * HS, v_off = (size_t)(NH + KVH + kvh) * HS;
-    float *restrict datt = scratch->row, *restrict att_t = scratch->att_t, *restrict dscore_t = scratch->dscore_t;
+    float *restrict datt = scratch->row, *restrict datt_next = scratch->row2;
+    float *restrict att_t = scratch->att_t, *restrict dscore_t = scratch->dscore_t, *restrict tile = scratch->tile;
+    const float *restrict k_rows = qkv + seq + k_off;
     attention_transpose(scratch->transposed, qkv + seq + v_off, (size_t)row, T, scratch->Tp, HS);
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
         const float *head_att = att + ((size_t)b * NH + h) * T * T;
         const float *head_dy = dout + (size_t)b * T * C + (size_t)h * HS;
-        for (int t = 0; t < T; t++) {
-            const size_t bt = (size_t)b * T + t;
-            float *restrict dq = dqkv + bt * row + (size_t)h * HS;
-            const float *restrict p = head_att + (size_t)t * T;
-            const int n = t + 1;
+        const float *q_rows = qkv + seq + (size_t)h * HS;
+        float *dq_rows = dqkv + seq + (size_t)h * HS;
+        for (int t = 0; t < T; t += 2) {
+            const bool pair = t + 1 < T;
+            const float *restrict p = head_att + (size_t)t * T, *restrict dy = head_dy + (size_t)t * C;
+            float *restrict dq = dq_rows + (size_t)t * row;
+            const int n = t + 1; /* row t + 1 sees n + 1 keys */
             /* out = sum att * v:  datt[t2] = dy . v[t2] */
-            attention_dots(level, datt, scratch->tile, head_dy + (size_t)t * C, scratch->transposed, n, scratch->Tp,
-                           HS);
-            /* softmax: dscore[t2] = att[t2] * (datt[t2] - sum_j att[j] datt[j]); then the 1/sqrt(HS) scale
-             * (dscore overwrites datt); then score = q . k:  dq += dscore k */
-            float p_datt = 0.0f;
-#pragma omp simd reduction(+ : p_datt)
-            for (int t2 = 0; t2 < n; t2++) p_datt += p[t2] * datt[t2];
-#pragma omp simd
-            for (int t2 = 0; t2 < n; t2++) datt[t2] = p[t2] * (datt[t2] - p_datt) * scale;
-            attention_weighted_rows(level, dq, scratch->tile, datt, qkv + seq + k_off, (size_t)row, n, HS, true);
+            if (pair) attention_dots2(level, datt, datt_next, tile, dy, dy + C, scratch->transposed, n, n + 1,
+                                      scratch->Tp, HS);
+            else attention_dots(level, datt, tile, dy, scratch->transposed, n, scratch->Tp, HS);
+            /* through the softmax and the scale (dscore overwrites datt); then score = q . k:  dq += dscore k */
+            attention_softmax_row_backward(datt, p, n, scale);
+            if (pair) {
+                attention_softmax_row_backward(datt_next, p + T, n + 1, scale);
+                attention_weighted_rows2(level, dq, dq + row, tile, datt, datt_next, k_rows, (size_t)row, 0, 0, n,
+                                         n + 1, HS, true);
+            } else attention_weighted_rows(level, dq, tile, datt, k_rows, (size_t)row, n, HS, true);
             for (int t2 = 0; t2 < n; t2++) {
                 dscore_t[(size_t)t2 * T + t] = datt[t2];
                 att_t[(size_t)t2 * T + t] = p[t2];
             }
+            for (int t2 = 0; pair && t2 <= n; t2++) {
+                dscore_t[(size_t)t2 * T + t + 1] = datt_next[t2];
+                att_t[(size_t)t2 * T + t + 1] = p[T + t2];
+            }
         }
         /* column t2, rows t = t2..T-1:  dk[t2] += sum_t dscore[t][t2] q[t],  dv[t2] += sum_t att[t][t2] dy[t] */
-        for (int t2 = 0; t2 < T; t2++) {
-            const size_t at = (size_t)t2 * T + t2, bt2 = (size_t)b * T + t2;
+        for (int t2 = 0; t2 < T; t2 += 2) {
             float *dk = dqkv + seq + (size_t)t2 * row + k_off, *dv = dqkv + seq + (size_t)t2 * row + v_off;
-            attention_weighted_rows(level, dk, scratch->tile, dscore_t + at, qkv + bt2 * row + (size_t)h * HS,
-                                    (size_t)row, T - t2, HS, true);
-            attention_weighted_rows(level, dv, scratch->tile, att_t + at, head_dy + (size_t)t2 * C, (size_t)C, T - t2,
-                                    HS, true);
+            const float *ds = dscore_t + (size_t)t2 * T, *pt = att_t + (size_t)t2 * T;
+            if (t2 + 1 == T) {
+                attention_weighted_rows(level, dk, tile, ds + t2, q_rows + (size_t)t2 * row, (size_t)row, 1, HS, true);
+                attention_weighted_rows(level, dv, tile, pt + t2, head_dy + (size_t)t2 * C, (size_t)C, 1, HS, true);
+                break;
+            }
+            attention_weighted_rows2(level, dk, dk + row, tile, ds, ds + T, q_rows, (size_t)row, t2, t2 + 1, T, T, HS,
+                                     true);
+            attention_weighted_rows2(level, dv, dv + row, tile, pt, pt + T, head_dy, (size_t)C, t2, t2 + 1, T, T, HS,
+                                     true);
         }
     }
 }
