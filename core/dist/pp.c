@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/lab.h"
 #include "base/mem.h"
+#include "model/model_lowp.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -318,6 +319,8 @@ float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float l
     double loss_sum = 0;
     bool has_loss = false;
     int in_flight = 0, most = 0;
+    /* no update until the step ends: each chunk's weights are cast once, at its first forward */
+    for (int j = 0; j < p->v; j++) model_hold_weights(p->chunks[j], true);
     for (size_t i = 0; i < 2 * units; i++) {
         const pp_action *a = &p->order[i];
         int k = a->micro, j = a->chunk, prev, prev_chunk, next, next_chunk;
@@ -360,7 +363,7 @@ float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float l
         }
     }
     comm_wait_all(p->bwd_sends, units);
-    for (int j = 0; j < p->v; j++) model_use_act_slot(p->chunks[j], 0);
+    for (int j = 0; j < p->v; j++) model_use_act_slot(p->chunks[j], 0), model_hold_weights(p->chunks[j], false);
     /* The last stage has the loss: every stage reports it (the step event, the trainer's line). */
     float loss = has_loss ? (float)(loss_sum / mb) : 0.0f;
     comm_broadcast(mesh->pp, &loss, 1, COMM_FP32, mesh->pp_size - 1, COMM_ALGO_DEFAULT);

@@ -72,6 +72,8 @@ struct model_lowp {
     /* the weights cast for this forward (MEM_OTHER) */
     uint16_t *w16;
     float *w32;
+    bool weights_held;          /* model_hold_weights: the parameters do not change until released */
+    bool cast_is_current;       /* held, and w16 / w32 are already the cast of the parameters */
     amp_fp8_meta *fp8;          /* (nsites * FP8_PER_SITE) */
     int nsites;
     bool recomputing;           /* a checkpointed block's forward is being rerun: record and count nothing */
@@ -377,10 +379,20 @@ void model_weights16_commit(model *m, size_t offset, size_t n) {
     mem_commit_to_overwrite(m->lowp->w16, offset * 2, n * 2);
 }
 
-/* The weights as this forward's matmuls read them (a reserved model casts each range as it is gathered). */
+void model_hold_weights(model *m, bool held) {
+    if (!m->lowp) return;
+    m->lowp->weights_held = held;
+    m->lowp->cast_is_current = false;
+}
+
+/* The weights as this forward's matmuls read them (a reserved model casts each range as it is gathered). Held
+ * weights (model_hold_weights) are cast by the first forward only; fp8's cast also moves with its scales. */
 static void cast_weights(model *m) {
     model_lowp *lp = m->lowp;
     if (m->reserved) return;
+    const bool reusable = lp->prec.compute != MODEL_COMPUTE_FP8;
+    if (lp->weights_held && lp->cast_is_current && reusable) return;
+    lp->cast_is_current = lp->weights_held;
     switch (lp->prec.compute) {
     case MODEL_COMPUTE_BF16:
     case MODEL_COMPUTE_FP16:
@@ -642,6 +654,8 @@ static void set_shard_autocast(model *m, const model_precision *p) {
 
 void model_lowp_shard_cast(model *m) {
     model_lowp *lp = m->lowp;
+    if (lp->weights_held && lp->cast_is_current) return; /* held weights: the first forward's cast still holds */
+    lp->cast_is_current = lp->weights_held;
     memcpy(lp->w32, m->params, m->nparams * sizeof(float));
     round_in_place(lp, lp->w32, m->nparams);
 }

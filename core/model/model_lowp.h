@@ -74,6 +74,14 @@ void model_set_precision(model *m, const model_precision *p);
 model_compute model_get_compute(const model *m);
 bool model_get_fp8_mx(const model *m); /* fp8 compute in MXFP8 blocks (model_precision.fp8_mx) */
 
+/* While the weights are held, the caller promises that the parameters do not change (a step's micro-batches,
+ * between two updates): the first forward casts the weights for the low-precision matmuls, and the forwards after
+ * it read that cast again instead of making it anew (GPT-2 bf16: 500 MB read and 250 MB written, about 17 ms, per
+ * micro-batch). Releasing them (held false) forgets the cast: the next forward makes one. Nothing changes for fp32
+ * models, for fp8 compute (its cast depends on scales that move at every forward) or for sharded weights (they
+ * are cast range by range as they are gathered). */
+void model_hold_weights(model *m, bool held);
+
 /* Values rounded into a low format, and what happened to them. */
 typedef struct {
     uint64_t values;      /* values rounded */

@@ -7,6 +7,7 @@
 #include "base/mem.h"
 #include "base/rng.h"
 #include "fp/convert.h"
+#include "model/model_lowp.h"
 #include "prof/prof.h"
 
 #include <math.h>
@@ -421,8 +422,10 @@ train_step_result train_step_run(train_step *s, const int *inputs, const int *ta
     float scale = s->amp ? amp_scaler_scale(&s->scaler) : 1.0f;
     model_zero_grad(s->m);
     if (s->fsdp) fsdp_zero_grad(s->fsdp);
+    model_hold_weights(s->m, true); /* no update until the micro-batches are done: their weights are cast once */
     double mean_loss = s->ddp && accum > 1 ? accumulate_no_sync(s, inputs, targets, B, T, accum, scale, &r)
                                            : accumulate_locally(s, inputs, targets, B, T, accum, scale, &r);
+    model_hold_weights(s->m, false);
     PROF_BEGIN("grad_sync_wait"); /* the gradients' communication that backward did not hide */
     if (s->ddp) ddp_finish(s->ddp);
     if (s->fsdp) fsdp_finish(s->fsdp);

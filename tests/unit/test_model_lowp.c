@@ -130,6 +130,48 @@ Test(model_lowp, zero_grad_leaves_the_matrices_to_the_first_backward) {
     }
 }
 
+/* Multiplies the blocks' matrices (the weights the low-precision matmuls read through the cast) by 1.5. */
+static void scale_block_matrices(model *m) {
+    int n;
+    const model_tensor *t = model_tensors(m, &n);
+    for (int i = 0; i < n; i++)
+        if (t[i].ndim == 2 && t[i].layer >= 0)
+            for (size_t j = 0; j < t[i].size; j++) model_params(m)[t[i].offset + j] *= 1.5f;
+}
+
+/* model_hold_weights: while the weights are held, the first forward's cast serves the later ones (a step's
+ * micro-batches); fp8 casts every time (its scales move at every forward); released, the next forward casts
+ * again. Shown by breaking the promise: the blocks' matrices change while held. A held bf16, fp16 or tf32
+ * forward does not see the change; a held fp8 forward does, and so does every forward once released, each
+ * equal to a model that was never held. */
+Test(model_lowp, held_weights_are_cast_once) {
+    const model_compute modes[] = {MODEL_COMPUTE_BF16, MODEL_COMPUTE_FP16, MODEL_COMPUTE_TF32, MODEL_COMPUTE_FP8};
+    int in[B * T], tg[B * T];
+    batch(in, tg, 41);
+    for (int k = 0; k < 4; k++) {
+        const char *name = model_compute_name(modes[k]);
+        model *held = tiny(MODEL_GPT2), *plain = tiny(MODEL_GPT2);
+        model_set_precision(held, &(model_precision){.compute = modes[k]});
+        model_set_precision(plain, &(model_precision){.compute = modes[k]});
+        model_hold_weights(held, true);
+        const float first = model_forward(held, in, tg, B, T);
+        cr_assert_eq(first, model_forward(plain, in, tg, B, T), "%s: held, the first forward casts as usual", name);
+        scale_block_matrices(held);
+        scale_block_matrices(plain);
+        const float again = model_forward(held, in, tg, B, T), changed = model_forward(plain, in, tg, B, T);
+        cr_assert_neq(changed, first, "%s: the changed matrices change the loss (%g)", name, (double)changed);
+        if (modes[k] == MODEL_COMPUTE_FP8)
+            cr_assert_eq(again, changed, "fp8: a held forward still casts (its scales move)");
+        else
+            cr_assert_eq(again, first, "%s: a held forward reads the first forward's cast", name);
+        model_hold_weights(held, false);
+        cr_assert_eq(model_forward(held, in, tg, B, T), model_forward(plain, in, tg, B, T),
+                     "%s: released, the next forward casts the weights as they are", name);
+        model_free(held);
+        model_free(plain);
+    }
+}
+
 /* Activations kept for backward are stored in 2 bytes: MEM_ACT's peak in bf16 is well under fp32's. The
  * rest is fp32 scratch for one layer at a time, so the ratio falls with depth (GPT-2 124M: 0.53, bench/). */
 Test(model_lowp, activations_take_about_half_the_memory) {
@@ -241,6 +283,27 @@ static bool all_in_format(const float *x, size_t n, bool fp16) {
         if (back != x[i]) return false;
     }
     return true;
+}
+
+/* A step holds the weights over its micro-batches (one cast for all of them) and lets go before the update: the
+ * forward after each step casts the new weights, as a model that never trained and was given them does. */
+Test(model_lowp, a_step_casts_the_updated_weights) {
+    model *m = tiny(MODEL_GPT2), *fresh = tiny(MODEL_GPT2);
+    train_step ts = make_step(m, AMP_RECIPE_BF16, false);
+    model_set_precision(fresh, &(model_precision){.compute = MODEL_COMPUTE_BF16});
+    int in[B * T * 2], tg[B * T * 2];
+    for (int step = 0; step < 3; step++) {
+        batch(in, tg, 50 + (uint64_t)step);
+        batch(in + B * T, tg + B * T, 60 + (uint64_t)step);
+        train_step_result r = train_step_run(&ts, in, tg, B, T, 2, 1e-2);
+        cr_assert_not(r.skipped, "step %d", step);
+        memcpy(model_params(fresh), model_params(m), model_num_params(m) * sizeof(float));
+        cr_assert_eq(model_forward(m, in, tg, B, T), model_forward(fresh, in, tg, B, T),
+                     "after step %d the trained model's forward reads its new weights", step);
+    }
+    train_step_free(&ts);
+    model_free(m);
+    model_free(fresh);
 }
 
 /* fp16-o2: the model's weights are always the fp16 rounding of the fp32 master copy the optimizer updates. */
