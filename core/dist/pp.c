@@ -363,7 +363,10 @@ float pp_run(pp *p, const int *inputs, const int *targets, int B, int T, float l
         }
     }
     comm_wait_all(p->bwd_sends, units);
-    for (int j = 0; j < p->v; j++) model_use_act_slot(p->chunks[j], 0), model_hold_weights(p->chunks[j], false);
+    for (int j = 0; j < p->v; j++) {
+        model_use_act_slot(p->chunks[j], 0);
+        model_hold_weights(p->chunks[j], false); /* the update comes next */
+    }
     /* The last stage has the loss: every stage reports it (the step event, the trainer's line). */
     float loss = has_loss ? (float)(loss_sum / mb) : 0.0f;
     comm_broadcast(mesh->pp, &loss, 1, COMM_FP32, mesh->pp_size - 1, COMM_ALGO_DEFAULT);
