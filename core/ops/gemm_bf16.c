@@ -56,7 +56,10 @@
  *              k block after the first reads and writes the thread's strip of C, and on a 1 MiB L2 (AMD Zen 5)
  *              the full block, that strip and A do not fit together (GPT-2's dinp and its MLP projection:
  *              +5-10%). Where A is packed per column block (a weight gradient over many tokens) the narrower
- *              block would pack A twice as often, and the full one stays.
+ *              block would pack A twice as often, and the full one stays. There, a product with fewer than
+ *              KC2 pairs of k (a weight gradient over 256 tokens: 128 pairs) fills the block's NC x KC2 words
+ *              with more columns: GPT-2's 768 columns of C make one block, and A is packed once, not once per
+ *              384 columns (the lm head's weight gradient: +5%).
  * AMX engine: a block of C is 2 x 2 tiles (32 x 32), from 2 A tiles and 2 B tiles: the 8 tile registers.
  * k advances 16 pairs (one tile depth) at a time; KC2 and NC are shared with the other engine (k blocks
  * of 128 or 256 pairs, which keep an A block and a B panel in L1 together, measured no faster). */
@@ -528,7 +531,7 @@ typedef struct {
     int ldc;
     const uint32_t *a_packed; /* all of A packed (row block s at s * a_block_words), or NULL: per block */
     bool a_direct;            /* the AVX512-BF16 tile reads A in place (k-contiguous, even K): no packing */
-    int nc;                   /* the AVX512-BF16 engine's columns per B block: NC or NC_SHARING_L2 */
+    int nc;                   /* the AVX512-BF16 engine's columns per B block: NC, NC_SHARING_L2, or more for a short k */
     size_t a_block_words;
 } gemm_job;
 
@@ -657,6 +660,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *
         g.a_packed = grow(&packed_a_shared, &packed_a_shared_words, (size_t)row_blocks * g.a_block_words,
                           "bf16 gemm: packed A");
     g.nc = g.K2 > KC2 && (g.a_direct || g.a_packed) ? NC_SHARING_L2 : NC;
+    if (g.K2 < KC2 && !g.a_direct && !g.a_packed) /* A packed per block: a short k's block holds more columns */
+        g.nc = NC * KC2 / g.K2 / NR * NR;
     uint32_t *areas = grow(&packed_per_thread, &packed_per_thread_words, (size_t)threads * THREAD_WORDS,
                            "bf16 gemm: per-thread packed blocks");
 #pragma omp parallel num_threads(threads) if (threads > 1)

@@ -398,6 +398,45 @@ Test(matmul_lowp, gemm_bf16_every_transpose_with_leading_dimensions) {
     on_every_bf16_engine(check_gemm_bf16_transposes);
 }
 
+/* Where A is packed per column block, a k shorter than one block (KC2 = 384 pairs) lets a B block hold more
+ * columns than NC = 384 (a weight gradient over 256 tokens packs its 768 columns as one block), up to the block's
+ * fixed size. Here k is just under a block (350 pairs) and the threads have more columns than that size allows at
+ * a full k: the row split (520 columns; odd K, so A is packed in every layout) and the column split (about 550
+ * columns a thread on 2). A block sized past its buffer would write over the next thread's. Every 13th row is
+ * checked against the double-precision sum, in all four layouts. */
+static void check_short_k_wide_blocks(const char *engine) {
+    const int sizes[][3] = {{40, 1100, 700}, {600, 520, 699}};
+    for (int s = 0; s < 2; s++)
+        for (int combo = 0; combo < 4; combo++) {
+            const bool ta = combo & 1, tb = combo & 2;
+            const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+            const int lda = ta ? M : K, ldb = tb ? K : N;
+            uint16_t *A = lowp_uniform((long)M * K, LOWP_BF16, 900 + s), *B = lowp_uniform((long)N * K, LOWP_BF16, 910 + s);
+            float *Cm = tu_zeros((long)M * N);
+            gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, NULL, false, Cm, N);
+            long checked = 0, bad = 0, first_bad = -1;
+            for (int i = 0; i < M; i += 13)
+                for (int j = 0; j < N; j++, checked++) {
+                    double sum = 0, mag = 0;
+                    for (int k = 0; k < K; k++) {
+                        const double p = (double)bf16_value(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                                         bf16_value(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+                        sum += p, mag += fabs(p);
+                    }
+                    if (fabs(Cm[(size_t)i * N + j] - sum) > sum_tol(K) * mag + 1e-30)
+                        if (bad++ == 0) first_bad = (long)i * N + j;
+                }
+            cr_expect(bad == 0, "%s M=%d N=%d K=%d trans_a=%d trans_b=%d: %ld of %ld checked entries off, the first at "
+                      "[%ld]", engine, M, N, K, ta, tb, bad, checked, first_bad);
+            free(A), free(B), free(Cm);
+        }
+}
+
+Test(matmul_lowp, gemm_bf16_short_k_fills_wider_blocks) {
+    if (!gemm_bf16_available()) cr_skip_test("no AVX512_BF16 on this CPU");
+    on_every_bf16_engine(check_short_k_wide_blocks);
+}
+
 /* Every layout of the same operands gives the same bits: the engine packs (or, for a k-contiguous A of even K,
  * reads in place) whatever it is given into the same pairs of k and sums them in the same order. So a
  * transposed copy of A or B must not change a single bit of C; a packing that put one pair in the wrong
