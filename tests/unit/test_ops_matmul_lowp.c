@@ -400,13 +400,15 @@ Test(matmul_lowp, gemm_bf16_every_transpose_with_leading_dimensions) {
 
 /* Where A is packed per column block, a k shorter than one block (KC2 = 384 pairs) lets a B block hold more
  * columns than NC = 384 (a weight gradient over 256 tokens packs its 768 columns as one block), up to the block's
- * fixed size. Here k is just under a block (350 pairs) and the threads have more columns than that size allows at
- * a full k: the row split (520 columns; odd K, so A is packed in every layout) and the column split (about 550
- * columns a thread on 2). A block sized past its buffer would write over the next thread's. Every 13th row is
- * checked against the double-precision sum, in all four layouts. */
+ * fixed size. The shapes: k just under a block (350 pairs) with more columns than a full k's block holds, the row
+ * split (520 columns; odd K, so A is packed in every layout) and the column split (about 550 columns a thread on 2:
+ * more than one block, so A is packed once for all threads, or read in place); and a short k on the column split
+ * (50 pairs), where each thread packs A itself and its 550 columns make one block. A block sized past its buffer
+ * would write over the next thread's. Every 13th row is checked against the double-precision sum, in all four
+ * layouts. */
 static void check_short_k_wide_blocks(const char *engine) {
-    const int sizes[][3] = {{40, 1100, 700}, {600, 520, 699}};
-    for (int s = 0; s < 2; s++)
+    const int sizes[][3] = {{40, 1100, 700}, {600, 520, 699}, {40, 1100, 100}};
+    for (int s = 0; s < 3; s++)
         for (int combo = 0; combo < 4; combo++) {
             const bool ta = combo & 1, tb = combo & 2;
             const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
