@@ -206,7 +206,8 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB)
 -include $(wildcard $(BUILD)/tests/mpi/*.d)
 mpi-tests: $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(MPI_TEST_SRC))
 
-test: all lab-tests $(if $(filter instructor,$(EDITION)),unit-tests mpi-tests)
+# tests/cli/amp.sh runs bench/amp_perf on the tiny model (lab 10's table of memory by tag)
+test: all lab-tests $(if $(filter instructor,$(EDITION)),unit-tests mpi-tests $(BUILD)/bench/amp_perf)
 	@tests/run_all.sh $(EDITION)
 
 # ---------------------------------------------------------------- extras

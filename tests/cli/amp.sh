@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # amp.sh: command-line checks of `mixpar amp`: the policy table and the config mappings, scaler traces of each kind
-# against hand-worked values, the fp16 underflow table from hist events, and exit 2 on bad input.
+# against hand-worked values, the fp16 underflow table from hist events, exit 2 on bad input; and bench/amp_perf's
+# memory table by tag (the model's bytes alone).
 source "$(dirname "$0")/../lib.sh"
 amp() { "$MIXPAR" amp "$@"; }
 work=$(mktemp -d)
@@ -83,3 +84,8 @@ check_output "underflow rejects a missing file" 2 "readable events file" amp und
 check_output "underflow rejects a step without hist events" 2 "--step 7" amp underflow "$work/events.jsonl" --step 7
 printf 'not json\n{"v":1}\n' > "$work/bad.jsonl"
 check_output "underflow rejects a file that is not JSON lines" 2 "bad.jsonl:1 is not JSON" amp underflow "$work/bad.jsonl"
+
+# ---- bench/amp_perf (lab 10's experiment): its memory table by tag is the model's. It measures an sgemm peak beside
+# each step; those 27 MiB of buffers must not show under MEM_OTHER (the tiny fp32 model's own is under 1 MiB).
+check_output "amp_perf: the tiny fp32 recipe's MEM_OTHER peak is the model's, not the sgemm peak's buffers" 0 \
+  "^fp32( +[0-9.]+){5} +0\.[0-9] " "$ROOT/build/bench/amp_perf" --model tiny --steps 2 --recipes fp32
