@@ -8,7 +8,7 @@
 #include "base/rng.h"
 #include "model/model.h"
 #include "model/model_lowp.h"
-#include "ops/matmul.h"
+#include "prof/roofline.h"
 #include "optim/optimizer.h"
 #include "plan/perf.h"
 #include "plan/plan.h"
@@ -57,14 +57,7 @@ static double sgemm_peak_beside(void) {
         MP_ASSERT(a && b && c, "out of memory");
         for (long i = 0; i < (long)N * N; i++) a[i] = 0.5f + (float)(i % 7), b[i] = 0.25f + (float)(i % 7), c[i] = 0;
     }
-    double best = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double t0 = mp_now();
-        matmul_sgemm(false, true, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
-        double t = mp_now() - t0;
-        if (r > 0 && t < best) best = t;
-    }
-    return 2.0 * N * N * N / best / 1e9;
+    return prof_measure_gemm_flops_on(a, b, c, N, 2) / 1e9;
 }
 
 /* A fresh model under one recipe: its compute mode, its AMP step, one warm-up step, then `steps` timed ones.

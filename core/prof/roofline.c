@@ -57,20 +57,25 @@ static float *filled(long n, float value, const char *what) {
     return p;
 }
 
-double prof_measure_gemm_flops(int n) {
-    float *a = filled((long)n * n, 0.5f, "peak a"), *b = filled((long)n * n, 0.25f, "peak b");
-    float *c = filled((long)n * n, 0.0f, "peak c");
+double prof_measure_gemm_flops_on(const float *a, const float *b, float *c, int n, int timed) {
     double best = INFINITY;
-    for (int r = 0; r < 4; r++) { /* the first call warms the caches and the threads: not counted */
+    for (int r = 0; r <= timed; r++) { /* the first call warms the caches and the threads: not counted */
         double t0 = mp_now();
         matmul_sgemm(false, true, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         double t = mp_now() - t0;
         if (r > 0 && t < best) best = t;
     }
+    return 2.0 * n * n * n / best;
+}
+
+double prof_measure_gemm_flops(int n) {
+    float *a = filled((long)n * n, 0.5f, "peak a"), *b = filled((long)n * n, 0.25f, "peak b");
+    float *c = filled((long)n * n, 0.0f, "peak c");
+    double flops = prof_measure_gemm_flops_on(a, b, c, n, 3);
     mem_free(a);
     mem_free(b);
     mem_free(c);
-    return 2.0 * n * n * n / best;
+    return flops;
 }
 
 double prof_measure_triad_bandwidth(long n) {

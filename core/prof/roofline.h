@@ -52,6 +52,9 @@ void prof_roofline_place(double flops, double bytes, double seconds, const prof_
 /* The best of a few n x n x n sgemm calls (matmul_sgemm: the model's matmul path, on the OpenMP threads), in
  * FLOP/s. n = 1536 makes each call several GFLOP. */
 double prof_measure_gemm_flops(int n);
+/* The same measurement on the caller's n x n buffers (a and b read, c written): one warm-up call, then the best of
+ * `timed` calls, in FLOP/s. For a caller whose own memory counts must not include the buffers. */
+double prof_measure_gemm_flops_on(const float *a, const float *b, float *c, int n, int timed);
 /* The best of a few triads a[i] = b[i] + s * c[i] over n floats each, counting 12 bytes per i (two reads, one
  * write), in bytes/s, on the OpenMP threads. */
 double prof_measure_triad_bandwidth(long n);
