@@ -1,9 +1,10 @@
-/* matmul.c: the linear layer forward and backward: three sgemm calls on OpenBLAS, and a plain-loop reference. */
+/* matmul.c: the linear layer forward and backward: three sgemm calls (the core's AVX-512 kernel or OpenBLAS), and a plain-loop reference. */
 #include "ops/matmul.h"
 
 #include "base/error.h"
 #include "base/lab.h"
 
+#include "ops/gemm_f32.h"
 #include "ops/isa.h"
 #include "ops/parallel.h"
 
@@ -31,6 +32,12 @@ static void blas_single_thread(void) { openblas_set_num_threads(1); }
 
 void matmul_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc) {
+    /* The core's own kernel where the CPU has AVX-512 (gemm_f32.c says why): it adds C (beta = 1) or not (beta =
+     * 0), and is not reentrant, so inside a parallel region the product goes to OpenBLAS. */
+    if (alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && !omp_in_parallel() && gemm_f32_available()) {
+        gemm_f32(trans_a, trans_b, M, N, K, A, lda, B, ldb, NULL, beta == 1.0f, C, ldc);
+        return;
+    }
     pthread_once(&blas_single_thread_once, blas_single_thread);
     const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
     const bool split_columns = N >= M;

@@ -1,4 +1,4 @@
-/* matmul.h: the linear layer out = inp @ weight^T + bias, forward and backward, on OpenBLAS and as plain loops. */
+/* matmul.h: the linear layer out = inp @ weight^T + bias, forward and backward, on the fp32 GEMM and as plain loops. */
 #ifndef MIXPAR_OPS_MATMUL_H
 #define MIXPAR_OPS_MATMUL_H
 
@@ -17,6 +17,9 @@
  * The *_ref versions are the definition in plain loops (accumulating in double); they are slow and
  * exist so tests can check the BLAS path against something readable.
  *
+ * The products: the core's own AVX-512 kernel where the CPU has AVX-512 (ops/gemm_f32.h: each element
+ * one defined chain of fused multiply-adds, the same bits on every such machine), OpenBLAS elsewhere.
+ *
  * Threads: every kernel in ops/, the matmuls included, runs on the OpenMP threads (OMP_NUM_THREADS;
  * by default one per core). OpenBLAS is set to one thread on first use and each OpenMP thread runs
  * its own block of the product: two thread pools on the same cores starve each other (matmul.c). */
@@ -33,7 +36,8 @@ void matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float 
 
 /* Row-major C (M,N) = alpha * op(A) @ op(B) + beta * C, op(A) (M,K), op(B) (K,N): cblas_sgemm's arguments
  * (transposes as booleans, leading dimensions lda, ldb, ldc), with C split into column blocks (row blocks
- * when C is taller than wide) that the OpenMP threads multiply independently. */
+ * when C is taller than wide) that the OpenMP threads multiply independently. alpha = 1 with beta = 0 or 1
+ * runs gemm_f32 where it is available; anything else, or a call inside a parallel region, runs OpenBLAS. */
 void matmul_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
 

@@ -7,6 +7,8 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* A zeroed float buffer that the test frees with free(). */
 static inline float *tu_zeros(long n) {
@@ -40,6 +42,22 @@ static inline double tu_weighted_sum(const float *w, const float *out, long n) {
 
 static inline int tu_bits_equal(const float *a, const float *b, long n) {
     return memcmp(a, b, (size_t)n * sizeof(float)) == 0;
+}
+
+/* Memory whose last byte sits just before an inaccessible page: reading one element past the end
+ * crashes the test instead of passing by luck (packing code works in 64-byte pieces and must stop at
+ * the edge of every operand). Freed with guarded_free(p, bytes). */
+static inline void *guarded_alloc(size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (bytes + page - 1) / page * page;
+    char *base = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(base != MAP_FAILED, "mmap");
+    cr_assert(mprotect(base + span, page, PROT_NONE) == 0, "mprotect");
+    return base + span - bytes;
+}
+
+static inline void guarded_free(void *p, size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (bytes + page - 1) / page * page;
+    munmap((char *)p + bytes - span, span + page);
 }
 
 #endif

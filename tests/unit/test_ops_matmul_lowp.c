@@ -485,22 +485,6 @@ Test(matmul_lowp, gemm_bf16_layouts_agree_bit_for_bit) {
     on_every_bf16_engine(check_layouts_agree_bitwise);
 }
 
-/* Memory whose last byte sits just before an inaccessible page: reading one element past the end
- * crashes the test instead of passing by luck (packing code works in 64-byte pieces and must stop at
- * the edge of every operand). Freed with guarded_free(p, bytes). */
-static void *guarded_alloc(size_t bytes) {
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (bytes + page - 1) / page * page;
-    char *base = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    cr_assert(base != MAP_FAILED, "mmap");
-    cr_assert(mprotect(base + span, page, PROT_NONE) == 0, "mprotect");
-    return base + span - bytes;
-}
-
-static void guarded_free(void *p, size_t bytes) {
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (bytes + page - 1) / page * page;
-    munmap((char *)p + bytes - span, span + page);
-}
-
 static void check_no_reads_past_the_operands(const char *engine) {
     /* odd sizes, every transpose: the last row of each operand is short of a 64-byte piece; an even K too,
      * where the AVX512-BF16 tile reads a k-contiguous A in place, pair by pair up to its last element */
