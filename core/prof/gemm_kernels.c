@@ -1,5 +1,7 @@
-/* gemm_kernels.c: which OpenBLAS kernel set the fp32 matmuls run, and whether the environment narrowed it. */
+/* gemm_kernels.c: what runs the fp32 matmuls (the core's AVX-512 kernel, or OpenBLAS and its kernel set), and whether the environment narrowed it. */
 #include "prof/gemm_kernels.h"
+
+#include "ops/gemm_f32.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +12,9 @@
  * OPENBLAS_CORETYPE=Haswell). On a CPU with AVX-512 that means 256-bit kernels at about half the sgemm rate of
  * OpenBLAS's AVX-512 ones (bench/README.md, "OpenBLAS's kernel set": 181-186 against 333-351 GFLOP/s on 2
  * cores). mixpar leaves the variable as it finds it, since whoever set it may want the same bits on every
- * machine; the benchmarks and the profiler say which set ran, so a figure is never read against the wrong roof. */
+ * machine; the benchmarks and the profiler say which set ran, so a figure is never read against the wrong roof.
+ * On a CPU with AVX-512 the fp32 products no longer go to OpenBLAS at all: the core's own kernel (ops/gemm_f32.c)
+ * runs 512-bit FMAs and gives the same bits on every such machine, so the pin costs nothing there. */
 
 char *openblas_get_corename(void); /* OpenBLAS's own API (not part of CBLAS, so not in every cblas.h) */
 
@@ -36,13 +40,16 @@ bool prof_gemm_kernels_pinned_narrow(void) {
     bool narrow = false;
     for (size_t i = 0; set && i < sizeof narrow_sets / sizeof *narrow_sets; i++)
         if (strcasecmp(set, narrow_sets[i]) == 0) narrow = true;
-    return narrow && pinned_set() && cpu_runs_avx512_kernels();
+    return narrow && pinned_set() && cpu_runs_avx512_kernels() && !gemm_f32_available();
 }
 
 char *prof_describe_gemm_kernels(char *buf, size_t len) {
     const char *set = openblas_get_corename(), *pin = pinned_set();
     if (!set || !*set) set = "unknown";
-    if (prof_gemm_kernels_pinned_narrow())
+    if (gemm_f32_available())
+        snprintf(buf, len, "fp32 products: mixpar's AVX-512 kernel, not OpenBLAS (whose kernels here: %s%s%s)", set,
+                 pin ? ", pinned by OPENBLAS_CORETYPE=" : ", its choice", pin ? pin : "");
+    else if (prof_gemm_kernels_pinned_narrow())
         snprintf(buf, len,
                  "OpenBLAS kernels: %s, pinned by OPENBLAS_CORETYPE=%s; this CPU runs OpenBLAS's AVX-512 kernels "
                  "at about twice the sgemm rate (unset OPENBLAS_CORETYPE to use them)",

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "ops/gemm_f32.h"
 #include "prof/gemm_kernels.h"
 #include "prof/kernel_costs.h"
 #include "prof/prof.h"
@@ -76,12 +77,22 @@ Test(prof, roof_measurements_are_positive) {
 
 char *openblas_get_corename(void); /* OpenBLAS's own API */
 
-/* The line beside every sgemm peak names the kernel set OpenBLAS runs and how it was chosen; a pin of a 256-bit set
- * is called out only on a CPU with AVX-512, whatever the environment of the machine running the test. */
+/* The line beside every sgemm peak says what runs the fp32 products. Where the core's AVX-512 kernel does, it says
+ * so, and a pin of OpenBLAS's kernels is named but costs nothing. With OpenBLAS, it names the kernel set and how it
+ * was chosen; a pin of a 256-bit set is called out only on a CPU with AVX-512, whatever the environment of the
+ * machine running the test. */
 Test(prof, gemm_kernels_line_names_the_set_and_how_it_was_chosen) {
     char line[400], expect[128];
     const char *saved = getenv("OPENBLAS_CORETYPE");
     char *saved_copy = saved ? strdup(saved) : NULL;
+    if (gemm_f32_use(true)) {
+        setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+        prof_describe_gemm_kernels(line, sizeof line);
+        cr_expect(strstr(line, "fp32 products: mixpar's AVX-512 kernel") == line, "the core's kernel is named: %s", line);
+        cr_expect(strstr(line, "OPENBLAS_CORETYPE=Haswell") != NULL, "the pin is named: %s", line);
+        cr_expect(!prof_gemm_kernels_pinned_narrow(), "a pin of OpenBLAS's kernels does not narrow the core's");
+        gemm_f32_use(false); /* from here on, the line for OpenBLAS */
+    }
     snprintf(expect, sizeof expect, "OpenBLAS kernels: %s", openblas_get_corename());
 
     unsetenv("OPENBLAS_CORETYPE");
@@ -104,4 +115,5 @@ Test(prof, gemm_kernels_line_names_the_set_and_how_it_was_chosen) {
     if (saved_copy) setenv("OPENBLAS_CORETYPE", saved_copy, 1);
     else unsetenv("OPENBLAS_CORETYPE");
     free(saved_copy);
+    gemm_f32_use(true);
 }
