@@ -1,8 +1,9 @@
-/* gemm_lowp.c: GFLOP/s of the linear layer's three products in fp32 (sgemm) and bf16 (decode+sgemm, AVX512-BF16, AMX) on GPT-2 shapes. */
+/* gemm_lowp.c: GFLOP/s of the linear layer's three products in fp32 (the core's kernel, OpenBLAS) and bf16 (decode+sgemm, AVX512-BF16, AMX) on GPT-2 shapes. */
 #include "base/clock.h"
 #include "base/mem.h"
 #include "fp/convert.h"
 #include "ops/gemm_bf16.h"
+#include "ops/gemm_f32.h"
 #include "ops/matmul.h"
 #include "ops/matmul_lowp.h"
 
@@ -19,7 +20,9 @@
  *
  * Each product is timed for every path in turn, repetition after repetition, so a neighbour's load on
  * this shared machine hits all of them alike; a figure is the median of the repetitions after one
- * warm-up round. FLOPs are 2 * N * C * OC per product. The ratios are speeds against fp32 sgemm.
+ * warm-up round. FLOPs are 2 * N * C * OC per product. The ratios are speeds against the fp32 path the model
+ * runs: the core's own kernel (ops/gemm_f32.c) where the CPU has AVX-512. "fp32 openblas" is the same product on
+ * OpenBLAS, with the kernel set the environment gives it (OPENBLAS_CORETYPE), side by side.
  *
  * First it measures the ceilings: how many VDPBF16PS, fp32 FMA (512-bit) and AMX TDPBF16PS instructions
  * one core retires per second with plenty of independent accumulators. One VDPBF16PS is 32 multiply-adds,
@@ -109,8 +112,10 @@ static double engine_rate_all_threads(bool amx, long iters) {
     return team * flop_per_thread / seconds / 1e9;
 }
 
-/* Prints the rates; returns the bf16 engine's peak of one core in GFLOP/s (0 without one). */
-static double report_instruction_rates(void) {
+/* Prints the rates; returns the bf16 engine's peak of one core in GFLOP/s (0 without one), and sets *fma_peak to
+ * fp32 FMA's (0 when not measured). */
+static double report_instruction_rates(double *fma_peak) {
+    *fma_peak = 0;
     if (!gemm_bf16_available()) {
         printf("this CPU has no AVX512_BF16: only the fp32 and decode+sgemm paths are measured\n\n");
         return 0;
@@ -132,6 +137,7 @@ static double report_instruction_rates(void) {
     printf("  VDPBF16PS    %5.2f G instructions/s x 64 flop = %6.1f GFLOP/s\n", dp_rate, 64 * dp_rate);
     printf("  VFMADD231PS  %5.2f G instructions/s x 32 flop = %6.1f GFLOP/s\n", fma_rate, 32 * fma_rate);
     printf("  VDPBF16PS peak / fp32 FMA peak = %.2f\n", 2.0 * dp_rate / fma_rate);
+    *fma_peak = 32 * fma_rate;
     double engine_peak = 64 * dp_rate;
     if (gemm_bf16_best() == GEMM_BF16_AMX) {
         const long amx_iters = RATE_ITERS / 16;
@@ -167,8 +173,8 @@ enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
 enum { P_FWD, P_DINP, P_DWEIGHT, NPRODUCTS };
 static const char *product_names[NPRODUCTS] = {"out = inp @ W^T", "dinp = dout @ W", "dW += dout^T @ inp"};
 
-enum { PATH_FP32, PATH_DECODE, PATH_AVX512, PATH_AMX, NPATHS };
-static const char *path_names[NPATHS] = {"fp32 sgemm", "decode+sgemm", "avx512-bf16", "amx-bf16"};
+enum { PATH_FP32, PATH_OPENBLAS, PATH_DECODE, PATH_AVX512, PATH_AMX, NPATHS };
+static const char *path_names[NPATHS] = {"fp32", "fp32 openblas", "decode+sgemm", "avx512-bf16", "amx-bf16"};
 
 typedef struct {
     int N, C, OC;
@@ -178,10 +184,12 @@ typedef struct {
 
 static void run(operands *o, int product, int path) {
     const int N = o->N, C = o->C, OC = o->OC;
-    if (path == PATH_FP32) {
+    if (path == PATH_FP32 || path == PATH_OPENBLAS) {
+        gemm_f32_use(path == PATH_FP32);
         if (product == P_FWD) matmul_forward(o->out, o->inp, o->weight, NULL, N, C, OC);
         else if (product == P_DINP) matmul_backward(o->dinp, NULL, NULL, o->dout, o->inp, o->weight, N, C, OC);
         else matmul_backward(NULL, o->dweight, NULL, o->dout, o->inp, o->weight, N, C, OC);
+        gemm_f32_use(true);
         return;
     }
     matmul_lowp_force_portable(path == PATH_DECODE);
@@ -217,22 +225,27 @@ int main(int argc, char **argv) {
             }
             printf("%.1f\n", best);
             return 0;
+        } else if (strcmp(argv[i], "--kernels") == 0) { /* what runs the fp32 products: for scripts */
+            char line[300];
+            printf("%s\n", prof_describe_gemm_kernels(line, sizeof line));
+            return 0;
         } else if (atoi(argv[i]) > 0) reps = atoi(argv[i]);
         else {
             fprintf(stderr, "usage: gemm_lowp [repetitions] [--small] | gemm_lowp --peak (the sgemm peak in GFLOP/s, "
-                            "all threads, best of 3)\n");
+                            "all threads, best of 3) | gemm_lowp --kernels (what runs the fp32 products)\n");
             return 2;
         }
     }
-    /* the paths this machine runs: fp32 and decode+sgemm always, then each bf16 engine it has */
+    /* the paths this machine runs: fp32 (twice) and decode+sgemm always, then each bf16 engine it has */
     const int paths = PATH_DECODE + 1 + (int)gemm_bf16_best();
     printf("gemm_lowp: the linear layer's products, GPT-2 124M shapes, N = %d rows, %d threads, median of %d\n\n",
            rows, omp_get_max_threads(), reps);
-    const double engine_peak_core = report_instruction_rates();
+    double fma_peak_core;
+    const double engine_peak_core = report_instruction_rates(&fma_peak_core);
     double peak = bench_sgemm_peak_gflops();
     printf("sgemm peak (1536^3, this run): %.1f GFLOP/s\n", peak);
     bench_print_gemm_kernels();
-    printf("\nGFLOP/s (and speed against fp32 sgemm)\n");
+    printf("\nGFLOP/s (and speed against fp32)\n");
     printf("%-10s %-19s", "layer", "product");
     for (int path = 0; path < paths; path++) printf(" %20s", path_names[path]);
     if (paths > PATH_AVX512) printf("  of its roof beside it");
@@ -240,6 +253,7 @@ int main(int argc, char **argv) {
     double *times = malloc(sizeof(double) * (size_t)reps * NPATHS), *roofs = malloc(sizeof(double) * (size_t)reps);
     const bool amx = gemm_bf16_best() == GEMM_BF16_AMX;
     double log_ratio_sum = 0, log_gflops_sum = 0, log_roof_sum = 0, log_share_sum = 0;
+    double log_fp32_sum = 0, log_fp32_against_openblas_sum = 0;
     int ratio_count = 0;
     for (int s = 0; s < NSHAPES; s++) {
         operands o = {.N = rows, .C = shapes[s].C, .OC = shapes[s].OC};
@@ -269,6 +283,8 @@ int main(int argc, char **argv) {
                 median[path] = times[path * reps + reps / 2];
                 gflops[path] = flops / median[path] / 1e9;
             }
+            log_fp32_sum += log(gflops[PATH_FP32]);
+            log_fp32_against_openblas_sum += log(median[PATH_OPENBLAS] / median[PATH_FP32]);
             printf("%-10s %-19s", p == 0 ? shapes[s].name : "", product_names[p]);
             for (int path = 0; path < paths; path++) {
                 if (path == PATH_FP32) printf(" %20.1f", gflops[path]);
@@ -289,8 +305,17 @@ int main(int argc, char **argv) {
         mem_free(o.inp), mem_free(o.weight), mem_free(o.dout), mem_free(o.out), mem_free(o.dinp);
         mem_free(o.dweight), mem_free(o.inp16), mem_free(o.weight16), mem_free(o.dout16);
     }
+    const int products = NSHAPES * NPRODUCTS;
+    char kernels[300];
+    printf("\nfp32 against fp32 openblas (%s), geometric mean over the %d products: %.2fx\n",
+           prof_describe_gemm_kernels(kernels, sizeof kernels), products, exp(log_fp32_against_openblas_sum / products));
+    if (fma_peak_core > 0) {
+        const double roof = fma_peak_core * omp_get_max_threads(), mean = exp(log_fp32_sum / products);
+        printf("fp32 against the FMA instruction peak (%.1f GFLOP/s: one core's best at the start x %d threads), "
+               "geometric mean: %.1f GFLOP/s = %.1f%%\n", roof, omp_get_max_threads(), mean, 100 * mean / roof);
+    }
     if (ratio_count) {
-        printf("\n%s against fp32 sgemm, geometric mean over the %d products: %.2fx (goal: >= 1.0x)\n",
+        printf("%s against fp32, geometric mean over the %d products: %.2fx (goal: >= 1.0x)\n",
                path_names[paths - 1], ratio_count, exp(log_ratio_sum / ratio_count));
         /* the engine's own roof: one core's instruction rate above, times the threads the products ran on */
         const double roof = engine_peak_core * omp_get_max_threads(), mean = exp(log_gflops_sum / ratio_count);
