@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "ops/isa.h"
 #include "ops/parallel.h"
 #include "ops/transpose_avx512.h"
 
@@ -49,7 +50,9 @@ bool gemm_f32_available(void) {
         __builtin_cpu_init(); /* __builtin_cpu_supports also checks that the OS saves the AVX-512 state (XCR0) */
         cpu_has_avx512 = __builtin_cpu_supports("avx512f");
     }
-    return cpu_has_avx512 && kernel_wanted;
+    /* MIXPAR_OPS_ISA (ops/isa.h) narrows this kernel too: below avx512 the products go to OpenBLAS (valgrind, for
+     * one, runs no AVX-512) */
+    return cpu_has_avx512 && kernel_wanted && ops_isa_current() == OPS_ISA_AVX512;
 }
 
 bool gemm_f32_use(bool use) {

@@ -4,8 +4,9 @@
 
 #include <stdbool.h>
 
-/* Whether gemm_f32 may be called: the CPU runs AVX-512 F (and the OS saves its registers), and gemm_f32_use
- * has not turned it off. Where it is false, matmul_sgemm calls OpenBLAS. */
+/* Whether gemm_f32 may be called: the CPU runs AVX-512 F (and the OS saves its registers), the ops/ kernels run
+ * at the avx512 level (ops/isa.h: MIXPAR_OPS_ISA=avx2 or base turns this kernel off too), and gemm_f32_use has
+ * not turned it off. Where it is false, matmul_sgemm calls OpenBLAS. */
 bool gemm_f32_available(void);
 /* For tests and benchmarks: false sends every fp32 product to OpenBLAS, true back to this kernel where the CPU
  * has AVX-512. Returns whether the kernel is in use now. Call it between products. */

@@ -21,7 +21,8 @@
 typedef enum { OPS_ISA_BASE, OPS_ISA_AVX2, OPS_ISA_AVX512, OPS_ISA_COUNT } ops_isa;
 
 /* The level the kernels use now: the widest the CPU supports, unless ops_isa_force said otherwise or the
- * environment variable MIXPAR_OPS_ISA (base, avx2, avx512) asks for a narrower one at the first call. */
+ * environment variable MIXPAR_OPS_ISA (base, avx2, avx512) asks for a narrower one at the first call. Below
+ * avx512 the fp32 matmuls leave the core's AVX-512 kernel (ops/gemm_f32.h) for OpenBLAS as well. */
 ops_isa ops_isa_current(void);
 /* Whether this CPU and operating system can run `level`. */
 bool ops_isa_supported(ops_isa level);
