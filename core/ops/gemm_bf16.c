@@ -4,7 +4,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "ops/parallel.h"
-#include "ops/transpose_avx512.h"
+#include "ops/gemm_avx512.h"
 
 #include <immintrin.h>
 #include <stddef.h>
@@ -64,7 +64,7 @@
  * AMX engine: a block of C is 2 x 2 tiles (32 x 32), from 2 A tiles and 2 B tiles: the 8 tile registers.
  * k advances 16 pairs (one tile depth) at a time; KC2 and NC are shared with the other engine (k blocks
  * of 128 or 256 pairs, which keep an A block and a B panel in L1 together, measured no faster). */
-enum { MR = 8, NR = 48, NV = NR / 16, KC2 = 384, NC = 8 * NR, NC_SHARING_L2 = 4 * NR };
+enum { MR = GEMM_MR, NR = GEMM_NR, NV = GEMM_NV, KC2 = 384, NC = 8 * NR, NC_SHARING_L2 = 4 * NR };
 enum { AMX_MR = 32, AMX_NR = 32, AMX_KT = 16, AMX_KC2 = KC2 };
 /* A panels the AVX512-BF16 engine packs together when it packs A itself (they fill the area of an AMX A block) */
 enum { A_PANELS_AT_ONCE = AMX_MR / MR };
@@ -238,22 +238,8 @@ GEMM_TARGET static void pack_panels(uint32_t *dst, size_t panel_words, int panel
 GEMM_TARGET static GEMM_INLINE void tile(const int mr, int kp, const char *a, const size_t a_row, const size_t a_step,
                                          const uint32_t *b, float *c, size_t ldc, int nr, bool first, bool accumulate,
                                          const float *bias) {
-    /* GCC's -O2 does not unroll the row loops completely on its own; without that the accumulators are
-     * an array on the stack and every VDPBF16PS waits on a load and a store. */
     __m512 acc[MR][NV];
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; r++)
-#pragma GCC unroll 3
-        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
-    /* The first k block meets this tile of C for the first time: 24 cache lines of a C that is often megabytes,
-     * in no cache, read after the k loop (a weight gradient, dW += dout^T @ inp) or written (the lm head's
-     * 51 MB of logits). Asked for now, they arrive while the loop runs (the weight gradients: 76-77% -> 81-83%
-     * of the peak, bench/README.md). Later k blocks find C where the previous block left it. */
-    if (first)
-#pragma GCC unroll 8
-        for (int r = 0; r < mr; r++)
-#pragma GCC unroll 3
-            for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(c + (size_t)r * ldc + 16 * v), _MM_HINT_T0);
+    gemm_tile_start(mr, acc, c, ldc, first);
     for (int p = 0; p < kp; p++) {
         const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16),
                        b2 = (__m512bh)_mm512_load_si512(b + 32);
@@ -269,56 +255,25 @@ GEMM_TARGET static GEMM_INLINE void tile(const int mr, int kp, const char *a, co
         a += a_step;
         b += NR;
     }
-    __mmask16 mask[NV];
-    __m512 add[NV]; /* what the first block adds besides the product: the bias */
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; v++) {
-        const int cols = nr - 16 * v;
-        mask[v] = cols >= 16 ? 0xFFFF : cols > 0 ? (__mmask16)((1u << cols) - 1) : 0;
-        add[v] = first && bias ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v) : _mm512_setzero_ps();
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++)
-#pragma GCC unroll 3
-        for (int v = 0; v < NV; v++) {
-            if (!mask[v]) continue;
-            float *cp = c + (size_t)r * ldc + 16 * v;
-            __m512 x = _mm512_add_ps(acc[r][v], add[v]);
-            if (!first || accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cp));
-            _mm512_mask_storeu_ps(cp, mask[v], x);
-        }
+    gemm_tile_store(mr, acc, c, ldc, nr, first, accumulate, bias);
 }
 
-/* One unrolled copy of the tile per row count (only the last row tile of an odd M is short), for A packed ... */
+/* The tile for A packed (a_row 4, a_step 4 * MR) and for A read in place (rows a_row bytes apart, a_step 4), one
+ * unrolled copy per row count. */
 GEMM_TARGET static void tile_packed_a(int mr, int kp, const uint32_t *a, const uint32_t *b, float *c, size_t ldc,
                                       int nr, bool first, bool accumulate, const float *bias) {
     const char *pairs = (const char *)a;
-    switch (mr) {
-    case 8: tile(8, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 7: tile(7, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 6: tile(6, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 5: tile(5, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 4: tile(4, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 3: tile(3, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 2: tile(2, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
-    default: tile(1, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias); break;
-    }
+#define PACKED_A(rows) tile(rows, kp, pairs, 4, 4 * MR, b, c, ldc, nr, first, accumulate, bias)
+    GEMM_BY_ROWS(mr, PACKED_A)
+#undef PACKED_A
 }
 
-/* ... and for A read in place, rows a_row bytes apart. */
 GEMM_TARGET static void tile_direct_a(int mr, int kp, const uint16_t *a, size_t a_row, const uint32_t *b, float *c,
                                       size_t ldc, int nr, bool first, bool accumulate, const float *bias) {
     const char *pairs = (const char *)a;
-    switch (mr) {
-    case 8: tile(8, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
-    case 7: tile(7, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
-    case 6: tile(6, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
-    case 5: tile(5, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
-    case 4: tile(4, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
-    case 3: tile(3, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
-    case 2: tile(2, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
-    default: tile(1, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias); break;
-    }
+#define DIRECT_A(rows) tile(rows, kp, pairs, a_row, 4, b, c, ldc, nr, first, accumulate, bias)
+    GEMM_BY_ROWS(mr, DIRECT_A)
+#undef DIRECT_A
 }
 
 /* ------------------------------------------------------------------ the AMX tiles
@@ -599,12 +554,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const uint16_t *
     MP_ASSERT(gemm_bf16_available(), "gemm_bf16 called on a CPU without AVX512_BF16");
     if (M == 0 || N == 0) return;
     if (K == 0) { /* an empty sum: only the base and the bias are left */
-        if (accumulate && !bias) return;
-        for (int m = 0; m < M; m++)
-            for (int n = 0; n < N; n++) {
-                float *c = C + (size_t)m * ldc + n;
-                *c = (accumulate ? *c : 0.0f) + (bias ? bias[n] : 0.0f);
-            }
+        gemm_empty_sum(M, N, bias, accumulate, C, ldc);
         return;
     }
     const bool amx = gemm_bf16_engine_now() == GEMM_BF16_AMX;

@@ -3,9 +3,9 @@
 
 #include "base/error.h"
 #include "base/mem.h"
+#include "ops/gemm_avx512.h"
 #include "ops/isa.h"
 #include "ops/parallel.h"
-#include "ops/transpose_avx512.h"
 
 #include <immintrin.h>
 #include <stddef.h>
@@ -36,7 +36,7 @@
 #define F32_TARGET __attribute__((target("avx512f")))
 #define F32_INLINE __attribute__((always_inline)) inline
 
-enum { MR = 8, NR = 48, NV = NR / 16, KC = GEMM_F32_KC };
+enum { MR = GEMM_MR, NR = GEMM_NR, NV = GEMM_NV, KC = GEMM_F32_KC };
 enum { B_BLOCK_WORDS_A_IN_PLACE = 4 * NR * KC, B_BLOCK_WORDS_A_PACKED = 768 * 256 };
 /* A panels packed together when A is transposed: 32 rows of C = 128 bytes of each row of memory, whole lines */
 enum { A_PANELS_AT_ONCE = 4 };
@@ -132,17 +132,7 @@ F32_TARGET static F32_INLINE void tile(const int mr, int kc, const float *a, con
                                        const float *b, float *c, size_t ldc, int nr, bool first, bool accumulate,
                                        const float *bias) {
     __m512 acc[MR][NV];
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; r++)
-#pragma GCC unroll 3
-        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
-    /* The first k block meets this tile of C for the first time, in no cache: asked for now, its lines arrive
-     * while the loop runs. Later k blocks find C where the previous block left it. */
-    if (first)
-#pragma GCC unroll 8
-        for (int r = 0; r < mr; r++)
-#pragma GCC unroll 3
-            for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(c + (size_t)r * ldc + 16 * v), _MM_HINT_T0);
+    gemm_tile_start(mr, acc, c, ldc, first);
     for (int k = 0; k < kc; k++) {
         const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16), b2 = _mm512_load_ps(b + 32);
 #pragma GCC unroll 8
@@ -155,53 +145,23 @@ F32_TARGET static F32_INLINE void tile(const int mr, int kc, const float *a, con
         a += a_step;
         b += NR;
     }
-    __mmask16 mask[NV];
-    __m512 add[NV]; /* what the first block adds besides the product: the bias */
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; v++) {
-        mask[v] = first_lanes(clamp_lines(nr - 16 * v, 16));
-        add[v] = first && bias ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v) : _mm512_setzero_ps();
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < mr; r++)
-#pragma GCC unroll 3
-        for (int v = 0; v < NV; v++) {
-            if (!mask[v]) continue;
-            float *cp = c + (size_t)r * ldc + 16 * v;
-            __m512 x = _mm512_add_ps(acc[r][v], add[v]);
-            if (!first || accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask[v], cp));
-            _mm512_mask_storeu_ps(cp, mask[v], x);
-        }
+    gemm_tile_store(mr, acc, c, ldc, nr, first, accumulate, bias);
 }
 
-/* One unrolled copy of the tile per row count (only the last row tile of a ragged M is short), for A packed ... */
+/* The tile for A packed (a_row 1, a_step MR) and for A read in place (rows a_row floats apart, a_step 1), one
+ * unrolled copy per row count. */
 F32_TARGET static void tile_packed_a(int mr, int kc, const float *a, const float *b, float *c, size_t ldc, int nr,
                                      bool first, bool accumulate, const float *bias) {
-    switch (mr) {
-    case 8: tile(8, kc, a, 1, MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 7: tile(7, kc, a, 1, MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 6: tile(6, kc, a, 1, MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 5: tile(5, kc, a, 1, MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 4: tile(4, kc, a, 1, MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 3: tile(3, kc, a, 1, MR, b, c, ldc, nr, first, accumulate, bias); break;
-    case 2: tile(2, kc, a, 1, MR, b, c, ldc, nr, first, accumulate, bias); break;
-    default: tile(1, kc, a, 1, MR, b, c, ldc, nr, first, accumulate, bias); break;
-    }
+#define PACKED_A(rows) tile(rows, kc, a, 1, MR, b, c, ldc, nr, first, accumulate, bias)
+    GEMM_BY_ROWS(mr, PACKED_A)
+#undef PACKED_A
 }
 
-/* ... and for A read in place, rows a_row floats apart. */
 F32_TARGET static void tile_direct_a(int mr, int kc, const float *a, size_t a_row, const float *b, float *c,
                                      size_t ldc, int nr, bool first, bool accumulate, const float *bias) {
-    switch (mr) {
-    case 8: tile(8, kc, a, a_row, 1, b, c, ldc, nr, first, accumulate, bias); break;
-    case 7: tile(7, kc, a, a_row, 1, b, c, ldc, nr, first, accumulate, bias); break;
-    case 6: tile(6, kc, a, a_row, 1, b, c, ldc, nr, first, accumulate, bias); break;
-    case 5: tile(5, kc, a, a_row, 1, b, c, ldc, nr, first, accumulate, bias); break;
-    case 4: tile(4, kc, a, a_row, 1, b, c, ldc, nr, first, accumulate, bias); break;
-    case 3: tile(3, kc, a, a_row, 1, b, c, ldc, nr, first, accumulate, bias); break;
-    case 2: tile(2, kc, a, a_row, 1, b, c, ldc, nr, first, accumulate, bias); break;
-    default: tile(1, kc, a, a_row, 1, b, c, ldc, nr, first, accumulate, bias); break;
-    }
+#define DIRECT_A(rows) tile(rows, kc, a, a_row, 1, b, c, ldc, nr, first, accumulate, bias)
+    GEMM_BY_ROWS(mr, DIRECT_A)
+#undef DIRECT_A
 }
 
 /* ------------------------------------------------------------------ the product */
@@ -268,12 +228,7 @@ void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, const float *A, i
     MP_ASSERT(gemm_f32_available(), "gemm_f32 called on a CPU without AVX-512");
     if (M == 0 || N == 0) return;
     if (K == 0) { /* an empty sum: only the base and the bias are left */
-        if (accumulate && !bias) return;
-        for (int m = 0; m < M; m++)
-            for (int n = 0; n < N; n++) {
-                float *c = C + (size_t)m * ldc + n;
-                *c = (accumulate ? *c : 0.0f) + (bias ? bias[n] : 0.0f);
-            }
+        gemm_empty_sum(M, N, bias, accumulate, C, ldc);
         return;
     }
     gemm_job g = {.trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .A = A, .B = B, .lda = lda,
