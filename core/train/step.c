@@ -365,16 +365,17 @@ static void add_in_order(train_step *s, int k, bool last) {
  * buckets as they fill, unless DDP was told not to sync (ddp_set_sync). Returns its mean loss; timed into r. */
 static float micro_batch(train_step *s, const int *inputs, const int *targets, int B, int T, float loss_scale,
                          train_step_result *r) {
-    double t0 = mp_now();
+    double t0 = mp_elapsed();
     PROF_BEGIN("forward");
     float loss = model_forward(s->m, inputs, targets, B, T);
     PROF_END("forward");
-    double t1 = mp_now();
+    double t1 = mp_elapsed();
     PROF_BEGIN("backward");
     model_backward(s->m, loss_scale);
     PROF_END("backward");
+    r->backward_end = mp_elapsed();
     r->t_forward += t1 - t0;
-    r->t_backward += mp_now() - t1;
+    r->t_backward += r->backward_end - t1;
     return loss;
 }
 

@@ -71,6 +71,7 @@ typedef struct {
     bool found_inf_local;/* this rank's own finding, before the ranks agreed */
     amp_update update;   /* the loss scaler's decision (scale 1, never skipped, when amp is NULL) */
     double t_forward, t_backward, t_optimizer; /* seconds (t_optimizer includes the offload's copies) */
+    double backward_end; /* when the last micro-batch's backward returned (mp_elapsed): anchors the step's spans */
     train_step_offload_stats offload;
 } train_step_result;
 

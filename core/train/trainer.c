@@ -1555,9 +1555,12 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
             ev_str(ev, "batch_hash", hex);
         }
         ev_end(ev);
+        /* Forward and backward end where the last backward did (with one micro-batch, both spans are the real ones;
+         * with several, each holds the micro-batches' total time, ending there); the optimizer ends with the step. */
+        const double backward_start = r.backward_end - r.t_backward;
         const struct { const char *name; double a, b; } spans[] = {
-            {"data", t_data, t_data_end}, {"forward", t0, t0 + r.t_forward},
-            {"backward", t0 + r.t_forward, t0 + r.t_forward + r.t_backward}, {"optimizer", t1 - r.t_optimizer, t1}};
+            {"data", t_data, t_data_end}, {"forward", backward_start - r.t_forward, backward_start},
+            {"backward", backward_start, r.backward_end}, {"optimizer", t1 - r.t_optimizer, t1}};
         for (int i = 0; i < 4; i++) {
             ev_begin(ev, "span");
             ev_str(ev, "name", spans[i].name);
