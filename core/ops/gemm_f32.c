@@ -43,16 +43,12 @@ enum { A_PANELS_AT_ONCE = 4 };
 
 /* ------------------------------------------------------------------ CPU check */
 
-static int cpu_has_avx512 = -1, kernel_wanted = 1; /* benign races: every thread computes the same answer */
+static bool kernel_wanted = true;
 
 bool gemm_f32_available(void) {
-    if (cpu_has_avx512 < 0) {
-        __builtin_cpu_init(); /* __builtin_cpu_supports also checks that the OS saves the AVX-512 state (XCR0) */
-        cpu_has_avx512 = __builtin_cpu_supports("avx512f");
-    }
-    /* MIXPAR_OPS_ISA (ops/isa.h) narrows this kernel too: below avx512 the products go to OpenBLAS (valgrind, for
-     * one, runs no AVX-512) */
-    return cpu_has_avx512 && kernel_wanted && ops_isa_current() == OPS_ISA_AVX512;
+    /* The ops/ kernels' level (ops/isa.h) is avx512 only where the CPU and the OS run AVX-512 F, and MIXPAR_OPS_ISA
+     * can narrow it: below avx512 the products go to OpenBLAS (valgrind, for one, runs no AVX-512). */
+    return kernel_wanted && ops_isa_current() == OPS_ISA_AVX512;
 }
 
 bool gemm_f32_use(bool use) {
