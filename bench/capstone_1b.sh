@@ -108,6 +108,19 @@ done
 echo "(compute: forward + backward less gather_w, the main thread waiting for a layer's all-gather; reduce_w: the"
 echo " wait for the last reduce-scatters after backward; allgather, reduce_sc: the communication thread's seconds in"
 echo " them, hidden behind compute or not; sgemm pk: GFLOP/s the rank measured, one thread, beside the other ranks)"
+echo
+# Each rank's kernels by kind (the profiler's kernel rows, model_lowp.c): the products; the casts of the rank's weight
+# shards to bf16 before their all-gathers (on the thread that gathers: the communication thread when prefetched);
+# the conversions of activations and gradients to and from bf16; the rest (norms, attention, SwiGLU, the loss).
+echo "== each rank's kernels by kind (mean over steps 2..$steps; wall seconds; \`$mixpar profile $run\` lists them)"
+printf "%-5s %9s %9s %9s %9s\n" rank products casts convert others
+for r in 0 1 2 3; do
+  awk -F'\t' -v r="$r" '
+    /^# steps / { n = $0; sub(/^# steps /, "", n) }
+    $1 == "kernel" { if ($2 ~ /^matmul_/) p += $4; else if ($2 == "cast_weights") c += $4;
+                     else if ($2 == "convert") v += $4; else o += $4 }
+    END { if (n > 0) printf "%-5s %9.2f %9.2f %9.2f %9.2f\n", r, p / n, c / n, v / n, o / n }' "$run/profile.rank$r.tsv"
+done
 # Achieved FLOP/s over all ranks: 6 x params x tokens of the step (the recomputed forward not counted), against
 # the machine's sgemm peak with all cores: the better of the two measurements around the run. (The ranks' own
 # one-thread peaks, above, are taken while other ranks start up or measure too, so their sum is no machine figure.)

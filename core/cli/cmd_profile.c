@@ -19,9 +19,10 @@ static const char USAGE[] =
     "\n"
     "Reads a run trained with train.profile=true (profile.rank<R>.tsv, trace.rank<R>.json, events.rank<R>.jsonl)\n"
     "and prints, per step after the first: the top kernels by time with their roofline position against the sgemm\n"
-    "peak and triad bandwidth measured in the run (memory- or compute-bound, fraction of the roof), the exposed\n"
-    "communication (comm calls' time with no kernel running on the rank, from the trace), the bottleneck\n"
-    "in one line, and MFU (lab 10's model FLOPs).\n"
+    "peak and triad bandwidth measured in the run (memory- or compute-bound, fraction of the roof; a run whose\n"
+    "products ran on a bf16 kernel places them, and MFU, against that kernel's peak, also measured in the run),\n"
+    "the exposed communication (comm calls' time with no kernel running on the rank, from the trace), the\n"
+    "bottleneck in one line, and MFU (lab 10's model FLOPs).\n"
     "\n"
     "options:\n"
     "  --top N          kernels in the table (default 8)\n"
@@ -38,7 +39,10 @@ typedef struct {
 
 typedef struct {
     double peak_flops, bandwidth, tokens_per_step, steps;
+    double products_peak_flops; /* the 16-bit kernel's peak where the products ran on one, else NAN */
+    char products_kernel[32];   /* its name ("avx512-bf16"), or "" */
     int world, layers, channels, heads, kv_heads, ffn, vocab, context, tied, seq_len;
+    int threads, cpus; /* each rank's threads, the machine's online CPUs (0: a table from before they were written) */
     char arch[16];
     char gemm_kernels[320]; /* which OpenBLAS kernels reached the peak (prof/gemm_kernels.h) */
     table_row rows[MAX_ROWS];
@@ -59,7 +63,7 @@ static int read_table(const char *dir, int rank, profile_table *t) {
     FILE *f = fopen(path, "r");
     if (!f) return 1;
     memset(t, 0, sizeof *t);
-    t->peak_flops = t->bandwidth = NAN;
+    t->peak_flops = t->bandwidth = t->products_peak_flops = NAN;
     int lineno = 0, bad = 0;
     while (!bad && fgets(line, sizeof line, f)) {
         lineno++;
@@ -68,12 +72,15 @@ static int read_table(const char *dir, int rank, profile_table *t) {
             if (sscanf(line, "# %63s %63s", key, value) != 2) continue;
             struct { const char *key; double *d; int *i; } fields[] = {
                 {"peak_flops", &t->peak_flops, NULL}, {"bandwidth", &t->bandwidth, NULL},
+                {"products_peak_flops", &t->products_peak_flops, NULL},
                 {"tokens_per_step", &t->tokens_per_step, NULL}, {"steps", &t->steps, NULL},
                 {"world", NULL, &t->world}, {"layers", NULL, &t->layers}, {"channels", NULL, &t->channels},
                 {"heads", NULL, &t->heads}, {"kv_heads", NULL, &t->kv_heads}, {"ffn", NULL, &t->ffn},
                 {"vocab", NULL, &t->vocab}, {"context", NULL, &t->context}, {"tied", NULL, &t->tied},
-                {"seq_len", NULL, &t->seq_len}};
+                {"seq_len", NULL, &t->seq_len}, {"threads", NULL, &t->threads}, {"cpus", NULL, &t->cpus}};
             if (strcmp(key, "arch") == 0) snprintf(t->arch, sizeof t->arch, "%s", value);
+            if (strcmp(key, "products_kernel") == 0)
+                snprintf(t->products_kernel, sizeof t->products_kernel, "%s", value);
             if (strcmp(key, "gemm_kernels") == 0) /* a sentence: the rest of the line */
                 snprintf(t->gemm_kernels, sizeof t->gemm_kernels, "%.*s", (int)strcspn(line + 15, "\n"), line + 15);
             for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
@@ -95,9 +102,13 @@ static int read_table(const char *dir, int rank, profile_table *t) {
             t->nrows++;
     }
     fclose(f);
+    if (!t->products_kernel[0] != isnan(t->products_peak_flops) ||
+        (t->products_kernel[0] && !(t->products_peak_flops > 0 && isfinite(t->products_peak_flops))))
+        bad = 1; /* the two lines come together */
     if (bad || !(t->steps >= 1) || !(t->peak_flops > 0) || !(t->bandwidth > 0)) {
         fprintf(stderr, "mixpar profile: %s: not a profile table (line %d: expected '# key value' lines with "
-                        "peak_flops, bandwidth and steps, then 'kind name calls total_s self_s flops bytes' rows)\n",
+                        "peak_flops, bandwidth and steps (products_kernel and products_peak_flops together or not "
+                        "at all), then 'kind name calls total_s self_s flops bytes' rows)\n",
                 path, lineno);
         return 2;
     }
@@ -237,6 +248,12 @@ static int merge_traces(const char *dir, int world, const double *wall, const ch
     return 0;
 }
 
+/* The roof a kernel is placed against: the products' (the 16-bit kernel's peak, where they ran on one) for the
+ * matmuls, the sgemm peak's for the rest. */
+static const prof_roof *roof_of(const table_row *r, const prof_roof *roof, const prof_roof *products) {
+    return strncmp(r->name, "matmul_", 7) == 0 ? products : roof;
+}
+
 static int by_total(const void *a, const void *b) {
     double x = (*(const table_row *const *)a)->total, y = (*(const table_row *const *)b)->total;
     return (x < y) - (x > y);
@@ -278,7 +295,8 @@ int cmd_profile(int argc, char **argv) {
         return fail("%s/profile.rank0.tsv is missing: train with --set train.profile=true first%s", dir, "");
     if (rc) return rc;
     if (t.world < 1 || t.world > MAX_RANKS) return fail("%s: world %s out of range", dir, "");
-    prof_roof roof = {t.peak_flops, t.bandwidth};
+    prof_roof roof = {t.peak_flops, t.bandwidth}, products = roof;
+    if (t.products_kernel[0]) products.peak_flops = t.products_peak_flops;
     const table_row *step = row_named(&t, "step");
     if (!step || step->calls < 1) return fail("%s: the table has no 'step' span%s", dir, "");
     double steps = (double)step->calls, step_s = step->total / steps;
@@ -288,6 +306,10 @@ int cmd_profile(int argc, char **argv) {
     printf("roof measured in the run: sgemm peak %.1f GFLOP/s, triad bandwidth %.1f GB/s, ridge point %.2f FLOP/byte\n",
            roof.peak_flops / 1e9, roof.bandwidth / 1e9, prof_ridge_point(&roof));
     if (t.gemm_kernels[0]) printf("%s\n", t.gemm_kernels);
+    if (t.products_kernel[0])
+        printf("the products ran on the %s kernel: its bf16 peak, measured in the run, %.1f GFLOP/s (ridge point %.2f "
+               "FLOP/byte), is the matmul kernels' roof and MFU's\n",
+               t.products_kernel, products.peak_flops / 1e9, prof_ridge_point(&products));
     const char *phases[] = {"forward", "backward", "grad_sync_wait", "optimizer"};
     printf("step %.2f ms:", step_s * 1e3);
     for (int i = 0; i < 4; i++) {
@@ -317,7 +339,7 @@ int cmd_profile(int argc, char **argv) {
         const table_row *r = kernels[k];
         prof_roofline pt;
         char why[256];
-        if (!prof_roofline_point(r->flops, r->bytes, r->total, &roof, &pt, why, sizeof why)) {
+        if (!prof_roofline_point(r->flops, r->bytes, r->total, roof_of(r, &roof, &products), &pt, why, sizeof why)) {
             if (k < top) printf("%-20s (no roofline point: %s)\n", r->name, why);
             continue;
         }
@@ -332,8 +354,8 @@ int cmd_profile(int argc, char **argv) {
                pt.attainable / 1e9, 100 * pt.fraction, prof_bound_name(pt.bound), pt.fraction > 1 ? " *" : "");
     }
     if (above_roof)
-        printf("* above the roof: the roof is DRAM bandwidth and the best sgemm seen in the run, so a kernel whose data\n"
-               "  stays in cache, or a run whose roof was measured while the machine was busy, can pass it\n");
+        printf("* above the roof: the roof is DRAM bandwidth and the best product seen in the run, so a kernel whose\n"
+               "  data stays in cache, or a run whose roof was measured while the machine was busy, can pass it\n");
     if (rf) fclose(rf);
     printf("kernels: %.1f%% of the step (memory-bound %.1f%%, compute-bound %.1f%%)\n\n", 100 * kernel_s / step->total,
            100 * bound_s[PROF_MEMORY_BOUND] / step->total, 100 * bound_s[PROF_COMPUTE_BOUND] / step->total);
@@ -368,7 +390,8 @@ int cmd_profile(int argc, char **argv) {
         prof_bound want = worst == 0 ? PROF_MEMORY_BOUND : PROF_COMPUTE_BOUND;
         for (int k = 0; k < nk; k++) {
             prof_roofline pt;
-            if (prof_roofline_point(kernels[k]->flops, kernels[k]->bytes, kernels[k]->total, &roof, &pt, NULL, 0) &&
+            if (prof_roofline_point(kernels[k]->flops, kernels[k]->bytes, kernels[k]->total,
+                                    roof_of(kernels[k], &roof, &products), &pt, NULL, 0) &&
                 pt.bound == want) {
                 printf("; the largest: %s at %.0f%% of its roof", kernels[k]->name, 100 * pt.fraction);
                 break;
@@ -390,8 +413,17 @@ int cmd_profile(int argc, char **argv) {
     perf_flops flops;
     perf_train_flops_per_token(&pm, (uint64_t)t.seq_len, &flops);
     perf_throughput tp = perf_throughput_of((uint64_t)(t.tokens_per_step * t.world), step_s, (double)flops.total,
-                                            roof.peak_flops * t.world);
-    printf("MFU: %.1f%% (%.0f tokens/s x %.3g model FLOPs per token = %.2f GFLOP/s, against %d x the sgemm peak)\n",
-           100 * tp.mfu, tp.tokens_per_s, (double)flops.total, tp.flops_per_s / 1e9, t.world);
+                                            products.peak_flops * t.world);
+    printf("MFU: %.1f%% (%.0f tokens/s x %.3g model FLOPs per token = %.2f GFLOP/s, against %d x the ", 100 * tp.mfu,
+           tp.tokens_per_s, (double)flops.total, tp.flops_per_s / 1e9, t.world);
+    if (t.products_kernel[0])
+        printf("%s kernel's peak; %.1f%% of %d x the sgemm peak)\n", t.products_kernel,
+               100 * tp.flops_per_s / (roof.peak_flops * t.world), t.world);
+    else
+        printf("sgemm peak)\n");
+    if (t.threads > 0 && t.cpus > 0 && (long)t.world * t.threads > t.cpus)
+        printf("(the %d ranks x %d thread%s share %d CPUs: each rank measured its peak beside the others, so this MFU "
+               "is only a guide; bench/capstone_1b.sh measures the machine's peak on all its cores, alone)\n",
+               t.world, t.threads, t.threads > 1 ? "s" : "", t.cpus);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "ops/residual.h"
 #include "ops/rope.h"
 #include "ops/swiglu.h"
+#include "prof/kernel_costs.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -91,6 +92,9 @@ const char *model_compute_name(model_compute c) {
 }
 
 model_compute model_get_compute(const model *m) { return m->lowp ? m->lowp->prec.compute : MODEL_COMPUTE_FP32; }
+const char *model_products_kernel16(const model *m) {
+    return m->lowp && m->lowp->kernel ? matmul_lowp_path(m->lowp->fmt) : NULL;
+}
 bool model_get_fp8_mx(const model *m) { return m->lowp && m->lowp->prec.fp8_mx; }
 
 /* ------------------------------------------------------------------ rounding */
@@ -165,7 +169,8 @@ static model_round_count *act_counter(model_lowp *lp, int layer) {
 /* Stores src (fp32, n values) for backward and rounds src to the stored value, so what forward goes on
  * computing with is exactly what backward will read. A matmul input in tf32 mode is rounded to tf32 (the
  * format the product reads) before it is stored. */
-static void store(model_lowp *lp, int layer, const char *name, void *dst, float *src, size_t n, bool matmul_input) {
+static void store_values(model_lowp *lp, int layer, const char *name, void *dst, float *src, size_t n,
+                         bool matmul_input) {
     if (!lp->recomputing) model_act_computed(lp->owner, layer, name, src, n); /* before rounding: what formats make of it */
     if (lp->esz == 4) {
         if (matmul_input && lp->prec.compute == MODEL_COMPUTE_TF32) tf32_round_array(src, src, n);
@@ -178,20 +183,30 @@ static void store(model_lowp *lp, int layer, const char *name, void *dst, float 
     decode_par(src, dst, n, lp->fmt);
 }
 
+/* The conversions between fp32 and the storage format, timed by the profiler (lab 23) as "convert" kernels: they
+ * only move data (prof_cost_convert), and on a 16-bit run they are a visible part of the step. Nothing that calls
+ * them is itself a kernel, so no kernel's time holds another's. store: src read, dst written, src rewritten as the
+ * stored values. */
+static void store(model_lowp *lp, int layer, const char *name, void *dst, float *src, size_t n, bool matmul_input) {
+    PROF_KERNEL("convert", prof_cost_convert((double)n, 4, lp->esz == 2 ? 2 + 4 : 4),
+                store_values(lp, layer, name, dst, src, n, matmul_input));
+}
+
 /* Stores a copy without touching src: the residual stream stays fp32 in forward. */
 static void store_copy(model_lowp *lp, int layer, const char *name, void *dst, float *src, size_t n) {
     if (!lp->recomputing) model_act_computed(lp->owner, layer, name, src, n);
-    if (lp->esz == 4) memcpy(dst, src, n * 4);
-    else encode_par(dst, src, n, lp->fmt);
+    if (lp->esz == 4) PROF_KERNEL("convert", prof_cost_convert((double)n, 4, 4), memcpy(dst, src, n * 4));
+    else PROF_KERNEL("convert", prof_cost_convert((double)n, 4, 2), encode_par(dst, src, n, lp->fmt));
 }
 
 static void load(const model_lowp *lp, float *dst, const void *src, size_t n) {
-    if (lp->esz == 4) memcpy(dst, src, n * 4);
-    else decode_par(dst, src, n, lp->fmt);
+    if (lp->esz == 4) PROF_KERNEL("convert", prof_cost_convert((double)n, 4, 4), memcpy(dst, src, n * 4));
+    else PROF_KERNEL("convert", prof_cost_convert((double)n, 2, 4), decode_par(dst, src, n, lp->fmt));
 }
 
-/* Rounds x in place to the storage format (a low-precision op's output that is not stored). */
-static void round_in_place(model_lowp *lp, float *x, size_t n) {
+/* Rounds x in place to the storage format (a low-precision op's output that is not stored); the weights' cast
+ * calls it untimed, inside its own kernel. */
+static void round_in_place_untimed(model_lowp *lp, float *x, size_t n) {
     if (lp->esz == 4) return;
     enum { BLOCK = 4096 };
     long blocks = (long)((n + BLOCK - 1) / BLOCK);
@@ -202,6 +217,11 @@ static void round_in_place(model_lowp *lp, float *x, size_t n) {
         lowp_encode(tmp, x + i, len, lp->fmt);
         lowp_decode(x + i, tmp, len, lp->fmt);
     }
+}
+
+static void round_in_place(model_lowp *lp, float *x, size_t n) {
+    if (lp->esz == 4) return;
+    PROF_KERNEL("convert", prof_cost_convert((double)n, 4, 4), round_in_place_untimed(lp, x, n));
 }
 
 static void *stored_at(const model_lowp *lp, const void *base, size_t index) {
@@ -245,6 +265,17 @@ static void fake_quant(model_lowp *lp, amp_fp8_meta *meta, const float *src, flo
 
 static int site_of(int layer, int k) { return layer * SITES_PER_LAYER + k; }
 
+/* A site's products as the profiler names them: the same names as the fp32 path's (model.c), so that the two
+ * tables compare row by row. */
+static const char *site_kernel(const model_lowp *lp, int site, bool forward) {
+    static const char *const fwd[SITES_PER_LAYER] = {"matmul_fwd:qkv", "matmul_fwd:attproj", "matmul_fwd:fc",
+                                                     "matmul_fwd:fcproj"};
+    static const char *const bwd[SITES_PER_LAYER] = {"matmul_bwd:qkv", "matmul_bwd:attproj", "matmul_bwd:fc",
+                                                     "matmul_bwd:fcproj"};
+    if (site == lp->nsites - 1) return forward ? "matmul_fwd:head" : "matmul_bwd:head";
+    return (forward ? fwd : bwd)[site % SITES_PER_LAYER];
+}
+
 static size_t offset_of(const model *m, const float *param) { return (size_t)(param - m->params); }
 
 /* Two ways to run a low-precision matmul (chosen once, in model_set_precision):
@@ -259,15 +290,18 @@ static size_t offset_of(const model *m, const float *param) { return (size_t)(pa
 static void mm_forward(model *m, int site, float *out, const float *x, const void *xs, size_t woff, const float *bias,
                        int N, int C, int OC) {
     model_lowp *lp = m->lowp;
+    const char *name = site_kernel(lp, site, true);
     if (lp->kernel) {
-        matmul_lowp_forward(out, xs, lp->w16 + woff, bias, N, C, OC, lp->fmt);
+        PROF_KERNEL(name, prof_cost_matmul_forward_narrow(N, C, OC, 2),
+                    matmul_lowp_forward(out, xs, lp->w16 + woff, bias, N, C, OC, lp->fmt));
         return;
     }
     if (lp->prec.compute == MODEL_COMPUTE_FP8) { /* a recompute must not record the amax a second time */
-        fake_quant(lp, fp8_meta(lp, site, FP8_X), x, lp->fq_in, (size_t)N * C, !lp->recomputing);
+        PROF_KERNEL("convert", prof_cost_convert((double)N * C, 4, 4),
+                    fake_quant(lp, fp8_meta(lp, site, FP8_X), x, lp->fq_in, (size_t)N * C, !lp->recomputing));
         x = lp->fq_in;
     }
-    matmul_forward(out, x, lp->w32 + woff, bias, N, C, OC);
+    PROF_KERNEL(name, prof_cost_matmul_forward(N, C, OC), matmul_forward(out, x, lp->w32 + woff, bias, N, C, OC));
 }
 
 /* dout rounded to the format the matmul's gradient operand has, into lp->fq_grad (wide) or lp->grad16. */
@@ -304,26 +338,31 @@ static void mm_backward(model *m, int site, int layer, float *dinp, size_t woff,
                         const void *xs, int N, int C, int OC) {
     model_lowp *lp = m->lowp;
     float *dweight = m->grads + woff;
-    round_grad(lp, site, layer, dout, (size_t)N * OC);
+    const char *name = site_kernel(lp, site, false);
+    PROF_KERNEL("convert", prof_cost_convert((double)N * OC, 4, lp->kernel ? 2 : 4),
+                round_grad(lp, site, layer, dout, (size_t)N * OC));
     if (lp->kernel) {
-        (writes_matrix_grads(m) ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
-            dinp, dweight, dbias, lp->grad16, xs, lp->w16 + woff, N, C, OC, lp->fmt);
+        PROF_KERNEL(name, prof_cost_matmul_backward_narrow(N, C, OC, 2, writes_matrix_grads(m)),
+                    (writes_matrix_grads(m) ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
+                        dinp, dweight, dbias, lp->grad16, xs, lp->w16 + woff, N, C, OC, lp->fmt));
     } else {
         const float *x = xs;
         if (lp->esz == 2) { /* the stored input, widened (fp8: and fake-quantised again with forward's scale) */
             load(lp, lp->fq_in, xs, (size_t)N * C);
             if (lp->prec.compute == MODEL_COMPUTE_FP8)
-                fake_quant(lp, fp8_meta(lp, site, FP8_X), lp->fq_in, lp->fq_in, (size_t)N * C, false);
+                PROF_KERNEL("convert", prof_cost_convert((double)N * C, 4, 4),
+                            fake_quant(lp, fp8_meta(lp, site, FP8_X), lp->fq_in, lp->fq_in, (size_t)N * C, false));
             x = lp->fq_in;
         }
         memset(dinp, 0, (size_t)N * C * sizeof(float));
-        matmul_backward(dinp, dweight, dbias, lp->fq_grad, x, lp->w32 + woff, N, C, OC);
+        PROF_KERNEL(name, prof_cost_matmul_backward(N, C, OC),
+                    matmul_backward(dinp, dweight, dbias, lp->fq_grad, x, lp->w32 + woff, N, C, OC));
     }
     round_in_place(lp, dinp, (size_t)N * C);
 }
 
 /* The 16-bit (or rounded fp32) copy of params[offset, offset + n) for the bf16, fp16 and tf32 matmuls. */
-static void cast_range(model_lowp *lp, const float *params, size_t offset, size_t n) {
+static void cast_range_untimed(model_lowp *lp, const float *params, size_t offset, size_t n) {
     switch (lp->prec.compute) {
     case MODEL_COMPUTE_BF16:
     case MODEL_COMPUTE_FP16:
@@ -331,12 +370,17 @@ static void cast_range(model_lowp *lp, const float *params, size_t offset, size_
             encode_par(lp->w16 + offset, params + offset, n, lp->fmt);
         } else {
             if (lp->w32 != params) memcpy(lp->w32 + offset, params + offset, n * sizeof(float));
-            round_in_place(lp, lp->w32 + offset, n);
+            round_in_place_untimed(lp, lp->w32 + offset, n);
         }
         break;
     case MODEL_COMPUTE_TF32: tf32_round_array(lp->w32 + offset, params + offset, n); break;
     default: MP_ASSERT(false, "cast_range in compute mode %d", (int)lp->prec.compute);
     }
+}
+
+static void cast_range(model_lowp *lp, const float *params, size_t offset, size_t n) {
+    PROF_KERNEL("cast_weights", prof_cost_convert((double)n, 4, lp->kernel ? 2 : 4),
+                cast_range_untimed(lp, params, offset, n));
 }
 
 void model_lowp_cast_range(model *m, size_t offset, size_t n) {
@@ -371,7 +415,7 @@ bool model_weights16_are_bf16(const model *m) { return m->lowp && m->lowp->fmt =
 
 void model_weights16_encode(const model *m, uint16_t *dst, const float *src, size_t n) {
     MP_ASSERT(m->lowp && m->lowp->kernel, "model_weights16_encode without a 16-bit weight cache");
-    encode_par(dst, src, n, m->lowp->fmt);
+    PROF_KERNEL("cast_weights", prof_cost_convert((double)n, 4, 2), encode_par(dst, src, n, m->lowp->fmt));
 }
 
 void model_weights16_commit(model *m, size_t offset, size_t n) {
@@ -406,11 +450,13 @@ static void cast_weights(model *m) {
                 size_t off = offset_of(m, mats[k]);
                 for (int i = 0; i < m->ntensors && !t; i++)
                     if (m->tensors[i].offset == off) t = &m->tensors[i];
-                fake_quant(lp, fp8_meta(lp, site_of(l, k), FP8_W), mats[k], lp->w32 + off, t->size, true);
+                PROF_KERNEL("cast_weights", prof_cost_convert((double)t->size, 4, 4),
+                            fake_quant(lp, fp8_meta(lp, site_of(l, k), FP8_W), mats[k], lp->w32 + off, t->size, true));
             }
         }
-        fake_quant(lp, fp8_meta(lp, lp->nsites - 1, FP8_W), m->w.head, lp->w32 + offset_of(m, m->w.head),
-                   (size_t)m->cfg.Vp * m->cfg.C, true);
+        PROF_KERNEL("cast_weights", prof_cost_convert((double)m->cfg.Vp * m->cfg.C, 4, 4),
+                    fake_quant(lp, fp8_meta(lp, lp->nsites - 1, FP8_W), m->w.head, lp->w32 + offset_of(m, m->w.head),
+                               (size_t)m->cfg.Vp * m->cfg.C, true));
         break;
     default: break;
     }
@@ -786,7 +832,8 @@ static void head_block_store(model_lowp *lp, float *blk, int N, int Vp, int v0, 
     const int layer = lp->owner->cfg.L;
     if (lp->esz == 4 || act_counter(lp, layer)) {
         for (int n = 0; n < N; n++)
-            store(lp, layer, "logits", stored_at(lp, lp->logits, (size_t)n * Vp + v0), blk + (size_t)n * vb, vb, false);
+            store_values(lp, layer, "logits", stored_at(lp, lp->logits, (size_t)n * Vp + v0), blk + (size_t)n * vb, vb,
+                         false);
         return;
     }
     if (!lp->recomputing) /* what formats make of each row, before it is rounded, as store() reports it */
@@ -803,22 +850,29 @@ static void head_forward(model *m, float *x, const int *targets) {
     size_t head_off = offset_of(m, m->w.head);
     const float *xq = x;
     if (!lp->kernel && lp->prec.compute == MODEL_COMPUTE_FP8) {
-        fake_quant(lp, fp8_meta(lp, site, FP8_X), x, lp->fq_in, (size_t)N * C, true);
+        PROF_KERNEL("convert", prof_cost_convert((double)N * C, 4, 4),
+                    fake_quant(lp, fp8_meta(lp, site, FP8_X), x, lp->fq_in, (size_t)N * C, true));
         xq = lp->fq_in;
     }
     for (int v0 = 0; v0 < Vp; v0 += vb) {
         int w = Vp - v0 < vb ? Vp - v0 : vb;
         size_t woff = head_off + (size_t)v0 * C;
-        if (lp->kernel) matmul_lowp_forward(lp->head_rows, lp->lnf, lp->w16 + woff, NULL, N, C, w, lp->fmt);
-        else matmul_forward(lp->head_rows, xq, lp->w32 + woff, NULL, N, C, w);
-        head_block_store(lp, lp->head_rows, N, Vp, v0, w);
+        if (lp->kernel)
+            PROF_KERNEL("matmul_fwd:head", prof_cost_matmul_forward_narrow(N, C, w, 2),
+                        matmul_lowp_forward(lp->head_rows, lp->lnf, lp->w16 + woff, NULL, N, C, w, lp->fmt));
+        else
+            PROF_KERNEL("matmul_fwd:head", prof_cost_matmul_forward(N, C, w),
+                        matmul_forward(lp->head_rows, xq, lp->w32 + woff, NULL, N, C, w));
+        PROF_KERNEL("convert", prof_cost_convert((double)N * w, 4, lp->esz),
+                    head_block_store(lp, lp->head_rows, N, Vp, v0, w));
     }
     if (!targets) return;
     /* The loss reads the rounded logits and computes in fp32 (cross-entropy is on autocast's fp32 list). */
     for (int r = 0; r < N; r += HEAD_ROWS) {
         int rows = N - r < HEAD_ROWS ? N - r : HEAD_ROWS;
         load(lp, lp->head_rows, stored_at(lp, lp->logits, (size_t)r * Vp), (size_t)rows * Vp);
-        crossentropy_forward(lp->losses + r, lp->lse + r, lp->head_rows, targets + r, rows, c->V, Vp);
+        PROF_KERNEL("crossentropy_fwd", prof_cost_crossentropy_forward(rows, c->V, Vp),
+                    crossentropy_forward(lp->losses + r, lp->lse + r, lp->head_rows, targets + r, rows, c->V, Vp));
     }
 }
 
@@ -835,22 +889,25 @@ static void head_backward(model *m, float *dinp) {
         size_t n = (size_t)rows * Vp;
         void *at = stored_at(lp, lp->logits, (size_t)r * Vp);
         load(lp, lp->head_rows, at, n);
-        crossentropy_backward(lp->head_rows, lp->head_rows, lp->lse + r, m->targets + r, lp->dloss + r, rows, c->V, Vp);
+        PROF_KERNEL("crossentropy_bwd", prof_cost_crossentropy_backward(rows, c->V, Vp),
+                    crossentropy_backward(lp->head_rows, lp->head_rows, lp->lse + r, m->targets + r, lp->dloss + r,
+                                          rows, c->V, Vp));
         if (lp->prec.compute == MODEL_COMPUTE_FP8) {
             float a = amp_fp8_amax(lp->head_rows, n);
             if (!(a <= amax)) amax = a; /* NaN wins */
         }
         if (lp->esz == 4) {
-            memcpy(at, lp->head_rows, n * 4);
+            PROF_KERNEL("convert", prof_cost_convert((double)n, 4, 4), memcpy(at, lp->head_rows, n * 4));
         } else {
-            encode_par(at, lp->head_rows, n, lp->fmt);
+            PROF_KERNEL("convert", prof_cost_convert((double)n, 4, 2), encode_par(at, lp->head_rows, n, lp->fmt));
             if (count && lp->prec.compute != MODEL_COMPUTE_FP8) count_rounding(count, lp->head_rows, at, n, lp->fmt);
         }
     }
     /* 2. dinp = dlogits @ W, dW += dlogits^T @ x. */
     if (lp->kernel) {
-        (writes_matrix_grads(m) ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
-            dinp, m->grads + head_off, NULL, lp->logits, lp->lnf, lp->w16 + head_off, N, C, Vp, lp->fmt);
+        PROF_KERNEL("matmul_bwd:head", prof_cost_matmul_backward_narrow(N, C, Vp, 2, writes_matrix_grads(m)),
+                    (writes_matrix_grads(m) ? matmul_lowp_backward_writing_dweight : matmul_lowp_backward)(
+                        dinp, m->grads + head_off, NULL, lp->logits, lp->lnf, lp->w16 + head_off, N, C, Vp, lp->fmt));
         round_in_place(lp, dinp, (size_t)N * C);
         return;
     }
@@ -858,7 +915,9 @@ static void head_backward(model *m, float *dinp) {
     amp_fp8_meta *g = lp->prec.compute == MODEL_COMPUTE_FP8 ? fp8_meta(lp, site, FP8_G) : NULL;
     if (lp->esz == 2) {
         load(lp, lp->fq_in, lp->lnf, (size_t)N * C);
-        if (g) fake_quant(lp, fp8_meta(lp, site, FP8_X), lp->fq_in, lp->fq_in, (size_t)N * C, false);
+        if (g)
+            PROF_KERNEL("convert", prof_cost_convert((double)N * C, 4, 4),
+                        fake_quant(lp, fp8_meta(lp, site, FP8_X), lp->fq_in, lp->fq_in, (size_t)N * C, false));
         x = lp->fq_in;
     }
     if (g && !lp->prec.fp8_mx) { /* MX blocks keep no amax history */
@@ -869,11 +928,15 @@ static void head_backward(model *m, float *dinp) {
     for (int v0 = 0; v0 < Vp; v0 += vb) {
         int w = Vp - v0 < vb ? Vp - v0 : vb;
         size_t woff = head_off + (size_t)v0 * C, n = (size_t)N * w;
-        head_block_load(lp, lp->head_rows, N, Vp, v0, w);
-        if (lp->prec.compute == MODEL_COMPUTE_TF32) tf32_round_array(lp->head_rows, lp->head_rows, n);
+        PROF_KERNEL("convert", prof_cost_convert((double)n, lp->esz, 4),
+                    head_block_load(lp, lp->head_rows, N, Vp, v0, w));
+        if (lp->prec.compute == MODEL_COMPUTE_TF32)
+            PROF_KERNEL("convert", prof_cost_convert((double)n, 4, 4),
+                        tf32_round_array(lp->head_rows, lp->head_rows, n));
         if (g) {
             uint64_t sat = g->saturated, under = g->underflowed;
-            fake_quant(lp, g, lp->head_rows, lp->head_rows, n, false);
+            PROF_KERNEL("convert", prof_cost_convert((double)n, 4, 4),
+                        fake_quant(lp, g, lp->head_rows, lp->head_rows, n, false));
             if (count) {
                 count->nonzero += count_nonzero(lp->head_rows, n);
                 count->values += n;
@@ -883,7 +946,8 @@ static void head_backward(model *m, float *dinp) {
             g->saturated = sat;
             g->underflowed = under;
         }
-        matmul_backward(dinp, m->grads + woff, NULL, lp->head_rows, x, lp->w32 + woff, N, C, w);
+        PROF_KERNEL("matmul_bwd:head", prof_cost_matmul_backward(N, C, w),
+                    matmul_backward(dinp, m->grads + woff, NULL, lp->head_rows, x, lp->w32 + woff, N, C, w));
     }
     round_in_place(lp, dinp, (size_t)N * C);
 }
@@ -927,32 +991,41 @@ static void block_forward(model *m, int l, const pool_view *v, bool to_output) {
     const layer_params *w = &m->layer_w[l];
     lowp_layer *a = &lp->layers[l];
     /* attention branch: norm (fp32), qkv (low), attention (fp32 softmax on low q, k, v), projection (low) */
-    model_norm_forward(m, v->ln, a->ln1_mean, a->ln1_rstd, v->res, w->ln1w, w->ln1b, N);
+    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
+                model_norm_forward(m, v->ln, a->ln1_mean, a->ln1_rstd, v->res, w->ln1w, w->ln1b, N));
     store(lp, l, "ln1", a->ln1, v->ln, NC, true);
     mm_forward(m, site_of(l, SITE_QKV), v->qkv, v->ln, a->ln1, offset_of(m, w->qkvw), w->qkvb, N, C, QKV);
     if (c->arch == MODEL_LLAMA) rope_forward(v->qkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
     store(lp, l, "qkv", a->qkv, v->qkv, (size_t)N * QKV, false);
-    attention_forward(v->atty, v->att, v->qkv, B, T, c->NH, c->KVH, HS);
+    PROF_KERNEL("attention_fwd", prof_cost_attention_forward(B, T, c->NH, HS),
+                attention_forward(v->atty, v->att, v->qkv, B, T, c->NH, c->KVH, HS));
     if (a->att) store(lp, l, "att", a->att, v->att, natt, false); /* selective: rebuilt in backward instead */
     store(lp, l, "atty", a->atty, v->atty, NC, true);
     mm_forward(m, site_of(l, SITE_ATTPROJ), v->branch, v->atty, a->atty, offset_of(m, w->attprojw), w->attprojb, N,
                C, C);
     round_in_place(lp, v->branch, NC);
-    residual_forward(v->branch, v->res, v->branch, (long)NC); /* fp32 + low -> fp32: the stream stays fp32 */
+    PROF_KERNEL("residual_fwd", prof_cost_elementwise((double)NC, 1, 2, 1), /* fp32 + low -> fp32: stays fp32 */
+                residual_forward(v->branch, v->res, v->branch, (long)NC));
     store_copy(lp, l, "res2", a->res2, v->branch, NC);
     /* MLP branch */
-    model_norm_forward(m, v->ln, a->ln2_mean, a->ln2_rstd, v->branch, w->ln2w, w->ln2b, N);
+    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
+                model_norm_forward(m, v->ln, a->ln2_mean, a->ln2_rstd, v->branch, w->ln2w, w->ln2b, N));
     store(lp, l, "ln2", a->ln2, v->ln, NC, true);
     mm_forward(m, site_of(l, SITE_FC), v->fch, v->ln, a->ln2, offset_of(m, w->fcw), w->fcb, N, C, FC);
     store(lp, l, "fch", a->fch, v->fch, (size_t)N * FC, false);
-    if (c->arch == MODEL_GPT2) gelu_forward(v->fch_act, v->fch, (long)N * F);
-    else swiglu_forward(v->fch_act, v->fch, N, F);
+    if (c->arch == MODEL_GPT2)
+        PROF_KERNEL("gelu_fwd", prof_cost_elementwise((double)N * F, 9, 1, 1),
+                    gelu_forward(v->fch_act, v->fch, (long)N * F));
+    else /* silu(gate) * up: reads the two halves of fch, writes F */
+        PROF_KERNEL("swiglu_fwd", prof_cost_elementwise((double)N * F, 6, 2, 1),
+                    swiglu_forward(v->fch_act, v->fch, N, F));
     store(lp, l, "fch_act", a->fch_act, v->fch_act, (size_t)N * F, true);
     if (!to_output) return;
     mm_forward(m, site_of(l, SITE_FCPROJ), v->res, v->fch_act, a->fch_act, offset_of(m, w->fcprojw), w->fcprojb, N,
                F, C);
     round_in_place(lp, v->res, NC);
-    residual_forward(v->res, v->branch, v->res, (long)NC);
+    PROF_KERNEL("residual_fwd", prof_cost_elementwise((double)NC, 1, 2, 1),
+                residual_forward(v->res, v->branch, v->res, (long)NC));
     keep_input(m, l + 1, v->res);
 }
 
@@ -971,14 +1044,16 @@ float model_lowp_forward(model *m, const int *inputs, const int *targets, int B,
 
     pool_view v = pool_of(m);
     model_hook(m->hooks.before_forward, m->hooks.ctx, -1);
-    encoder_forward(v.res, inputs, m->w.wte, m->w.wpe, B, T, C, c->V); /* embeddings: fp32 weights, fp32 */
+    PROF_KERNEL("encoder_fwd", prof_cost_encoder_forward(N, C), /* embeddings: fp32 weights, fp32 */
+                encoder_forward(v.res, inputs, m->w.wte, m->w.wpe, B, T, C, c->V));
     keep_input(m, 0, v.res);
     for (int l = 0; l < c->L; l++) {
         model_hook(m->hooks.before_forward, m->hooks.ctx, l);
         block_forward(m, l, &v, true); /* leaves the block's output in v.res */
     }
     model_hook(m->hooks.before_forward, m->hooks.ctx, c->L);
-    model_norm_forward(m, v.ln, lp->lnf_mean, lp->lnf_rstd, v.res, m->w.lnfw, m->w.lnfb, N);
+    PROF_KERNEL("norm_fwd", prof_cost_norm_forward(N, C),
+                model_norm_forward(m, v.ln, lp->lnf_mean, lp->lnf_rstd, v.res, m->w.lnfw, m->w.lnfb, N));
     store(lp, c->L, "lnf", lp->lnf, v.ln, NC, true);
     head_forward(m, v.ln, targets);
     m->have_targets = targets != NULL;
@@ -1014,8 +1089,12 @@ static void activation_backward(model *m, float *dfch, const float *dfch_act, co
         float *d = dfch + (size_t)r * FC;
         load(lp, lp->rowtmp, stored_at(lp, fch_stored, (size_t)r * FC), (size_t)rows * FC);
         memset(d, 0, (size_t)rows * FC * sizeof(float));
-        if (c->arch == MODEL_GPT2) gelu_backward(d, lp->rowtmp, dfch_act + (size_t)r * F, (long)rows * F);
-        else swiglu_backward(d, dfch_act + (size_t)r * F, lp->rowtmp, rows, (int)F);
+        if (c->arch == MODEL_GPT2)
+            PROF_KERNEL("gelu_bwd", prof_cost_elementwise((double)rows * F, 14, 2, 2),
+                        gelu_backward(d, lp->rowtmp, dfch_act + (size_t)r * F, (long)rows * F));
+        else /* reads dout and both halves of fch, adds into both halves of dfch */
+            PROF_KERNEL("swiglu_bwd", prof_cost_elementwise((double)rows * F, 12, 3, 4),
+                        swiglu_backward(d, dfch_act + (size_t)r * F, lp->rowtmp, rows, (int)F));
     }
 }
 
@@ -1034,7 +1113,9 @@ void model_lowp_backward(model *m, float loss_scale) {
     head_backward(m, v.dln);
     load_input(m, c->L, v.dec);
     memset(v.dres, 0, NC * sizeof(float));
-    model_norm_backward(m, v.dres, m->g.lnfw, m->g.lnfb, v.dln, v.dec, m->w.lnfw, lp->lnf_mean, lp->lnf_rstd, N);
+    PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
+                model_norm_backward(m, v.dres, m->g.lnfw, m->g.lnfb, v.dln, v.dec, m->w.lnfw, lp->lnf_mean,
+                                    lp->lnf_rstd, N));
     model_grads_ready(m, c->L);
 
     for (int l = c->L - 1; l >= 0; l--) {
@@ -1056,7 +1137,9 @@ void model_lowp_backward(model *m, float loss_scale) {
         activation_backward(m, v.dfch, v.dfch_act, a->fch, N);
         mm_backward(m, site_of(l, SITE_FC), l, v.dln, offset_of(m, w->fcw), dw->fcb, v.dfch, a->ln2, N, C, FC);
         load(lp, v.dec, a->res2, NC);
-        model_norm_backward(m, v.dres, dw->ln2w, dw->ln2b, v.dln, v.dec, w->ln2w, a->ln2_mean, a->ln2_rstd, N);
+        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
+                    model_norm_backward(m, v.dres, dw->ln2w, dw->ln2b, v.dln, v.dec, w->ln2w, a->ln2_mean, a->ln2_rstd,
+                                        N));
         /* attention branch */
         mm_backward(m, site_of(l, SITE_ATTPROJ), l, v.datty, offset_of(m, w->attprojw), dw->attprojb, v.dres, a->atty,
                     N, C, C);
@@ -1064,21 +1147,26 @@ void model_lowp_backward(model *m, float loss_scale) {
         if (keep == MODEL_KEEP_NO_SCORES) {
             /* selective: softmax(q k^T) again from the stored q, k, v, rounded as forward would have stored
              * it; the attention output comes again too, into v.dec (free until the norm below) */
-            attention_forward(v.dec, v.dec_att, v.dec_qkv, B, T, c->NH, c->KVH, HS);
+            PROF_KERNEL("attention_fwd", prof_cost_attention_forward(B, T, c->NH, HS),
+                        attention_forward(v.dec, v.dec_att, v.dec_qkv, B, T, c->NH, c->KVH, HS));
             round_in_place(lp, v.dec_att, natt);
         } else {
             load(lp, v.dec_att, a->att, natt);
         }
         memset(v.dqkv, 0, (size_t)N * QKV * sizeof(float));
-        attention_backward(v.dqkv, v.datty, v.dec_qkv, v.dec_att, B, T, c->NH, c->KVH, HS);
+        PROF_KERNEL("attention_bwd", prof_cost_attention_backward(B, T, c->NH, HS),
+                    attention_backward(v.dqkv, v.datty, v.dec_qkv, v.dec_att, B, T, c->NH, c->KVH, HS));
         if (c->arch == MODEL_LLAMA) rope_backward(v.dqkv, B, T, c->NH, c->KVH, HS, c->rope_theta);
         mm_backward(m, site_of(l, SITE_QKV), l, v.dln, offset_of(m, w->qkvw), dw->qkvb, v.dqkv, a->ln1, N, C, QKV);
         load_input(m, l, v.dec);
-        model_norm_backward(m, v.dres, dw->ln1w, dw->ln1b, v.dln, v.dec, w->ln1w, a->ln1_mean, a->ln1_rstd, N);
+        PROF_KERNEL("norm_bwd", prof_cost_norm_backward(N, C),
+                    model_norm_backward(m, v.dres, dw->ln1w, dw->ln1b, v.dln, v.dec, w->ln1w, a->ln1_mean, a->ln1_rstd,
+                                        N));
         model_grads_ready(m, l);
     }
     model_hook(m->hooks.before_backward, m->hooks.ctx, -1);
-    encoder_backward(m->g.wte, m->g.wpe, v.dres, m->inputs, B, T, C, c->V);
+    PROF_KERNEL("encoder_bwd", prof_cost_encoder_backward(N, C),
+                encoder_backward(m->g.wte, m->g.wpe, v.dres, m->inputs, B, T, C, c->V));
     model_grads_ready(m, -1);
     m->have_targets = false;
     m->matrix_grads_stale = false; /* written: a next backward before model_zero_grad adds to them */

@@ -72,6 +72,9 @@ unsigned model_cast_cache_bytes(model_compute c, bool reserved, bool tied);
 /* Switches the compute mode; the activations of a previous mode are freed (call between steps). */
 void model_set_precision(model *m, const model_precision *p);
 model_compute model_get_compute(const model *m);
+/* The 16-bit kernel this model's products run on ("avx512-bf16", "amx-bf16": matmul_lowp_path), or NULL where they
+ * run on the fp32 sgemm (fp32, and 16-bit or fp8 values held in fp32). The profiler measures that kernel's peak. */
+const char *model_products_kernel16(const model *m);
 bool model_get_fp8_mx(const model *m); /* fp8 compute in MXFP8 blocks (model_precision.fp8_mx) */
 
 /* While the weights are held, the caller promises that the parameters do not change (a step's micro-batches,

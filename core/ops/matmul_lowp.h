@@ -18,11 +18,13 @@
  *   - "decode+sgemm": both operands are widened to fp32 (exact) in blocks and multiplied by the fp32
  *     sgemm. Correct for both formats everywhere; it pays the conversion on top of an fp32 product.
  *   - "amx-bf16": bf16 on CPUs with AMX (TDPBF16PS on 16x32 bf16 tiles into 16x16 fp32 tiles), when the
- *     kernel grants the tile registers (arch_prctl ARCH_REQ_XCOMP_PERM): measured 3-5.6x the fp32 sgemm
- *     on GPT-2's shapes on this machine (bench/gemm_lowp).
+ *     kernel grants the tile registers (arch_prctl ARCH_REQ_XCOMP_PERM): measured 3-5.6x the OpenBLAS
+ *     sgemm on GPT-2's shapes on a CPU with AMX (bench/gemm_lowp).
  *   - "avx512-bf16": bf16 on CPUs with AVX512_BF16 but no AMX (VDPBF16PS: 32 bf16 products summed
- *     pairwise into 16 fp32 lanes). Not a win everywhere: on this machine it issues at half the rate of
- *     fp32 FMA and runs at 0.6-0.75x the sgemm, so AMX is preferred where both exist.
+ *     pairwise into 16 fp32 lanes). Where it issues at the rate of an fp32 FMA (the course's AMD EPYC
+ *     build machines) it does twice the work: about 2x the core's fp32 kernel on GPT-2's shapes
+ *     (bench/gemm_lowp); a CPU that issues it at half that rate gains nothing. AMX is preferred where
+ *     both exist.
  * The 16-bit engines flush subnormal inputs to zero and round to nearest even, as GPUs' bf16 paths do.
  * Results of the paths differ only in the order of fp32 additions (and in those flushed subnormals). */
 

@@ -1,4 +1,4 @@
-/* kernel_costs.h: FLOPs and bytes moved of the model's fp32 kernels, from their shapes (for the profiler, lab 23). */
+/* kernel_costs.h: FLOPs and bytes moved of the model's kernels, from their shapes (for the profiler, lab 23). */
 #ifndef MIXPAR_PROF_KERNEL_COSTS_H
 #define MIXPAR_PROF_KERNEL_COSTS_H
 
@@ -10,6 +10,8 @@
  * channels in and out, NH heads of HS, T positions; F the MLP width; V the vocabulary (Vp padded). */
 
 #include "prof/prof.h"
+
+#include <stdbool.h>
 
 static inline prof_cost prof_cost_make(double flops, double floats_moved) {
     return (prof_cost){flops, 4.0 * floats_moved};
@@ -62,5 +64,23 @@ static inline prof_cost prof_cost_crossentropy_forward(double N, double V, doubl
 static inline prof_cost prof_cost_crossentropy_backward(double N, double V, double Vp) {
     return prof_cost_make(3 * N * V, 2 * N * Vp + 3 * N);
 }
+
+/* ---- the 16-bit path (model_lowp.c): products whose operands are 16-bit, and the conversions around them */
+
+/* out (N,OC) fp32 = inp (N,C) @ weight^T (OC,C) + bias, inp and weight 16-bit (`esz` bytes a value: 2) */
+static inline prof_cost prof_cost_matmul_forward_narrow(double N, double C, double OC, double esz) {
+    return (prof_cost){2 * N * C * OC + N * OC, esz * (N * C + OC * C) + 4 * (OC + N * OC)};
+}
+/* dinp (N,C) fp32 = dout @ weight (written); dweight (OC,C) fp32 += dout^T @ inp, or = where the product writes it
+ * (dweight_written: a gradient no earlier backward added to, model_lowp.c); dbias += column sums; dout, inp and
+ * weight 16-bit. With few rows (N) the fp32 weight gradient's traffic outweighs the products: memory-bound. */
+static inline prof_cost prof_cost_matmul_backward_narrow(double N, double C, double OC, double esz,
+                                                         bool dweight_written) {
+    return (prof_cost){4 * N * C * OC + N * OC,
+                       esz * (N * OC + N * C + OC * C) + 4 * (N * C + (dweight_written ? 1 : 2) * OC * C + 2 * OC)};
+}
+/* n values read at `in` bytes each and written at `out` bytes each (a cast to or from a 16-bit format, or a
+ * rounding in place): no floating-point arithmetic, only traffic */
+static inline prof_cost prof_cost_convert(double n, double in, double out) { return (prof_cost){0, (in + out) * n}; }
 
 #endif

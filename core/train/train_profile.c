@@ -1,30 +1,63 @@
 /* train_profile.c: the trainer's profiling run: the roof, the profiler around each step, the table at the end. */
 #include "train/train_profile.h"
 
+#include "base/clock.h"
 #include "base/error.h"
+#include "base/mem.h"
+#include "ops/matmul_lowp.h"
 #include "prof/gemm_kernels.h"
 #include "prof/prof.h"
 #include "prof/roofline.h"
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct train_profile {
     prof *p;
     prof_roof roof;
+    const char *products_kernel16; /* the 16-bit kernel of the model's products, or NULL */
+    double products_peak;          /* its peak, FLOP/s (0 without one) */
     char table_path[4200];
     char header[1024]; /* the table's "# key value" lines about the run */
     long steps;        /* steps profiled */
 };
 
+/* The peak of the bf16 products, measured as the sgemm peak is (prof_measure_gemm_flops): the best of a few n x n x n
+ * products on the model's own path (matmul_lowp_forward, out = inp @ W^T), after one warm-up call. Its buffers come
+ * from the allocator, as the sgemm peak's do, and are freed before the first step. */
+static double measure_bf16_products_peak(int n) {
+    const size_t nn = (size_t)n * n;
+    uint16_t *a = mem_alloc(nn * sizeof *a, MEM_OTHER, "bf16 peak a");
+    uint16_t *b = mem_alloc(nn * sizeof *b, MEM_OTHER, "bf16 peak b");
+    float *c = mem_alloc(nn * sizeof *c, MEM_OTHER, "bf16 peak c");
+    for (size_t i = 0; i < nn; i++) c[i] = 0.5f + (float)(i % 7);
+    lowp_encode(a, c, nn, LOWP_BF16);
+    lowp_encode(b, c, nn, LOWP_BF16);
+    double best = INFINITY;
+    for (int r = 0; r <= 3; r++) {
+        double t0 = mp_now();
+        matmul_lowp_forward(c, a, b, NULL, n, n, n, LOWP_BF16);
+        double t = mp_now() - t0;
+        if (r > 0 && t < best) best = t;
+    }
+    mem_free(a);
+    mem_free(b);
+    mem_free(c);
+    return 2.0 * n * n * n / best;
+}
+
 train_profile *train_profile_start(const char *run_dir, int rank, int world, const model_config *mc, int B, int T,
-                                   int accum) {
+                                   int accum, const char *products_kernel16) {
     train_profile *tp = calloc(1, sizeof *tp);
     MP_ASSERT(tp, "out of memory");
     prof_measure_roof(&tp->roof);
+    tp->products_kernel16 = products_kernel16;
+    if (products_kernel16) tp->products_peak = measure_bf16_products_peak(1536);
     tp->p = prof_create(rank, NULL, NULL);
     char path[4200];
     snprintf(path, sizeof path, "%s/trace.rank%d.json", run_dir, rank);
@@ -34,9 +67,10 @@ train_profile *train_profile_start(const char *run_dir, int rank, int world, con
     snprintf(tp->header, sizeof tp->header,
              "# rank %d\n# world %d\n# arch %s\n# layers %d\n# channels %d\n"
              "# heads %d\n# kv_heads %d\n# ffn %d\n# vocab %d\n# context %d\n# tied %d\n# seq_len %d\n"
-             "# tokens_per_step %lld\n# gemm_kernels %s\n",
+             "# tokens_per_step %lld\n# threads %d\n# cpus %ld\n# gemm_kernels %s\n",
              rank, world, model_arch_name(mc->arch), mc->L, mc->C, mc->NH,
              mc->KVH, mc->F, mc->V, mc->maxT, mc->tied ? 1 : 0, T, (long long)B * T * accum,
+             omp_get_max_threads(), sysconf(_SC_NPROCESSORS_ONLN),
              prof_describe_gemm_kernels(kernels, sizeof kernels));
     prof_name_thread(tp->p, "compute");
     prof_activate(tp->p);
@@ -66,6 +100,9 @@ void train_profile_finish(train_profile *tp) {
     if (!f) MP_FAIL("a writable run folder", "%s: %s", tp->table_path, strerror(errno));
     fprintf(f, "# mixpar profile table (core/train/train_profile.h)\n%s# peak_flops %.6g\n# bandwidth %.6g\n# steps %ld\n",
             tp->header, peak, bandwidth, tp->steps > 1 ? tp->steps - 1 : tp->steps);
+    if (tp->products_kernel16)
+        fprintf(f, "# products_kernel %s\n# products_peak_flops %.6g\n", tp->products_kernel16,
+                fmax(tp->products_peak, measure_bf16_products_peak(1536)));
     fprintf(f, "kind\tname\tcalls\ttotal_s\tself_s\tflops\tbytes\n");
     size_t n;
     const prof_stat *st = prof_stats(tp->p, &n);

@@ -1468,7 +1468,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     MP_ASSERT(inputs && targets, "out of memory");
     fp_hist *act_hists = calloc((size_t)mc.L + 2, sizeof *act_hists);
     MP_ASSERT(act_hists, "out of memory");
-    train_profile *profile = cfg->train.profile ? train_profile_start(cfg->train.run_dir, rank, world, &mc, B, T, accum)
+    train_profile *profile = cfg->train.profile ? train_profile_start(cfg->train.run_dir, rank, world, &mc, B, T, accum,
+                                                                      model_products_kernel16(m))
                                                 : NULL;
     double t_start = mp_now(), recent = 0;
     bool hash_params = getenv("MIXPAR_PARAM_HASH") != NULL;

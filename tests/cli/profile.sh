@@ -40,12 +40,53 @@ check_output "--trace writes one Chrome trace of every rank" 0 '^\{"traceEvents"
   head -c 60 "$work/all.json"
 check_output "mixpar help lists profile" 0 "profile +a profiled run" "$MIXPAR" help
 
+# ---- a bf16 run (model_lowp.c): its products, conversions and casts are kernels too, none inside another
+MIXPAR_PARAM_HASH=1 timeout "$(scaled 60)" "$MIXPAR" train "${base[@]}" --set bf16.enabled=true --set train.profile=true \
+    --set train.run_dir="$work/bf16" > /dev/null 2>&1
+MIXPAR_PARAM_HASH=1 timeout "$(scaled 60)" "$MIXPAR" train "${base[@]}" --set bf16.enabled=true \
+    --set train.run_dir="$work/bf16-off" > /dev/null 2>&1
+check "profiling a bf16 run leaves its training bit-identical" \
+  bash -c "diff <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/bf16/events.rank0.jsonl') \
+                <(grep -o '\"param_hash\":\"[0-9a-f]*\"' '$work/bf16-off/events.rank0.jsonl') &&
+           grep -q param_hash '$work/bf16/events.rank0.jsonl'"
+check_output "a bf16 run's table has its products, norms, attention, conversions and weight cast as kernels" 0 \
+  "^ok$" awk -F'\t' '$1 == "kernel" { k[$2] = 1 }
+                     END { print (k["matmul_fwd:qkv"] && k["matmul_bwd:head"] && k["norm_bwd"] && k["attention_fwd"] &&
+                                  k["convert"] && k["cast_weights"] && k["crossentropy_fwd"]) ? "ok" : "missing" }' \
+  "$work/bf16/profile.rank0.tsv"
+check_output "no kernel's time holds another's: every kernel's self time is its whole time" 0 "^[1-9][0-9]* 0$" \
+  bash -c "grep -o '\"cat\":\"kernel\",\"ph\":\"X\",\"ts\":[^,]*,\"dur\":[0-9.e+-]*.*\"self_us\":[0-9.e+-]*' \
+             '$work/bf16/trace.rank0.json' |
+           awk -F'\"dur\":|,|\"self_us\":' '{ n++; d = \$5; s = \$NF; if (d - s > 1e-6 * d + 1e-9) bad++ }
+                                                END { print n, bad + 0 }'"
+# Where the products ran on a bf16 kernel the table carries its peak, and the report places them against it; where
+# they did not (no AVX512_BF16), it says nothing of one and the sgemm peak stays their roof.
+if grep -q '^# products_kernel ' "$work/bf16/profile.rank0.tsv"; then
+  check_output "mixpar profile places a bf16 run's products, and MFU, against the bf16 kernel's peak" 0 \
+    "the products ran on the [a-z0-9-]+ kernel: its bf16 peak, measured in the run, [0-9.]+ GFLOP/s.*matmul_fwd:qkv .*MFU: .* kernel's peak; [0-9.]+% of 1 x the sgemm peak" \
+    bash -c "'$MIXPAR' profile '$work/bf16' --top 40 | tr '\n' ' '"
+else
+  check_output "mixpar profile: a bf16 run without a bf16 kernel keeps the sgemm peak as its products' roof" 0 \
+    "matmul_fwd:qkv .*MFU: .*against 1 x the sgemm peak\)" bash -c "'$MIXPAR' profile '$work/bf16' --top 40 | tr '\n' ' '"
+fi
+check "an fp32 run's report names no 16-bit kernel" \
+  bash -c "out=\$('$MIXPAR' profile '$work/on') && ! grep -q 'products ran on' <<< \"\$out\""
+mkdir -p "$work/shared"
+cp "$work/on/"*.rank0.* "$work/shared/"
+sed -i -e 's/^# threads .*/# threads 2/' -e 's/^# cpus .*/# cpus 1/' "$work/shared/profile.rank0.tsv"
+check_output "ranks whose threads outnumber the CPUs: MFU is called a guide" 0 "share 1 CPUs.*only a guide" \
+  "$MIXPAR" profile "$work/shared"
+
 # ---- bad input
 check_output "no run: exit 2 with the usage" 2 "which run" "$MIXPAR" profile
 check_output "a run without train.profile: exit 2, says how to profile" 2 "train.profile=true" "$MIXPAR" profile "$work/off"
 mkdir -p "$work/bad"
 printf '# peak_flops 1e9\nkind\tname\tcalls\ttotal_s\tself_s\tflops\tbytes\nkernel\tx\tmany\n' > "$work/bad/profile.rank0.tsv"
 check_output "a broken table: exit 2 naming the file and line" 2 "profile.rank0.tsv: not a profile table \(line 3" \
+  "$MIXPAR" profile "$work/bad"
+grep -v '^# products_' "$work/on/profile.rank0.tsv" > "$work/bad/profile.rank0.tsv"
+echo '# products_kernel avx512-bf16' >> "$work/bad/profile.rank0.tsv"
+check_output "a 16-bit kernel's name without its peak: exit 2" 2 "products_peak_flops together" \
   "$MIXPAR" profile "$work/bad"
 check_output "--top 0: exit 2" 2 "--top wants a number" "$MIXPAR" profile "$work/on" --top 0
 check_output "an unknown option: exit 2" 2 "unexpected argument '--frobnicate'" "$MIXPAR" profile "$work/on" --frobnicate
