@@ -1,10 +1,8 @@
 /* train_profile.c: the trainer's profiling run: the roof, the profiler around each step, the table at the end. */
 #include "train/train_profile.h"
 
-#include "base/clock.h"
 #include "base/error.h"
-#include "base/mem.h"
-#include "ops/matmul_lowp.h"
+#include "prof/bf16_peak.h"
 #include "prof/gemm_kernels.h"
 #include "prof/prof.h"
 #include "prof/roofline.h"
@@ -27,37 +25,13 @@ struct train_profile {
     long steps;        /* steps profiled */
 };
 
-/* The peak of the bf16 products, measured as the sgemm peak is (prof_measure_gemm_flops): the best of a few n x n x n
- * products on the model's own path (matmul_lowp_forward, out = inp @ W^T), after one warm-up call. Its buffers come
- * from the allocator, as the sgemm peak's do, and are freed before the first step. */
-static double measure_bf16_products_peak(int n) {
-    const size_t nn = (size_t)n * n;
-    uint16_t *a = mem_alloc(nn * sizeof *a, MEM_OTHER, "bf16 peak a");
-    uint16_t *b = mem_alloc(nn * sizeof *b, MEM_OTHER, "bf16 peak b");
-    float *c = mem_alloc(nn * sizeof *c, MEM_OTHER, "bf16 peak c");
-    for (size_t i = 0; i < nn; i++) c[i] = 0.5f + (float)(i % 7);
-    lowp_encode(a, c, nn, LOWP_BF16);
-    lowp_encode(b, c, nn, LOWP_BF16);
-    double best = INFINITY;
-    for (int r = 0; r <= 3; r++) {
-        double t0 = mp_now();
-        matmul_lowp_forward(c, a, b, NULL, n, n, n, LOWP_BF16);
-        double t = mp_now() - t0;
-        if (r > 0 && t < best) best = t;
-    }
-    mem_free(a);
-    mem_free(b);
-    mem_free(c);
-    return 2.0 * n * n * n / best;
-}
-
 train_profile *train_profile_start(const char *run_dir, int rank, int world, const model_config *mc, int B, int T,
                                    int accum, const char *products_kernel16) {
     train_profile *tp = calloc(1, sizeof *tp);
     MP_ASSERT(tp, "out of memory");
     prof_measure_roof(&tp->roof);
     tp->products_kernel16 = products_kernel16;
-    if (products_kernel16) tp->products_peak = measure_bf16_products_peak(1536);
+    if (products_kernel16) tp->products_peak = prof_measure_bf16_gemm_flops(1536);
     tp->p = prof_create(rank, NULL, NULL);
     char path[4200];
     snprintf(path, sizeof path, "%s/trace.rank%d.json", run_dir, rank);
@@ -102,7 +76,7 @@ void train_profile_finish(train_profile *tp) {
             tp->header, peak, bandwidth, tp->steps > 1 ? tp->steps - 1 : tp->steps);
     if (tp->products_kernel16)
         fprintf(f, "# products_kernel %s\n# products_peak_flops %.6g\n", tp->products_kernel16,
-                fmax(tp->products_peak, measure_bf16_products_peak(1536)));
+                fmax(tp->products_peak, prof_measure_bf16_gemm_flops(1536)));
     fprintf(f, "kind\tname\tcalls\ttotal_s\tself_s\tflops\tbytes\n");
     size_t n;
     const prof_stat *st = prof_stats(tp->p, &n);
