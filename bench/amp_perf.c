@@ -8,6 +8,8 @@
 #include "base/rng.h"
 #include "model/model.h"
 #include "model/model_lowp.h"
+#include "ops/matmul_lowp.h"
+#include "prof/bf16_peak.h"
 #include "prof/roofline.h"
 #include "optim/optimizer.h"
 #include "plan/perf.h"
@@ -36,6 +38,7 @@ static const char USAGE[] =
 typedef struct {
     amp_recipe recipe;
     double median, fastest, loss; /* fastest: the least disturbed step, for comparing runs on a busy machine */
+    double optimizer;             /* the median of the steps' optimizer spans (clip, unscale, update), seconds */
     double peak_beside;           /* the median of the sgemm peaks measured right after each timed step */
     size_t peak[MEM_NTAGS];
     perf_activations predicted;
@@ -80,12 +83,13 @@ static result run_recipe(const model_config *cfg, amp_recipe recipe, int B, int 
         train_step_set_amp(&ts, recipe, &setup.scaler, recipe == AMP_RECIPE_BF16_PURE, 1);
     }
     double *times = malloc(sizeof(double) * (size_t)steps), *peaks = malloc(sizeof(double) * (size_t)steps);
-    MP_ASSERT(times && peaks, "out of memory");
+    double *optim = malloc(sizeof(double) * (size_t)steps);
+    MP_ASSERT(times && peaks && optim, "out of memory");
     for (int s = -1; s < steps; s++) { /* step -1 warms up: page faults, thread start, the first allocations */
         double t0 = mp_now();
         train_step_result r = train_step_run(&ts, inputs, targets, B, T, 1, 1e-4);
         double t = mp_now() - t0;
-        if (s >= 0) times[s] = t, peaks[s] = sgemm_peak_beside(); /* ~0.1 s */
+        if (s >= 0) times[s] = t, optim[s] = r.t_optimizer, peaks[s] = sgemm_peak_beside(); /* ~0.1 s */
         res.loss = r.loss;
     }
     qsort(times, (size_t)steps, sizeof *times, cmp_double);
@@ -93,13 +97,43 @@ static result run_recipe(const model_config *cfg, amp_recipe recipe, int B, int 
     res.median = times[steps / 2];
     res.fastest = times[0];
     res.peak_beside = peaks[steps / 2];
+    qsort(optim, (size_t)steps, sizeof *optim, cmp_double);
+    res.optimizer = optim[steps / 2];
     free(peaks);
+    free(optim);
     for (int tag = 0; tag < MEM_NTAGS; tag++) res.peak[tag] = mem_peak((mem_tag)tag);
     perf_activation_bytes(cfg, B, T, mp.compute, &res.predicted);
     free(times);
     train_step_free(&ts);
     model_free(m);
     return res;
+}
+
+static const result *find(const result *res, int n, amp_recipe recipe) {
+    for (int k = 0; k < n; k++)
+        if (res[k].recipe == recipe) return &res[k];
+    return NULL;
+}
+
+/* Issue 21's two step goals against what this machine allows, from this run's figures: a step's products (6N FLOPs
+ * a token) take at least their FLOPs at the peak of the kernel that runs them, and what is left of the goal's step
+ * is all the rest has; the optimizer alone (clip, unscale, AdamW: every parameter's 16-28 bytes read and written) is
+ * measured in the same steps. step_flops: the model FLOPs of a step (MFU's numerator); dense_flops: its products'. */
+static void print_goals(const result *res, int n, double dense_flops, double step_flops, double sgemm_peak,
+                        double bf16_peak) {
+    const result *fp32 = find(res, n, AMP_RECIPE_FP32), *bf16 = find(res, n, AMP_RECIPE_BF16);
+    if (!fp32) return;
+    printf("\nissue 21's step goals against this machine (products: 6N FLOPs a token at the peak measured above):\n");
+    const double fp32_goal = step_flops / (0.9 * sgemm_peak * 1e9), fp32_products = dense_flops / (sgemm_peak * 1e9);
+    printf("  fp32 at 90%% of the sgemm peak: a step of at most %.3f s (this run: %.3f s). The products alone take "
+           "%.3f s at 100%% of the peak, leaving %.3f s for everything else; the optimizer alone took %.3f s.\n",
+           fp32_goal, fp32->median, fp32_products, fp32_goal - fp32_products, fp32->optimizer);
+    if (!bf16 || bf16_peak <= 0) return;
+    const double bf16_goal = 0.45 * fp32->median, bf16_products = dense_flops / (bf16_peak * 1e9);
+    printf("  bf16 at 0.45x the fp32 step: at most %.3f s (this run: %.3f s = %.2fx). The products alone take %.3f s "
+           "at the bf16 kernel's own peak, leaving %.3f s for everything else; the optimizer alone took %.3f s.\n",
+           bf16_goal, bf16->median, bf16->median / fp32->median, bf16_products, bf16_goal - bf16_products,
+           bf16->optimizer);
 }
 
 /* Model FLOPs per token of every preset, at its context and at s = 64. */
@@ -208,6 +242,9 @@ int main(int argc, char **argv) {
            (unsigned long long)flops.attention, (unsigned long long)flops.total);
     fflush(stdout);
     double peak_before = bench_sgemm_peak_gflops();
+    /* the bf16 kernel's own peak (1536^3 on the model's path), where a bf16 recipe runs its products on one */
+    bool bf16_kernel = strcmp(matmul_lowp_path(LOWP_BF16), "decode+sgemm") != 0;
+    double bf16_peak = bf16_kernel ? prof_measure_bf16_gemm_flops(1536) / 1e9 : 0;
 
     int *inputs = malloc(sizeof(int) * (size_t)(B * T)), *targets = malloc(sizeof(int) * (size_t)(B * T));
     MP_ASSERT(inputs && targets, "out of memory");
@@ -229,6 +266,12 @@ int main(int argc, char **argv) {
     double peak = peak_before > peak_after ? peak_before : peak_after;
     printf("sgemm peak: %.1f GFLOP/s (before the runs %.1f, after %.1f; the best is the machine's practical peak)\n",
            peak, peak_before, peak_after);
+    if (bf16_kernel) {
+        double after = prof_measure_bf16_gemm_flops(1536) / 1e9;
+        printf("bf16 kernel's own peak (%s, 1536^3): %.1f GFLOP/s (before the runs %.1f, after %.1f)\n",
+               matmul_lowp_path(LOWP_BF16), bf16_peak > after ? bf16_peak : after, bf16_peak, after);
+        if (after > bf16_peak) bf16_peak = after;
+    }
     bench_print_gemm_kernels();
 
     printf("\nmemory by allocator tag: peak MiB during the run, and model-state bytes per parameter\n");
@@ -267,6 +310,8 @@ int main(int argc, char **argv) {
                res[k].peak_beside);
     }
     printf("(%.1f s for the runs)\n", t_runs);
+    print_goals(res, nrecipes, (double)flops.dense * (double)(B * T), (double)flops.total * (double)(B * T), peak,
+                bf16_peak);
 
     if (tsv) {
         FILE *f = fopen(tsv, "w");
