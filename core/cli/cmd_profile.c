@@ -354,8 +354,9 @@ int cmd_profile(int argc, char **argv) {
                pt.attainable / 1e9, 100 * pt.fraction, prof_bound_name(pt.bound), pt.fraction > 1 ? " *" : "");
     }
     if (above_roof)
-        printf("* above the roof: the roof is DRAM bandwidth and the best product seen in the run, so a kernel whose\n"
-               "  data stays in cache, or a run whose roof was measured while the machine was busy, can pass it\n");
+        printf("* above the roof: the roof is DRAM bandwidth and the best %s seen in the run, so a kernel whose data\n"
+               "  stays in cache, or a run whose roof was measured while the machine was busy, can pass it\n",
+               t.products_kernel[0] ? "bf16 product and sgemm" : "sgemm");
     if (rf) fclose(rf);
     printf("kernels: %.1f%% of the step (memory-bound %.1f%%, compute-bound %.1f%%)\n\n", 100 * kernel_s / step->total,
            100 * bound_s[PROF_MEMORY_BOUND] / step->total, 100 * bound_s[PROF_COMPUTE_BOUND] / step->total);
