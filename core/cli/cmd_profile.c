@@ -310,10 +310,13 @@ int cmd_profile(int argc, char **argv) {
         printf("the products ran on the %s kernel: its bf16 peak, measured in the run, %.1f GFLOP/s (ridge point %.2f "
                "FLOP/byte), is the matmul kernels' roof and MFU's\n",
                t.products_kernel, products.peak_flops / 1e9, prof_ridge_point(&products));
-    const char *phases[] = {"forward", "backward", "grad_sync_wait", "optimizer"};
+    /* a model-parallel run's forwards and backwards interleave in its schedule: one "pipeline" phase (mp_step.c) */
+    const bool pipeline = row_named(&t, "pipeline") != NULL;
+    const char *phases[] = {pipeline ? "pipeline" : "forward", "backward", "grad_sync_wait", "optimizer"};
     printf("step %.2f ms:", step_s * 1e3);
     for (int i = 0; i < 4; i++) {
         const table_row *r = row_named(&t, phases[i]);
+        if (pipeline && i == 1) continue;
         printf(" %s %.2f", phases[i], r ? r->total / steps * 1e3 : 0.0);
     }
     printf(" (ms, rank 0)\n\n");

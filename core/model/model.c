@@ -1000,14 +1000,15 @@ static float *sum_over_tp(model *m, float *partial, float *slice) {
 
 /* Row-parallel: out (N, OC) = sum over tp of inp (N, K) @ weight^T (K this rank's input columns), then
  * the bias, once (g). On one rank matmul_forward itself. Returns the sum: out, or under sequence parallel
- * this rank's slice of it (m->ga.seq_part, (B,T/tp,OC)). OC is C. */
-static float *row_parallel_forward(model *m, float *out, const float *inp, const float *weight, const float *bias,
-                                   int N, int K, int OC) {
+ * this rank's slice of it (m->ga.seq_part, (B,T/tp,OC)). OC is C. The product is the profiler's kernel `name`; the
+ * sum over tp is communication, outside it. */
+static float *row_parallel_forward(model *m, const char *name, float *out, const float *inp, const float *weight,
+                                   const float *bias, int N, int K, int OC) {
     if (m->shard.tp_size == 1) {
-        matmul_forward(out, inp, weight, bias, N, K, OC);
+        PROF_KERNEL(name, prof_cost_matmul_forward(N, K, OC), matmul_forward(out, inp, weight, bias, N, K, OC));
         return out;
     }
-    matmul_forward(out, inp, weight, NULL, N, K, OC);
+    PROF_KERNEL(name, prof_cost_matmul_forward(N, K, OC), matmul_forward(out, inp, weight, NULL, N, K, OC));
     float *sum = sum_over_tp(m, out, m->ga.seq_part);
     if (bias)
         for (int r = 0, rows = slice_rows(m); r < rows; r++)
@@ -1054,9 +1055,9 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
                 model_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, w->ln1w, w->ln1b, Nl));
     rnd(m, a->ln1, NCl);
     report(m, l, "ln1", a->ln1, NCl);
+    const float *ln1 = gather_sequence(m, a->ln1); /* communication: outside the kernel */
     PROF_KERNEL("matmul_fwd:qkv", prof_cost_matmul_forward(N, C, d->QKV),
-                matmul_forward(a->qkv, gather_sequence(m, a->ln1), mm_weight(m, w->qkvw), mm_weight(m, w->qkvb), N, C,
-                               d->QKV));
+                matmul_forward(a->qkv, ln1, mm_weight(m, w->qkvw), mm_weight(m, w->qkvb), N, C, d->QKV));
     rnd(m, a->qkv, (size_t)N * d->QKV);
     if (c->arch == MODEL_LLAMA) {
         rope_forward(a->qkv, B, T, d->NH, d->KVH, HS, c->rope_theta);
@@ -1069,9 +1070,8 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
     rnd(m, a->atty, (size_t)N * d->ATT);
     report(m, l, "att", a->att, (size_t)N * d->NH * T);
     report(m, l, "atty", a->atty, (size_t)N * d->ATT);
-    PROF_KERNEL("matmul_fwd:attproj", prof_cost_matmul_forward(N, d->ATT, C),
-                sum = row_parallel_forward(m, proj, a->atty, mm_weight(m, w->attprojw), mm_weight(m, w->attprojb), N,
-                                           d->ATT, C));
+    sum = row_parallel_forward(m, "matmul_fwd:attproj", proj, a->atty, mm_weight(m, w->attprojw),
+                               mm_weight(m, w->attprojb), N, d->ATT, C);
     rnd(m, sum, NCl);
     PROF_KERNEL("residual_fwd", prof_cost_elementwise(NCl, 1, 2, 1), residual_forward(a->res2, residual, sum, (long)NCl));
     report(m, l, "res2", a->res2, NCl);
@@ -1079,20 +1079,21 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
                 model_norm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, Nl));
     rnd(m, a->ln2, NCl);
     report(m, l, "ln2", a->ln2, NCl);
+    const float *ln2 = gather_sequence(m, a->ln2);
     PROF_KERNEL("matmul_fwd:fc", prof_cost_matmul_forward(N, C, d->FC),
-                matmul_forward(a->fch, gather_sequence(m, a->ln2), mm_weight(m, w->fcw), mm_weight(m, w->fcb), N, C,
-                               d->FC));
+                matmul_forward(a->fch, ln2, mm_weight(m, w->fcw), mm_weight(m, w->fcb), N, C, d->FC));
     rnd(m, a->fch, (size_t)N * d->FC);
     report(m, l, "fch", a->fch, (size_t)N * d->FC);
     if (c->arch == MODEL_GPT2)
         PROF_KERNEL("gelu_fwd", prof_cost_elementwise((double)N * d->F, 9, 1, 1), gelu_forward(a->fch_act, a->fch, (long)N * d->F));
-    else swiglu_forward(a->fch_act, a->fch, N, d->F);
+    else /* silu(gate) * up: reads the two halves of fch, writes F */
+        PROF_KERNEL("swiglu_fwd", prof_cost_elementwise((double)N * d->F, 6, 2, 1),
+                    swiglu_forward(a->fch_act, a->fch, N, d->F));
     rnd(m, a->fch_act, (size_t)N * d->F);
     report(m, l, "fch_act", a->fch_act, (size_t)N * d->F);
     if (!to_output) return;
-    PROF_KERNEL("matmul_fwd:fcproj", prof_cost_matmul_forward(N, d->F, C),
-                sum = row_parallel_forward(m, proj, a->fch_act, mm_weight(m, w->fcprojw), mm_weight(m, w->fcprojb), N,
-                                           d->F, C));
+    sum = row_parallel_forward(m, "matmul_fwd:fcproj", proj, a->fch_act, mm_weight(m, w->fcprojw),
+                               mm_weight(m, w->fcprojb), N, d->F, C);
     rnd(m, sum, NCl);
     PROF_KERNEL("residual_fwd", prof_cost_elementwise(NCl, 1, 2, 1), residual_forward(a->res3, a->res2, sum, (long)NCl));
     report(m, l, "res3", a->res3, NCl);
@@ -1229,8 +1230,9 @@ float model_forward_stage(model *m, const int *inputs, const float *hidden_in, c
     model_act_computed(m, c->L, "lnf", g->lnf, NCl);
     /* tp: column-parallel head (f before it: the identity forward; sequence parallel: the all-gather, as
      * Megatron gathers the sequence for the head), this rank's vocabulary columns */
+    const float *lnf = gather_sequence(m, g->lnf); /* communication: outside the kernel */
     PROF_KERNEL("matmul_fwd:head", prof_cost_matmul_forward(N, C, d->Vp),
-                matmul_forward(g->logits, gather_sequence(m, g->lnf), mm_weight(m, m->w.head), NULL, N, C, d->Vp));
+                matmul_forward(g->logits, lnf, mm_weight(m, m->w.head), NULL, N, C, d->Vp));
     rnd(m, g->logits, (size_t)N * d->Vp);
     model_act_computed(m, c->L, "logits", g->logits, (size_t)N * d->Vp);
 
@@ -1317,9 +1319,9 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         else model_vocab_parallel_loss_backward(dlogits, g->logits, g->lse, m->targets, g->dloss, N, d->Vp, d->v0, c->V);
         rnd(m, dlogits, (size_t)N * d->Vp); /* autocast: a matmul's output gradient in its format */
         memset(g->dln, 0, NC * sizeof(float));
+        const float *lnf = gather_sequence(m, g->lnf); /* communication: outside the kernel */
         PROF_KERNEL("matmul_bwd:head", prof_cost_matmul_backward(N, C, d->Vp),
-                    matmul_backward(g->dln, m->g.head, NULL, dlogits, gather_sequence(m, g->lnf),
-                                    mm_weight(m, m->w.head), N, C, d->Vp));
+                    matmul_backward(g->dln, m->g.head, NULL, dlogits, lnf, mm_weight(m, m->w.head), N, C, d->Vp));
         dsum = sum_over_tp(m, g->dln, g->seq_part); /* f's backward: the column-parallel head's input gradient */
         rnd(m, dsum, NCl);
         memset(g->dres, 0, NCl * sizeof(float));
@@ -1353,12 +1355,14 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         if (c->arch == MODEL_GPT2)
             PROF_KERNEL("gelu_bwd", prof_cost_elementwise((double)N * d->F, 14, 2, 2),
                         gelu_backward(g->dfch, a->fch, g->dfch_act, (long)N * d->F));
-        else swiglu_backward(g->dfch, g->dfch_act, a->fch, N, d->F);
+        else /* reads dout and both halves of fch, adds into both halves of dfch */
+            PROF_KERNEL("swiglu_bwd", prof_cost_elementwise((double)N * d->F, 12, 3, 4),
+                        swiglu_backward(g->dfch, g->dfch_act, a->fch, N, d->F));
         rnd(m, g->dfch, (size_t)N * d->FC);
         memset(g->dln, 0, NC * sizeof(float));
+        const float *ln2 = gather_sequence(m, a->ln2);
         PROF_KERNEL("matmul_bwd:fc", prof_cost_matmul_backward(N, C, d->FC),
-                    matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, gather_sequence(m, a->ln2), mm_weight(m, w->fcw),
-                                    N, C, d->FC));
+                    matmul_backward(g->dln, dw->fcw, dw->fcb, g->dfch, ln2, mm_weight(m, w->fcw), N, C, d->FC));
         dsum = sum_over_tp(m, g->dln, g->seq_part); /* f's backward: fc is column-parallel */
         rnd(m, dsum, NCl);
         PROF_KERNEL("norm_bwd", prof_cost_norm_backward(Nl, C),
@@ -1376,9 +1380,9 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         if (c->arch == MODEL_LLAMA) rope_backward(g->dqkv, B, T, d->NH, d->KVH, HS, c->rope_theta);
         rnd(m, g->dqkv, (size_t)N * d->QKV);
         memset(g->dln, 0, NC * sizeof(float));
+        const float *ln1 = gather_sequence(m, a->ln1);
         PROF_KERNEL("matmul_bwd:qkv", prof_cost_matmul_backward(N, C, d->QKV),
-                    matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, gather_sequence(m, a->ln1), mm_weight(m, w->qkvw),
-                                    N, C, d->QKV));
+                    matmul_backward(g->dln, dw->qkvw, dw->qkvb, g->dqkv, ln1, mm_weight(m, w->qkvw), N, C, d->QKV));
         dsum = sum_over_tp(m, g->dln, g->seq_part); /* f's backward: qkv is column-parallel */
         rnd(m, dsum, NCl);
         PROF_KERNEL("norm_bwd", prof_cost_norm_backward(Nl, C),

@@ -6,6 +6,7 @@
 #include "dist/tp.h"
 #include "model/model_lowp.h"
 #include "optim/clip.h"
+#include "prof/prof.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -245,7 +246,12 @@ mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, in
     mesh_t *mesh = s->mesh;
     for (int j = 0; j < s->v; j++) model_zero_grad(s->m[j]);
     float loss_scale = s->amp ? amp_scaler_scale(&s->scaler) : 1.0f;
+    /* The profiler's phases (train.profile, lab 23): the schedule's forwards and backwards interleave, so they are one
+     * span; the gradients' reductions after it are all exposed; then the update. */
+    PROF_BEGIN("pipeline");
     r.loss = pp_run(s->pipe, inputs, targets, B, T, loss_scale, step);
+    PROF_END("pipeline");
+    PROF_BEGIN("grad_sync_wait");
     for (int j = 0; j < s->v; j++) sp_sum_partial_grads(mesh->tp, s->m[j]); /* nothing without sequence parallel */
     pp_sum_tied_grads(s->pipe);
     if (mesh->dp_size > 1) {
@@ -254,12 +260,15 @@ mp_step_result mp_step_run(mp_step *s, const int *inputs, const int *targets, in
                            COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
         comm_allreduce(mesh->dp, &r.loss, &r.loss, 1, COMM_FP32, COMM_AVG, COMM_ALGO_DEFAULT);
     }
+    PROF_END("grad_sync_wait");
+    PROF_BEGIN("optimizer");
     if (s->amp) {
         amp_finish(s, &r, lr);
     } else {
         r.skipped = !clip_and_update(s, &r, lr);
         r.update = (amp_update){.skipped = r.skipped, .scale = 1, .next_scale = 1, .status = AMP_SCALER_OK};
     }
+    PROF_END("optimizer");
     s->attempts++;
     return r;
 }

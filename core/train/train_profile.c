@@ -24,8 +24,8 @@ struct train_profile {
     long steps;        /* steps profiled */
 };
 
-train_profile *train_profile_start(const char *run_dir, int rank, int world, const model_config *mc, int B, int T,
-                                   int accum, const char *products_kernel16) {
+train_profile *train_profile_start(const char *run_dir, int rank, int world, const model_config *mc, int T,
+                                   double tokens_per_step, const char *products_kernel16) {
     train_profile *tp = calloc(1, sizeof *tp);
     MP_ASSERT(tp, "out of memory");
     prof_measure_roof(&tp->roof);
@@ -39,9 +39,9 @@ train_profile *train_profile_start(const char *run_dir, int rank, int world, con
     snprintf(tp->header, sizeof tp->header,
              "# rank %d\n# world %d\n# arch %s\n# layers %d\n# channels %d\n"
              "# heads %d\n# kv_heads %d\n# ffn %d\n# vocab %d\n# context %d\n# tied %d\n# seq_len %d\n"
-             "# tokens_per_step %lld\n# threads %d\n# cpus %ld\n# gemm_kernels %s\n",
+             "# tokens_per_step %.9g\n# threads %d\n# cpus %ld\n# gemm_kernels %s\n",
              rank, world, model_arch_name(mc->arch), mc->L, mc->C, mc->NH,
-             mc->KVH, mc->F, mc->V, mc->maxT, mc->tied ? 1 : 0, T, (long long)B * T * accum,
+             mc->KVH, mc->F, mc->V, mc->maxT, mc->tied ? 1 : 0, T, tokens_per_step,
              omp_get_max_threads(), sysconf(_SC_NPROCESSORS_ONLN),
              prof_describe_gemm_kernels(kernels, sizeof kernels));
     prof_name_thread(tp->p, "compute");

@@ -21,8 +21,10 @@ typedef struct train_profile train_profile;
 /* products_kernel16: the 16-bit kernel the model's products run on (model_products_kernel16), or NULL. With one, the
  * roof also has that kernel's peak, measured the same way after the last step (# products_peak_flops,
  * # products_kernel), against which `mixpar profile` places the matmul kernels and MFU. */
-train_profile *train_profile_start(const char *run_dir, int rank, int world, const model_config *mc, int B, int T,
-                                   int accum, const char *products_kernel16);
+/* tokens_per_step: the tokens a step trains, per rank (the world's tokens / world: under tensor or pipeline
+ * parallel a fraction of a replica's), so that `mixpar profile`'s MFU counts each token once. */
+train_profile *train_profile_start(const char *run_dir, int rank, int world, const model_config *mc, int T,
+                                   double tokens_per_step, const char *products_kernel16);
 void train_profile_step_begin(train_profile *tp);
 void train_profile_step_end(train_profile *tp);
 void train_profile_finish(train_profile *tp); /* writes the table, closes the trace; NULL is fine */

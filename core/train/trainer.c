@@ -1154,11 +1154,17 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
     size_t per_step = (size_t)accum * B * T;
     int *inputs = malloc(per_step * sizeof(int)), *targets = malloc(per_step * sizeof(int));
     MP_ASSERT(inputs && targets, "out of memory");
+    /* train.profile: each rank's kernels and communication; the replica's tokens are shared by its tp x pp ranks */
+    train_profile *profile = cfg->train.profile ? train_profile_start(cfg->train.run_dir, rank, world, mc, T,
+                                                                      (double)per_step * lay.dp / world, NULL)
+                                                : NULL;
     double t_start = mp_now();
     for (long step = start; step < cfg->train.steps; step++) {
         for (int k = 0; k < accum; k++) train_data_next(td, inputs + (size_t)k * B * T, targets + (size_t)k * B * T);
         double lr = lr_schedule_at(&cfg->scheduler, step), t0 = mp_now();
+        train_profile_step_begin(profile);
         mp_step_result r = mp_step_run(s, inputs, targets, B, T, lr, step + 1);
+        train_profile_step_end(profile);
         double dt = mp_now() - t0;
         const pp_stats *ps = pp_get_stats(mp_step_pipeline(s));
         if (step == start) sum.first_loss = r.loss;
@@ -1209,6 +1215,7 @@ static trainer_summary run_model_parallel(train_config *cfg, const model_config 
         sum.steps_done = done;
     }
     sum.seconds = mp_now() - t_start;
+    train_profile_finish(profile);
     if (!quiet && sum.steps_done > 0)
         printf("trained %ld steps in %.1f s: loss %.4f -> %.4f\n", sum.steps_done, sum.seconds, sum.first_loss,
                sum.last_loss);
@@ -1468,8 +1475,8 @@ trainer_summary trainer_run(train_config *cfg, const trainer_options *opt) {
     MP_ASSERT(inputs && targets, "out of memory");
     fp_hist *act_hists = calloc((size_t)mc.L + 2, sizeof *act_hists);
     MP_ASSERT(act_hists, "out of memory");
-    train_profile *profile = cfg->train.profile ? train_profile_start(cfg->train.run_dir, rank, world, &mc, B, T, accum,
-                                                                      model_products_kernel16(m))
+    train_profile *profile = cfg->train.profile ? train_profile_start(cfg->train.run_dir, rank, world, &mc, T,
+                                                                      (double)B * T * accum, model_products_kernel16(m))
                                                 : NULL;
     double t_start = mp_now(), recent = 0;
     bool hash_params = getenv("MIXPAR_PARAM_HASH") != NULL;

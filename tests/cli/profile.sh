@@ -71,6 +71,26 @@ else
 fi
 check "an fp32 run's report names no 16-bit kernel" \
   bash -c "out=\$('$MIXPAR' profile '$work/on') && ! grep -q 'products ran on' <<< \"\$out\""
+# ---- tensor and sequence parallel (the model-parallel loop, mp_step.c): profiled as well, its communication outside
+# the kernels it sits between, and each token counted once
+timeout "$(scaled 120)" "$MIXPAR" run -n 2 -- "$MIXPAR" train "${base[@]}" --set tensor_model_parallel_size=2 \
+    --set sequence_parallel=true --set bf16.enabled=true --set train.profile=true --set train.run_dir="$work/tp" \
+    > /dev/null 2>&1
+check_output "a tensor-parallel run writes both ranks' tables, each with a replica's tokens shared by its 2 ranks" 0 \
+  "^512 512 $" bash -c "grep -h '^# tokens_per_step ' '$work/tp/profile.rank0.tsv' '$work/tp/profile.rank1.tsv' |
+                        cut -d' ' -f3 | tr '\n' ' '"
+check_output "a tensor-parallel run's report: the pipeline phase, the kernels, its exposed communication, MFU" 0 \
+  "step [0-9.]+ ms: pipeline [0-9.]+ grad_sync_wait [0-9.]+ optimizer [0-9.]+ .*matmul_fwd:qkv .*rank 1 communication: [0-9]+ calls.*MFU: " \
+  bash -c "'$MIXPAR' profile '$work/tp' --top 40 | tr '\n' ' '"
+for r in 0 1; do
+  check_output "tensor parallel, rank $r: no kernel holds another (the all-gathers and reductions sit between them)" 0 \
+    "^[1-9][0-9]* 0$" \
+    bash -c "grep -o '\"cat\":\"kernel\",\"ph\":\"X\",\"ts\":[^,]*,\"dur\":[0-9.e+-]*.*\"self_us\":[0-9.e+-]*' \
+               '$work/tp/trace.rank$r.json' |
+             awk -F'\"dur\":|,|\"self_us\":' '{ n++; d = \$5; s = \$NF; if (d - s > 1e-6 * d + 1e-9) bad++ }
+                                                  END { print n, bad + 0 }'"
+done
+
 mkdir -p "$work/shared"
 cp "$work/on/"*.rank0.* "$work/shared/"
 sed -i -e 's/^# threads .*/# threads 2/' -e 's/^# cpus .*/# cpus 1/' "$work/shared/profile.rank0.tsv"
