@@ -416,7 +416,7 @@ int cmd_profile(int argc, char **argv) {
                      .context = (uint64_t)t.context, .tied_head = t.tied != 0};
     perf_flops flops;
     perf_train_flops_per_token(&pm, (uint64_t)t.seq_len, &flops);
-    perf_throughput tp = perf_throughput_of((uint64_t)(t.tokens_per_step * t.world), step_s, (double)flops.total,
+    perf_throughput tp = perf_throughput_of((uint64_t)llround(t.tokens_per_step * t.world), step_s, (double)flops.total,
                                             products.peak_flops * t.world);
     printf("MFU: %.1f%% (%.0f tokens/s x %.3g model FLOPs per token = %.2f GFLOP/s, against %d x the ", 100 * tp.mfu,
            tp.tokens_per_s, (double)flops.total, tp.flops_per_s / 1e9, t.world);
