@@ -6,8 +6,9 @@
 
 /* With "train": {"profile": true} (or --set train.profile=true) the trainer measures the machine's roof (sgemm
  * peak and triad bandwidth, prof/roofline.h) before the first step and after the last, keeping the better of
- * each, and profiles every step: the spans step > forward/backward >
- * block_fwd/block_bwd > kernels, plus the communication calls on their own thread. It writes, in the run folder:
+ * each, and profiles every step: the spans step > forward/backward > block_fwd/block_bwd > kernels (under tensor
+ * or pipeline parallel step > pipeline > kernels, then grad_sync_wait and optimizer), plus the communication calls on
+ * the thread that makes them. It writes, in the run folder:
  *
  *     trace.rank<R>.json     a Chrome trace of every step, valid JSON after each step (open it in Perfetto)
  *     profile.rank<R>.tsv    per name: calls, total and self seconds, FLOPs and bytes, over the steps after the
@@ -18,11 +19,11 @@
 
 typedef struct train_profile train_profile;
 
-/* products_kernel16: the 16-bit kernel the model's products run on (model_products_kernel16), or NULL. With one, the
+/* tokens_per_step: the tokens a step trains, per rank (the world's tokens / world: under tensor or pipeline
+ * parallel a fraction of a replica's), so that `mixpar profile`'s MFU counts each token once.
+ * products_kernel16: the 16-bit kernel the model's products run on (model_products_kernel16), or NULL. With one, the
  * roof also has that kernel's peak, measured the same way after the last step (# products_peak_flops,
  * # products_kernel), against which `mixpar profile` places the matmul kernels and MFU. */
-/* tokens_per_step: the tokens a step trains, per rank (the world's tokens / world: under tensor or pipeline
- * parallel a fraction of a replica's), so that `mixpar profile`'s MFU counts each token once. */
 train_profile *train_profile_start(const char *run_dir, int rank, int world, const model_config *mc, int T,
                                    double tokens_per_step, const char *products_kernel16);
 void train_profile_step_begin(train_profile *tp);
