@@ -88,6 +88,7 @@ static int read_table(const char *dir, int rank, profile_table *t) {
                 double v;
                 if (!parse_double(value, &v)) bad = 1;
                 else if (fields[i].d) *fields[i].d = v;
+                else if (!(v >= 0 && v <= 1e9)) bad = 1; /* a count or a size: (int) of anything else is undefined */
                 else *fields[i].i = (int)v;
             }
             continue;

@@ -108,6 +108,9 @@ grep -v '^# products_' "$work/on/profile.rank0.tsv" > "$work/bad/profile.rank0.t
 echo '# products_kernel avx512-bf16' >> "$work/bad/profile.rank0.tsv"
 check_output "a 16-bit kernel's name without its peak: exit 2" 2 "products_peak_flops together" \
   "$MIXPAR" profile "$work/bad"
+sed 's/^# threads .*/# threads 1e300/' "$work/on/profile.rank0.tsv" > "$work/bad/profile.rank0.tsv"
+check_output "a count out of any range (threads 1e300): exit 2 naming the line" 2 "not a profile table \(line [0-9]+" \
+  "$MIXPAR" profile "$work/bad"
 check_output "--top 0: exit 2" 2 "--top wants a number" "$MIXPAR" profile "$work/on" --top 0
 check_output "an unknown option: exit 2" 2 "unexpected argument '--frobnicate'" "$MIXPAR" profile "$work/on" --frobnicate
 check_output "train.profile must be a boolean: exit 2" 2 "profile" \
