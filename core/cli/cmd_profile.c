@@ -106,10 +106,11 @@ static int read_table(const char *dir, int rank, profile_table *t) {
     if (!t->products_kernel[0] != isnan(t->products_peak_flops) ||
         (t->products_kernel[0] && !(t->products_peak_flops > 0 && isfinite(t->products_peak_flops))))
         bad = 1; /* the two lines come together */
+    if (!(t->tokens_per_step > 0 && t->tokens_per_step < 1e15)) bad = 1; /* MFU's tokens: a positive count */
     if (bad || !(t->steps >= 1) || !(t->peak_flops > 0) || !(t->bandwidth > 0)) {
         fprintf(stderr, "mixpar profile: %s: not a profile table (line %d: expected '# key value' lines with "
-                        "peak_flops, bandwidth and steps (products_kernel and products_peak_flops together or not "
-                        "at all), then 'kind name calls total_s self_s flops bytes' rows)\n",
+                        "peak_flops, bandwidth, steps and tokens_per_step (products_kernel and products_peak_flops "
+                        "together or not at all), then 'kind name calls total_s self_s flops bytes' rows)\n",
                 path, lineno);
         return 2;
     }
