@@ -1086,9 +1086,7 @@ static void block_forward(model *m, int l, const float *residual, bool to_output
     report(m, l, "fch", a->fch, (size_t)N * d->FC);
     if (c->arch == MODEL_GPT2)
         PROF_KERNEL("gelu_fwd", prof_cost_elementwise((double)N * d->F, 9, 1, 1), gelu_forward(a->fch_act, a->fch, (long)N * d->F));
-    else /* silu(gate) * up: reads the two halves of fch, writes F */
-        PROF_KERNEL("swiglu_fwd", prof_cost_elementwise((double)N * d->F, 6, 2, 1),
-                    swiglu_forward(a->fch_act, a->fch, N, d->F));
+    else PROF_KERNEL("swiglu_fwd", prof_cost_swiglu_forward(N, d->F), swiglu_forward(a->fch_act, a->fch, N, d->F));
     rnd(m, a->fch_act, (size_t)N * d->F);
     report(m, l, "fch_act", a->fch_act, (size_t)N * d->F);
     if (!to_output) return;
@@ -1355,8 +1353,8 @@ void model_backward_stage(model *m, float loss_scale, const float *dhidden_out, 
         if (c->arch == MODEL_GPT2)
             PROF_KERNEL("gelu_bwd", prof_cost_elementwise((double)N * d->F, 14, 2, 2),
                         gelu_backward(g->dfch, a->fch, g->dfch_act, (long)N * d->F));
-        else /* reads dout and both halves of fch, adds into both halves of dfch */
-            PROF_KERNEL("swiglu_bwd", prof_cost_elementwise((double)N * d->F, 12, 3, 4),
+        else
+            PROF_KERNEL("swiglu_bwd", prof_cost_swiglu_backward(N, d->F),
                         swiglu_backward(g->dfch, g->dfch_act, a->fch, N, d->F));
         rnd(m, g->dfch, (size_t)N * d->FC);
         memset(g->dln, 0, NC * sizeof(float));

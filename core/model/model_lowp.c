@@ -1016,9 +1016,7 @@ static void block_forward(model *m, int l, const pool_view *v, bool to_output) {
     if (c->arch == MODEL_GPT2)
         PROF_KERNEL("gelu_fwd", prof_cost_elementwise((double)N * F, 9, 1, 1),
                     gelu_forward(v->fch_act, v->fch, (long)N * F));
-    else /* silu(gate) * up: reads the two halves of fch, writes F */
-        PROF_KERNEL("swiglu_fwd", prof_cost_elementwise((double)N * F, 6, 2, 1),
-                    swiglu_forward(v->fch_act, v->fch, N, F));
+    else PROF_KERNEL("swiglu_fwd", prof_cost_swiglu_forward(N, F), swiglu_forward(v->fch_act, v->fch, N, F));
     store(lp, l, "fch_act", a->fch_act, v->fch_act, (size_t)N * F, true);
     if (!to_output) return;
     mm_forward(m, site_of(l, SITE_FCPROJ), v->res, v->fch_act, a->fch_act, offset_of(m, w->fcprojw), w->fcprojb, N,
@@ -1092,8 +1090,8 @@ static void activation_backward(model *m, float *dfch, const float *dfch_act, co
         if (c->arch == MODEL_GPT2)
             PROF_KERNEL("gelu_bwd", prof_cost_elementwise((double)rows * F, 14, 2, 2),
                         gelu_backward(d, lp->rowtmp, dfch_act + (size_t)r * F, (long)rows * F));
-        else /* reads dout and both halves of fch, adds into both halves of dfch */
-            PROF_KERNEL("swiglu_bwd", prof_cost_elementwise((double)rows * F, 12, 3, 4),
+        else
+            PROF_KERNEL("swiglu_bwd", prof_cost_swiglu_backward(rows, F),
                         swiglu_backward(d, dfch_act + (size_t)r * F, lp->rowtmp, rows, (int)F));
     }
 }

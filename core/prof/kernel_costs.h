@@ -52,6 +52,10 @@ static inline prof_cost prof_cost_norm_backward(double N, double C) {
 static inline prof_cost prof_cost_elementwise(double n, double flops, double in, double out) {
     return prof_cost_make(flops * n, (in + out) * n);
 }
+/* SwiGLU over N rows of F: out = silu(gate) * up reads both halves of fch (2F) and writes F, about 6 per value; its
+ * backward reads dout and both halves and adds into both halves of dfch (read and write), about 12 per value */
+static inline prof_cost prof_cost_swiglu_forward(double N, double F) { return prof_cost_elementwise(N * F, 6, 2, 1); }
+static inline prof_cost prof_cost_swiglu_backward(double N, double F) { return prof_cost_elementwise(N * F, 12, 3, 4); }
 /* embeddings: out (B,T,C) = wte[token] + wpe[t] */
 static inline prof_cost prof_cost_encoder_forward(double N, double C) { return prof_cost_make(N * C, 3 * N * C); }
 /* dwte[token] += dout, dwpe[t] += dout */
